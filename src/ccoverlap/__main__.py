@@ -1,0 +1,5 @@
+import sys
+
+from ccoverlap.cli import main
+
+sys.exit(main())

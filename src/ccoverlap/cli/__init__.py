@@ -1,0 +1,56 @@
+"""The `ccoverlap` command: one module per subcommand, each with register() and run()."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ccoverlap.errors import UsageError
+
+from . import info, occupancy, plan
+
+COMMANDS = (info, occupancy, plan)
+
+DESCRIPTION = """\
+ccoverlap makes computation and collective communication overlap on GPUs.
+NCCL kernels launched beside compute often wait until compute blocks drain an
+SM. ccoverlap plans how much to shape compute (extra dynamic shared memory per
+block, so fewer blocks are resident) against the real footprint of the
+communication kernel, and says when shaping cannot work and what would.
+
+Start with:
+  ccoverlap info                      what one SM of this GPU offers
+  ccoverlap occupancy --device h200 --threads 256 --regs 32
+  ccoverlap plan --device h200 --compute threads=256,regs=32 --comm nccl
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad input in one line (exit 2) instead of usage + error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ccoverlap", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    from ccoverlap import __version__
+
+    parser.add_argument("--version", action="version", version=f"ccoverlap {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except UsageError as exc:
+        print(f"ccoverlap {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,26 @@
+"""Terminal and JSON output shared by the subcommands."""
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def print_table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
+    table = Table(title=title, caption=caption, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row))
+    Console().print(table)
+
+
+def print_text(text: str) -> None:
+    Console(highlight=False, soft_wrap=True).print(text, markup=False)

@@ -1,0 +1,72 @@
+"""`ccoverlap info`: what one SM of a GPU offers, and the installed NCCL's CTA footprint."""
+from __future__ import annotations
+
+import argparse
+
+from ccoverlap.limits import PRESETS, DeviceLimits, get_device
+
+from ._output import print_json, print_table
+
+FIELDS = [
+    ("sm_count", "SMs"), ("compute_capability", "compute capability"), ("warp_size", "warp size"),
+    ("max_threads_per_block", "threads/block max"), ("max_threads_per_sm", "threads/SM"),
+    ("max_warps_per_sm", "warps/SM"), ("max_blocks_per_sm", "blocks/SM"), ("regs_per_sm", "registers/SM"),
+    ("regs_per_block", "registers/block max"), ("reg_alloc_unit", "register unit (per warp)"),
+    ("max_regs_per_thread", "registers/thread max"), ("reg_subpartitions", "register sub-partitions"),
+    ("smem_per_sm", "shared memory/SM (B)"), ("smem_per_block_optin", "shared memory/block opt-in (B)"),
+    ("smem_reserved_per_block", "shared memory reserved/block (B)"), ("smem_alloc_unit", "shared memory unit (B)"),
+    ("max_cluster_size", "cluster size max"), ("stream_priority_range", "stream priorities (least, greatest)"),
+    ("source", "source"),
+]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "info",
+        help="show per-SM hardware limits (live GPU or preset) and the NCCL CTA footprint",
+        description="Show the per-SM limits that decide what fits beside a communication kernel. "
+        "Without --device it reads the live GPU, or lists every preset when there is none.",
+    )
+    p.add_argument("--device", help="preset (a40, a100, h100, h200, mi250x) or cuda / cuda:N for a live GPU")
+    p.add_argument("--nccl", action="store_true", help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=run)
+
+
+def _devices(name: str | None) -> list[DeviceLimits]:
+    if name:
+        return [get_device(name)]
+    from ccoverlap import cuda_driver
+
+    return [get_device("cuda")] if cuda_driver.driver() else list(PRESETS.values())
+
+
+def run(args: argparse.Namespace) -> int:
+    devices = _devices(args.device)
+    nccl = None
+    if args.nccl:
+        from ccoverlap.nccl import nccl_footprint
+
+        major, minor = devices[0].compute_capability
+        nccl = nccl_footprint(arch=f"sm_{major}{minor}")
+    if args.json:
+        out = {"devices": [{**d.to_dict(), "max_warps_per_sm": d.max_warps_per_sm} for d in devices]}
+        if nccl:
+            out["nccl"] = nccl.to_dict()
+        print_json(out)
+        return 0
+    caption = None if args.device or len(devices) == 1 else "no CUDA GPU visible: showing the presets"
+    print_table(
+        "Per-SM limits",
+        ["limit"] + [d.name for d in devices],
+        [[label] + [getattr(d, key) for d in devices] for key, label in FIELDS],
+        caption,
+    )
+    if nccl:
+        d = nccl.to_dict()
+        print_table(
+            f"NCCL CTA footprint ({nccl.library or 'libnccl not found'})",
+            ["field", "value", "source"],
+            [[k, d[k], nccl.sources.get(k, "")] for k in ("threads", "regs", "static_smem", "dynamic_smem", "ctas", "cluster")],
+        )
+    return 0

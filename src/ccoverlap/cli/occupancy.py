@@ -1,0 +1,90 @@
+"""`ccoverlap occupancy`: resident blocks per SM for one footprint, and which resource limits it."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ccoverlap.errors import UsageError, check_range
+from ccoverlap.footprint import KernelFootprint
+from ccoverlap.limits import get_device
+from ccoverlap.occupancy import occupancy
+
+from ._output import print_json, print_text
+
+EPILOG = """\
+examples:
+  ccoverlap occupancy --device h200 --threads 256 --regs 32
+  ccoverlap occupancy --device h200 --threads 640 --regs 96 --static-smem 22592 --dynamic-smem 82240
+  ccoverlap occupancy --validate 80 --out occupancy.json     (live GPU + CuPy: model vs CUDA's API)
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "occupancy",
+        help="resident blocks per SM for a kernel footprint (CUDA's occupancy rules, exactly)",
+        description="Resident blocks per SM of a kernel, equal to cuOccupancyMaxActiveBlocksPerMultiprocessor, "
+        "with the limit each resource (warps, registers, shared memory, blocks) sets on its own.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--device", default="cuda", help="preset (a40, a100, h100, h200, mi250x) or cuda[:N] (default: live GPU)")
+    p.add_argument("--threads", type=int, help="threads per block (1..1024)")
+    p.add_argument("--regs", type=int, help="registers per thread (1..255 on NVIDIA)")
+    p.add_argument("--static-smem", type=int, default=0, help="static shared memory per block, bytes (default 0)")
+    p.add_argument("--dynamic-smem", type=int, default=0, help="dynamic shared memory per block, bytes (default 0)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    v = p.add_argument_group("validation on a live GPU")
+    v.add_argument("--validate", type=int, metavar="KERNELS", help="compile KERNELS kernels and compare the model with CUDA's occupancy API")
+    v.add_argument("--shapes", type=int, default=16, help="launch shapes per kernel with --validate (default 16)")
+    v.add_argument("--seed", type=int, default=0, help="random seed for --validate (default 0)")
+    v.add_argument("--out", help="write the --validate table (JSON with provenance) here")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.validate is not None:
+        return _validate(args)
+    if args.threads is None or args.regs is None:
+        raise UsageError("--threads and --regs are required (or --validate KERNELS on a live GPU)")
+    dev = get_device(args.device)
+    kernel = KernelFootprint(args.threads, args.regs, args.static_smem, args.dynamic_smem)
+    occ = occupancy(dev, kernel)
+    if args.json:
+        print_json({"device": dev.name, "kernel": vars(kernel) | {"name": None}, **occ.to_dict()})
+        return 0
+    limits = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else v}" for k, v in occ.limits.items())
+    why = " and ".join(r.value.replace("_", " ") for r in occ.limiting)
+    print_text(
+        f"{occ.blocks} blocks/SM on {dev.name}, limited by {why}\n"
+        f"limits: {limits}\n"
+        f"per block: {occ.smem_per_block} B shared memory allocated, {occ.regs_per_warp} registers per warp"
+    )
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from ccoverlap import provenance, validate
+
+    check_range("--validate", args.validate, 1, 10000)
+    check_range("--shapes", args.shapes, 1, 10000)
+    ordinal = int(args.device.partition(":")[2] or 0) if args.device.startswith("cuda") else 0
+    with Progress(transient=True) as bar:
+        task = bar.add_task("compiling and comparing", total=args.validate)
+        dev, rows = validate.validate(
+            args.validate, args.shapes, args.seed, ordinal, lambda done, _: bar.update(task, completed=done)
+        )
+    result = validate.report(dev, rows, provenance.collect(seed=args.seed))
+    if args.out:
+        tmp = f"{args.out}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f)
+        os.replace(tmp, args.out)
+    bad = [r for r in rows if not r.match]
+    print_text(f"{dev.name}: {len(rows) - len(bad)}/{len(rows)} footprints match CUDA's occupancy API")
+    for r in bad[:20]:
+        print_text(f"  mismatch: {r}")
+    return 1 if bad else 0

@@ -1,0 +1,112 @@
+"""Thin ctypes binding to the CUDA driver (libcuda), only the calls ccoverlap needs.
+
+ctypes instead of a CUDA Python package keeps the core importable anywhere and
+lets tests substitute a fake driver object with the same methods.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from functools import cache
+
+# cuda.h enums (CUDA 13.0 headers)
+ATTR_MAX_THREADS_PER_BLOCK = 1
+ATTR_WARP_SIZE = 10
+ATTR_MAX_REGISTERS_PER_BLOCK = 12
+ATTR_MULTIPROCESSOR_COUNT = 16
+ATTR_MAX_THREADS_PER_MULTIPROCESSOR = 39
+ATTR_COMPUTE_CAPABILITY_MAJOR = 75
+ATTR_COMPUTE_CAPABILITY_MINOR = 76
+ATTR_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81
+ATTR_MAX_REGISTERS_PER_MULTIPROCESSOR = 82
+ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+ATTR_MAX_BLOCKS_PER_MULTIPROCESSOR = 106
+ATTR_RESERVED_SHARED_MEMORY_PER_BLOCK = 111
+ATTR_CLUSTER_LAUNCH = 120
+
+FUNC_MAX_THREADS_PER_BLOCK = 0
+FUNC_SHARED_SIZE_BYTES = 1
+FUNC_NUM_REGS = 4
+FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+FUNC_REQUIRED_CLUSTER_WIDTH = 11
+
+
+class CudaError(RuntimeError):
+    """A driver call returned an error code."""
+
+
+class Driver:
+    """The CUDA driver API through ctypes; each method raises CudaError on failure."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self._lib = lib
+        self._check("cuInit", lib.cuInit(0))
+
+    def _check(self, call: str, rc: int) -> None:
+        if rc != 0:
+            msg = ctypes.c_char_p()
+            self._lib.cuGetErrorString(rc, ctypes.byref(msg))
+            text = msg.value.decode() if msg.value else "unknown error"
+            raise CudaError(f"{call} failed: {text} ({rc})")
+
+    def _int(self, call: str, *args) -> int:
+        value = ctypes.c_int()
+        self._check(call, getattr(self._lib, call)(ctypes.byref(value), *args))
+        return value.value
+
+    def device_count(self) -> int:
+        return self._int("cuDeviceGetCount")
+
+    def device(self, ordinal: int) -> int:
+        return self._int("cuDeviceGet", ordinal)
+
+    def device_attribute(self, attr: int, device: int) -> int:
+        return self._int("cuDeviceGetAttribute", attr, device)
+
+    def device_name(self, device: int) -> str:
+        buf = ctypes.create_string_buffer(256)
+        self._check("cuDeviceGetName", self._lib.cuDeviceGetName(buf, 256, device))
+        return buf.value.decode()
+
+    def driver_version(self) -> int:
+        return self._int("cuDriverGetVersion")
+
+    def stream_priority_range(self, device: int) -> tuple[int, int]:
+        """(least, greatest) for `device`; needs its primary context, which it retains."""
+        ctx = ctypes.c_void_p()
+        self._check("cuDevicePrimaryCtxRetain", self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device))
+        self._check("cuCtxSetCurrent", self._lib.cuCtxSetCurrent(ctx))
+        least, greatest = ctypes.c_int(), ctypes.c_int()
+        self._check(
+            "cuCtxGetStreamPriorityRange",
+            self._lib.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest)),
+        )
+        return least.value, greatest.value
+
+    def function_attribute(self, attr: int, handle: int) -> int:
+        return self._int("cuFuncGetAttribute", attr, ctypes.c_void_p(handle))
+
+    def kernel_attribute(self, attr: int, handle: int, device: int) -> int:
+        return self._int("cuKernelGetAttribute", attr, ctypes.c_void_p(handle), device)
+
+    def set_function_attribute(self, attr: int, handle: int, value: int) -> None:
+        self._check("cuFuncSetAttribute", self._lib.cuFuncSetAttribute(ctypes.c_void_p(handle), attr, value))
+
+    def max_active_blocks(self, handle: int, threads: int, dynamic_smem: int) -> int:
+        return self._int(
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            ctypes.c_void_p(handle),
+            threads,
+            ctypes.c_size_t(dynamic_smem),
+        )
+
+
+@cache
+def driver() -> Driver | None:
+    """The process's driver, or None where there is no libcuda or no usable GPU."""
+    name = ctypes.util.find_library("cuda") or "libcuda.so.1"
+    try:
+        drv = Driver(ctypes.CDLL(name))
+        return drv if drv.device_count() > 0 else None
+    except (OSError, CudaError):
+        return None

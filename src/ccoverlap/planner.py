@@ -1,0 +1,141 @@
+"""Resource-aware pad planner: shape compute so communication CTAs find room.
+
+The paper pads compute blocks with extra dynamic shared memory so fewer are
+resident per SM. How much is enough depends on what the communication CTA
+needs, in every resource at once: a Hopper NCCL CTA holds 52K-61K of an SM's
+64K registers, so no shared-memory pad alone can make room for it beside
+ordinary compute. The planner says so, names the binding resource, and says
+what would make room instead.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from dataclasses import dataclass, field
+
+from ccoverlap import _native
+from ccoverlap.footprint import KernelFootprint
+from ccoverlap.limits import DeviceLimits, get_device
+from ccoverlap.occupancy import Resource, occupancy
+
+#: NCCL_NTHREADS accepts 64..512 in warps; a CTA runs one more warp than that.
+NCCL_NTHREADS_RANGE = (64, 512)
+NCCL_EXTRA_WARP = 32
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str
+    compute: KernelFootprint
+    comm: KernelFootprint
+    per_sm: int  # communication CTAs that must be resident beside compute on one SM
+    feasible: bool
+    pad_bytes: int  # extra dynamic shared memory per compute block (0 when none is needed)
+    compute_blocks_before: int
+    compute_blocks_after: int
+    comm_blocks_alone: int  # comm CTAs that fit on an empty SM
+    binding: Resource | None  # what forbids co-residency when infeasible
+    suggestions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["binding"] = self.binding.value if self.binding else None
+        return d
+
+    def explain(self) -> str:
+        c, m = self.compute, self.comm
+        lines = [
+            f"compute: {c.threads} threads x {c.regs} regs, {c.static_smem} B static + {c.dynamic_smem} B "
+            f"dynamic shared memory -> {self.compute_blocks_before} blocks/SM",
+            f"comm:    {m.threads} threads x {m.regs} regs, {m.static_smem} B static + {m.dynamic_smem} B "
+            f"dynamic shared memory, {m.grid} CTAs, cluster {m.cluster} -> {self.comm_blocks_alone} CTA(s)/SM on an empty SM",
+        ]
+        if self.feasible and self.pad_bytes == 0:
+            lines.append(
+                f"plan:    no pad needed: {self.per_sm} comm CTA(s) already fit beside "
+                f"{self.compute_blocks_after} compute blocks per SM."
+            )
+        elif self.feasible:
+            lines.append(
+                f"plan:    pad each compute block with {self.pad_bytes} B of dynamic shared memory: "
+                f"{self.compute_blocks_before} -> {self.compute_blocks_after} compute blocks/SM, leaving room for "
+                f"{self.per_sm} comm CTA(s) on every SM."
+            )
+        else:
+            why = self.binding.value.replace("_", " ") if self.binding else "unknown"
+            lines.append(f"plan:    infeasible: {why} is the binding resource; no pad of compute makes room.")
+        lines += [f"  - {s}" for s in self.suggestions]
+        return "\n".join(lines)
+
+
+def _plan_raw(dev: DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int) -> _native.CPlan:
+    out = _native.CPlan()
+    rc = _native.lib().ccov_plan_pad(
+        ctypes.byref(_native.CDevice.of(dev)), ctypes.byref(_native.CKernel.of(compute)),
+        ctypes.byref(_native.CKernel.of(comm)), per_sm, ctypes.byref(out),
+    )
+    if rc != 0:
+        raise AssertionError(f"C core rejected validated input: {compute}, {comm}, per_sm={per_sm}")
+    return out
+
+
+def plan(
+    device: str | DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int = 1
+) -> Plan:
+    """The smallest pad of `compute` that lets `per_sm` CTAs of `comm` be resident beside it on an SM."""
+    dev = get_device(device)
+    compute.validate(dev, "compute")
+    comm.validate(dev, "comm")
+    if per_sm < 1 or per_sm > dev.max_blocks_per_sm:
+        raise ValueError(f"per_sm={per_sm} is out of range: valid 1..{dev.max_blocks_per_sm}")
+    raw = _plan_raw(dev, compute, comm, per_sm)
+    binding = Resource.from_flags(raw.binding)
+    result = Plan(
+        device=dev.name,
+        compute=compute,
+        comm=comm,
+        per_sm=per_sm,
+        feasible=bool(raw.feasible),
+        pad_bytes=raw.pad_bytes,
+        compute_blocks_before=raw.compute_blocks_before,
+        compute_blocks_after=raw.compute_blocks,
+        comm_blocks_alone=occupancy(dev, comm).blocks,
+        binding=binding[0] if binding else None,
+    )
+    if not result.feasible:
+        result.suggestions.extend(_suggestions(dev, result))
+    return result
+
+
+def _suggestions(dev: DeviceLimits, p: Plan) -> list[str]:
+    """What would make room when shaping cannot: fewer comm threads, fewer CTAs per SM, an SM partition."""
+    out = []
+    if p.comm_blocks_alone < p.per_sm:
+        out.append(
+            f"only {p.comm_blocks_alone} comm CTA(s) fit on an empty SM: plan for --per-sm {p.comm_blocks_alone}"
+            if p.comm_blocks_alone
+            else "the comm CTA does not fit on an SM at all: check its footprint"
+        )
+    for threads in range(p.comm.threads - dev.warp_size, dev.warp_size - 1, -dev.warp_size):
+        smaller = dataclasses.replace(p.comm, threads=threads)
+        raw = _plan_raw(dev, p.compute, smaller, p.per_sm)
+        if raw.feasible:
+            nthreads = threads - NCCL_EXTRA_WARP
+            hint = (
+                f" (NCCL_NTHREADS={nthreads} for NCCL)"
+                if NCCL_NTHREADS_RANGE[0] <= nthreads <= NCCL_NTHREADS_RANGE[1]
+                else ""
+            )
+            out.append(
+                f"shrink comm CTAs to {threads} threads{hint}: then a pad of {raw.pad_bytes} B leaves "
+                f"{raw.compute_blocks} compute block(s)/SM beside them; each CTA then moves less data per step"
+            )
+            break
+    per_sm_alone = max(p.comm_blocks_alone, 1)
+    sms = -(-p.comm.grid // per_sm_alone)
+    out.append(
+        f"partition SMs: give communication {sms} SM(s) of {dev.sm_count} (green context of "
+        f"{dev.sm_count - sms} SMs for compute, or SM carveout {sms}); compute loses "
+        f"{100 * sms / dev.sm_count:.0f}% of the SMs"
+    )
+    return out

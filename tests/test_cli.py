@@ -1,0 +1,86 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ccoverlap import cuda_driver
+from ccoverlap.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_occupancy_json(capsys):
+    code, out, _ = run(capsys, "occupancy", "--device", "h200", "--threads", "640", "--regs", "96",
+                       "--static-smem", "22592", "--dynamic-smem", "82240", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["blocks"] == 1 and data["limiting"] == ["registers"] and data["limits"]["shared_memory"] == 2
+
+
+def test_occupancy_text(capsys):
+    code, out, _ = run(capsys, "occupancy", "--device", "a100", "--threads", "256", "--regs", "16")
+    assert code == 0 and out.startswith("8 blocks/SM on a100, limited by warps")
+
+
+def test_plan_json_with_nccl_override(capsys):
+    code, out, _ = run(capsys, "plan", "--device", "h200", "--compute", "threads=256,regs=16",
+                       "--comm", "nccl:threads=288", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["feasible"] and data["comm"]["threads"] == 288 and data["compute_blocks_after"] == 1
+    assert "regs" in data["comm_sources"]
+
+
+def test_plan_text_explains_infeasible(capsys):
+    code, out, _ = run(capsys, "plan", "--device", "h200", "--compute", "threads=256,regs=32",
+                       "--comm", "threads=640,regs=96,static=22592,dynamic=82240,ctas=16,cluster=4")
+    assert code == 0
+    assert "infeasible: registers is the binding resource" in out and "partition SMs" in out
+
+
+def test_info_json_lists_presets_without_gpu(capsys, monkeypatch):
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    code, out, _ = run(capsys, "info", "--json")
+    assert code == 0
+    assert [d["name"] for d in json.loads(out)["devices"]] == ["a40", "a100", "h100", "h200", "mi250x"]
+
+
+def test_info_table_for_one_preset(capsys):
+    code, out, _ = run(capsys, "info", "--device", "h100")
+    assert code == 0 and "233472" in out and "h100" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["occupancy", "--device", "h300", "--threads", "64", "--regs", "32"], "unknown device 'h300'"),
+        (["occupancy", "--device", "h200", "--threads", "0", "--regs", "32"], "threads=0 is out of range: valid 1..1024"),
+        (["occupancy", "--device", "h200", "--threads", "64", "--regs", "300"], "regs=300 is out of range: valid 1..255"),
+        (["occupancy", "--device", "h200", "--threads", "64", "--regs", "32", "--dynamic-smem", "300000"],
+         "dynamic=300000 is out of range"),
+        (["occupancy", "--device", "h200", "--threads", "64"], "--threads and --regs are required"),
+        (["plan", "--device", "h200", "--compute", "threads=64"], "regs= is required"),
+        (["plan", "--device", "h200", "--compute", "threads=64,regs=32", "--comm", "bogus"], "is not key=value"),
+        (["plan", "--device", "h200", "--compute", "threads=64,regs=32", "--per-sm", "0"], "--per-sm=0 is out of range"),
+        (["plan", "--device", "mi250x", "--compute", "threads=64,regs=32"], "--comm nccl needs an NVIDIA device"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_argparse_errors_are_one_line_too():
+    proc = subprocess.run([sys.executable, "-m", "ccoverlap", "plan", "--threads"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "see --help" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["info", "occupancy", "plan"])
+def test_every_command_has_teaching_help(command):
+    proc = subprocess.run([sys.executable, "-m", "ccoverlap", command, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--device" in proc.stdout

@@ -1,0 +1,33 @@
+from pathlib import Path
+
+from ccoverlap import nccl
+
+# Shape of `cuobjdump --dump-resource-usage libnccl.so.2` (NCCL 2.28, two archs).
+SAMPLE = (Path(__file__).parent / "data" / "cuobjdump_nccl_sample.txt").read_text()
+
+
+def test_parse_resource_usage_per_arch():
+    rows = nccl.parse_resource_usage(SAMPLE)
+    sm90 = [r for r in rows if r.arch == "sm_90"]
+    assert {r.name for r in sm90} >= {"ncclDevKernel_Generic", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}
+    assert all(r.regs == 96 for r in sm90 if r.name.startswith("ncclDev"))
+    assert any(r.arch == "sm_80" for r in rows)
+
+
+def test_footprint_prefers_the_binary_and_labels_sources(monkeypatch):
+    monkeypatch.setattr(nccl, "find_libnccl", lambda: "/opt/libnccl.so.2")
+    monkeypatch.setattr(nccl, "find_cuobjdump", lambda: "/usr/bin/cuobjdump")
+    found = nccl.nccl_footprint("sm_80", read=lambda lib, tool: nccl.parse_resource_usage(SAMPLE))
+    assert found.footprint.regs == 80 and found.footprint.static_smem == 17408
+    assert found.footprint.cluster == 1  # clusters exist from sm_90
+    assert found.sources["regs"].startswith("cuobjdump --dump-resource-usage /opt/libnccl.so.2")
+    assert "not read from the binary" in found.sources["threads"]
+
+
+def test_footprint_falls_back_to_measured_numbers(monkeypatch):
+    monkeypatch.setattr(nccl, "find_libnccl", lambda: None)
+    found = nccl.nccl_footprint("sm_90")
+    fp = found.footprint
+    assert (fp.threads, fp.regs, fp.static_smem, fp.dynamic_smem, fp.cluster) == (640, 96, 22592, 82240, 4)
+    assert "fallback" in found.sources["regs"]
+    assert found.library is None
