@@ -2,15 +2,17 @@ from pathlib import Path
 
 from ccoverlap import nccl
 
-# Shape of `cuobjdump --dump-resource-usage libnccl.so.2` (NCCL 2.28, two archs).
+# An excerpt of `cuobjdump --dump-resource-usage libnccl.so.2` run on the H200 machine
+# (NCCL 2.28.9 of torch 2.11's nvidia-nccl wheel): the sm_80 and sm_90 sections, trimmed.
 SAMPLE = (Path(__file__).parent / "data" / "cuobjdump_nccl_sample.txt").read_text()
 
 
 def test_parse_resource_usage_per_arch():
     rows = nccl.parse_resource_usage(SAMPLE)
     sm90 = [r for r in rows if r.arch == "sm_90"]
-    assert {r.name for r in sm90} >= {"ncclDevKernel_Generic", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"}
-    assert all(r.regs == 96 for r in sm90 if r.name.startswith("ncclDev"))
+    assert len(sm90) == 5 and sm90[0].name == "_Z21ncclDevKernel_Generic24ncclDevKernelArgsStorageILm4096EE"
+    assert [(r.regs, r.static_smem) for r in sm90 if "ncclDevKernel" in r.name] == [(96, 22592)] * 3
+    assert sm90[3] == nccl.KernelResources("__cuda_sm20_div_u64", "sm_90", 0, 0, 0)
     assert any(r.arch == "sm_80" for r in rows)
 
 
@@ -18,7 +20,7 @@ def test_footprint_prefers_the_binary_and_labels_sources(monkeypatch):
     monkeypatch.setattr(nccl, "find_libnccl", lambda: "/opt/libnccl.so.2")
     monkeypatch.setattr(nccl, "find_cuobjdump", lambda: "/usr/bin/cuobjdump")
     found = nccl.nccl_footprint("sm_80", read=lambda lib, tool: nccl.parse_resource_usage(SAMPLE))
-    assert found.footprint.regs == 80 and found.footprint.static_smem == 17408
+    assert found.footprint.regs == 96 and found.footprint.static_smem == 7104
     assert found.footprint.cluster == 1  # clusters exist from sm_90
     assert found.sources["regs"].startswith("cuobjdump --dump-resource-usage /opt/libnccl.so.2")
     assert "not read from the binary" in found.sources["threads"]

@@ -33,6 +33,9 @@ NCCL_CTAS = 16  # a typical channel count on one NVLink node; set with NCCL_MIN/
 
 _FUNC = re.compile(r"^\s*Function\s+(\S+?):?\s*$")
 _ARCH = re.compile(r"^\s*arch\s*=\s*(sm_\d+a?)")
+# Collective kernels, also when C++-mangled (_Z21ncclDevKernel_Generic...); the
+# symmetric-memory ncclSymkDevKernel_* have another footprint and no CTA policy.
+_COLLECTIVE = re.compile(r"ncclDevKernel|ncclKernel")
 _USAGE = re.compile(r"\b(REG|SHARED|STACK):(\d+)")
 
 
@@ -104,8 +107,8 @@ def read_resource_usage(library: str, cuobjdump: str) -> list[KernelResources]:
 
 
 def footprint_from_resources(kernels: list[KernelResources], arch: str) -> tuple[int, int] | None:
-    """(max registers, max static smem) over ncclDevKernel_* of `arch`, or None if there are none."""
-    mine = [k for k in kernels if k.name.startswith(("ncclDevKernel", "ncclKernel")) and k.arch.startswith(arch)]
+    """(max registers, max static smem) over the collective kernels of `arch`, or None if there are none."""
+    mine = [k for k in kernels if _COLLECTIVE.search(k.name) and k.arch == arch]
     if not mine:
         return None
     return max(k.regs for k in mine), max(k.static_smem for k in mine)

@@ -59,7 +59,7 @@ def _compile(name: str, regs: int, static_smem: int):
     )
     src = _SOURCE.format(name=name, live=max(regs - 8, 1), shared=shared, use_shared=use_shared)
     module = cupy.RawModule(code=src, options=(f"--maxrregcount={regs}", "--std=c++17"))
-    return module.get_function(name)
+    return module.get_function(name).kernel  # a cupy Function: .ptr is the CUfunction
 
 
 def _launch_shapes(rng: random.Random, dev: DeviceLimits, static_smem: int, count: int) -> list[tuple[int, int]]:
