@@ -6,9 +6,9 @@ import sys
 
 from ccoverlap.errors import UsageError
 
-from . import info, occupancy, plan
+from . import analyze, info, occupancy, plan
 
-COMMANDS = (info, occupancy, plan)
+COMMANDS = (info, occupancy, plan, analyze)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.

@@ -1,0 +1,102 @@
+"""A self-contained HTML report: tables, a timeline per rank, bars comparing strategies.
+
+The PNGs are embedded (the HTML file is all one needs to share) and also
+written beside it, in <report>_files/, for slides and issues.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from pathlib import Path
+
+from ccoverlap.analysis import Analysis
+from ccoverlap.analysis.metrics import (
+    RankMetrics, analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for,
+)
+from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:90%}"""
+
+SUMMARY = (
+    ("strategy", "strategy"), ("rank", "rank"), ("overlap %", "comp_comm_overlap_pct"),
+    ("comm ms", "communication_us"), ("exposed comm ms", "exposed_comm_us"), ("hideable ms", "hideable_comm_us"),
+    ("compute ms", "compute_us"), ("idle ms", "idle_us"), ("span ms", "span_us"),
+    ("compute slowdown", "compute_slowdown"), ("comm slowdown", "comm_slowdown"), ("padded launches", "padded_launches"),
+)
+
+
+def cell(key: str, value) -> str:
+    """A metric as shown in tables: times in ms, ratios with 3 decimals."""
+    if value is None:
+        return "-"
+    if key.endswith("_us"):
+        return f"{value / 1000:.3f}"
+    if isinstance(value, float):
+        return f"{value:.3f}" if "slowdown" in key else f"{value:.2f}"
+    return str(value)
+
+
+def summary_rows(ranks: list[RankMetrics]) -> list[list[str]]:
+    return [[cell(key, getattr(r, key)) for _, key in SUMMARY] for r in ranks]
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _image(png: bytes, path: Path, alt: str) -> str:
+    path.write_bytes(png)
+    return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}"></p>'
+
+
+def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
+    """Write the HTML report and its PNGs; returns every file written."""
+    files = path.with_name(path.stem + "_files")
+    files.mkdir(parents=True, exist_ok=True)
+    pngs: list[Path] = []
+
+    def image(png: bytes, name: str, alt: str) -> str:
+        pngs.append(files / name)
+        return _image(png, files / name, alt)
+
+    parts = [
+        f"<h1>ccoverlap analysis</h1><p>{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
+        f"baseline: {'given' if analysis.baseline is not None else 'none'}. Times are per rank over the analysed "
+        "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
+        image(strategy_bars_png(analysis.ranks), "strategies.png", "strategies compared"),
+        _table([h for h, _ in SUMMARY], summary_rows(analysis.ranks)),
+    ]
+    if analysis.problems:
+        parts.append("<h2>Files not analysed or with notes</h2><ul>"
+                     + "".join(f"<li><code>{html.escape(str(p))}</code></li>" for p in analysis.problems) + "</ul>")
+    for name, traces in analysis.strategies.items():
+        for rank, trace in traces.items():
+            base = analysis.baseline.get(rank) if analysis.baseline else None
+            kernels = analysed_kernels(trace)
+            reference = reference_for(trace, base)
+            marks = [pad_bytes(k, reference) > 0 for k in kernels]
+            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(str(trace.path))}</code></p>")
+            parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}"), f"timeline_{name}_rank{rank}.png",
+                               f"timeline of {name} rank {rank}"))
+            stats = kernel_stats(kernels, reference, device_limits(trace.device))
+            parts.append("<h3>Kernels (longest total time first)</h3>" + _table(
+                ["kernel", "class", "launches", "total ms", "threads", "regs", "smem B", "pad B", "padded launches",
+                 "blocks/SM (Kineto)", "resident blocks/SM before -> after"],
+                [[s.name[:90], s.kind, s.launches, f"{s.total_us / 1000:.3f}", s.threads, s.regs, s.smem_bytes,
+                  s.pad_bytes, s.padded_launches, cell("bps", s.blocks_per_sm_kineto),
+                  f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
+                 for s in stats[:top]],
+            ))
+            parts.append("<h3>Most exposed communication kernels</h3>" + _table(
+                ["kernel", "stream", "start ms", "duration ms", "exposed ms"],
+                [[e.kernel.name[:90], e.kernel.stream, f"{(e.kernel.ts - kernels[0].ts) / 1000:.3f}",
+                  f"{e.kernel.dur / 1000:.3f}", f"{e.exposed_us / 1000:.3f}"] for e in exposed_comm(kernels)[:top]],
+            ))
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ccoverlap analysis</title>"
+                    f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+    return [path, *pngs]

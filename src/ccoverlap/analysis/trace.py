@@ -1,0 +1,285 @@
+"""The trace data model and its streaming parser.
+
+A torch.profiler / Kineto Chrome trace is parsed once, streamed (ijson's C
+backend), into a `Trace`: the GPU activities of one rank with what the
+analyses need and nothing else, so a 1 GB trace fits in memory and every
+analysis is a pure function of the model (ccoverlap.analysis.metrics).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import ijson
+
+from ccoverlap.errors import UsageError
+from ccoverlap.footprint import KernelFootprint
+
+#: NCCL and RCCL collective kernels, old and new: ncclKernel_*, ncclDevKernel_*,
+#: ncclSymkDevKernel_* (HTA's pattern, so both tools class the same kernels).
+COMM_PATTERN = r"^nccl.*Kernel"
+_MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
+_MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
+#: On GPU lanes but not GPU work: annotations, and cuda_sync (a host or stream waiting).
+_SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "trace"})
+_HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
+_TAIL_KEEP = 64 << 10
+
+
+class KernelClass(str, Enum):
+    COMPUTE = "compute"
+    COMMUNICATION = "communication"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """One GPU activity (kernel, memcpy or memset); times in microseconds, as the trace."""
+
+    name: str
+    kind: KernelClass
+    stream: int
+    ts: float
+    dur: float
+    correlation: int  # links to the CPU launch call; -1 when absent
+    footprint: KernelFootprint | None  # block, registers and shared memory, from the kernel's args
+    blocks_per_sm: float | None  # Kineto's 'blocks per SM': grid blocks / SMs, not residency
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The GPU side of one rank's trace, plus what ties kernels to profiler steps."""
+
+    path: Path
+    rank: int
+    world_size: int | None
+    device: dict | None  # the rank's entry of Kineto's deviceProperties
+    kernels: tuple[Kernel, ...]  # sorted by start
+    steps: tuple[tuple[str, float], ...]  # (ProfilerStep name, CPU start) in trace order
+    launches: dict[int, float] = field(repr=False)  # correlation -> CPU start of the launching call
+    notes: tuple[str, ...] = ()  # what the reader should know (e.g. a guessed rank)
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """Kernel classes by name: communication, memory, compute (the rest)."""
+
+    comm: re.Pattern = re.compile(COMM_PATTERN)
+
+    @classmethod
+    def with_user_regex(cls, regex: str | None) -> Classifier:
+        if not regex:
+            return cls()
+        try:
+            return cls(re.compile(f"{COMM_PATTERN}|{regex}"))
+        except re.error as exc:
+            raise UsageError(f"--comm-regex {regex!r} is not a regular expression: {exc}") from None
+
+    def classify(self, name: str, cat: str) -> KernelClass:
+        if self.comm.search(name):
+            return KernelClass.COMMUNICATION
+        if cat in _MEMORY_CATS or _MEMORY.match(name):
+            return KernelClass.MEMORY
+        return KernelClass.COMPUTE
+
+
+class _Tap:
+    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB.
+
+    The top-level metadata (distributedInfo, deviceProperties) sits before or
+    after the event array; keeping those bytes lets the one streaming pass over
+    the events also yield the metadata, without a second read of the file.
+    """
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.head = bytearray()
+        self.head_done = False
+        self.tail = b""
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self.raw.read(n)
+        self.size += len(chunk)
+        if not self.head_done:
+            self.head += chunk
+            self.head_done = b'"traceEvents"' in self.head or len(self.head) > _HEAD_LIMIT
+        self.tail = (self.tail + chunk)[-_TAIL_KEEP:]
+        return chunk
+
+    def metadata(self) -> dict:
+        """Top-level keys other than traceEvents, from the head and, failing that, the tail."""
+        meta: dict = {}
+        head = bytes(self.head)
+        at = head.find(b'"traceEvents"')
+        if at > 0:
+            text = head[:at].decode("utf-8", "replace").strip().rstrip(",")
+            try:
+                meta = json.loads(text + "}") if text.startswith("{") else {}
+            except json.JSONDecodeError:
+                meta = {}
+        for key in ("distributedInfo", "deviceProperties"):
+            if key not in meta and (value := _find_value(self.tail, key)) is not None:
+                meta[key] = value
+        return meta
+
+
+def _find_value(blob: bytes, key: str):
+    match = re.search(rb'"' + key.encode() + rb'"\s*:\s*', blob)
+    if not match:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(blob[match.end():].decode("utf-8", "replace"))[0]
+    except json.JSONDecodeError:
+        return None
+
+
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
+    """Stream one trace file into a Trace; a UsageError says why a file is unusable."""
+    footprints: dict[tuple, KernelFootprint | None] = {}
+    names: dict[str, str] = {}
+    kernels: list[Kernel] = []
+    steps: list[tuple[str, float]] = []
+    launches: dict[int, float] = {}
+    device_id = None
+    try:
+        with _open(path) as raw:
+            tap = _Tap(raw)
+            for ev in ijson.items(tap, "traceEvents.item", use_float=True):
+                if ev.get("ph") != "X" or "dur" not in ev:
+                    continue
+                cat = str(ev.get("cat", "")).lower()
+                args = ev.get("args") or {}
+                stream = args.get("stream")
+                if cat in _SKIPPED_CATS:
+                    continue
+                if isinstance(stream, (int, float)) and not isinstance(stream, bool) and stream >= 0:
+                    kernels.append(_kernel(ev, cat, args, int(stream), classifier, names, footprints))
+                    device_id = args.get("device", device_id)
+                elif (corr := args.get("correlation")) is not None:
+                    launches[int(corr)] = float(ev["ts"])
+                elif "ProfilerStep" in (name := str(ev.get("name", ""))):
+                    steps.append((name, float(ev["ts"])))
+            meta = tap.metadata()
+    except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError) as exc:
+        raise UsageError(f"invalid or truncated JSON ({_short(exc)})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"malformed trace event ({_short(exc)})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
+    if not kernels:
+        raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)")
+    rank, world, notes = _rank(meta, path)
+    kernels.sort(key=lambda k: k.ts)
+    return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes)
+
+
+def _kernel(ev: dict, cat: str, args: dict, stream: int, classifier: Classifier, names: dict, footprints: dict) -> Kernel:
+    name = names.setdefault(str(ev.get("name", "")), str(ev.get("name", "")))
+    key = (name, str(args.get("block")), str(args.get("grid")), args.get("registers per thread"), args.get("shared memory"))
+    if key not in footprints:
+        try:
+            footprints[key] = KernelFootprint.from_trace_event(ev) if "block" in args else None
+        except UsageError:
+            footprints[key] = None
+    bps = args.get("blocks per SM")
+    return Kernel(
+        name=name,
+        kind=classifier.classify(name, cat),
+        stream=stream,
+        ts=float(ev["ts"]),
+        dur=float(ev["dur"]),
+        correlation=int(args.get("correlation", -1)),
+        footprint=footprints[key],
+        blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
+    )
+
+
+def _rank(meta: dict, path: Path) -> tuple[int, int | None, tuple[str, ...]]:
+    info = meta.get("distributedInfo") or {}
+    world = info.get("world_size")
+    if isinstance(info.get("rank"), int):
+        return info["rank"], world, ()
+    if match := _RANK_IN_NAME.search(path.name):
+        return int(match.group(1)), world, ("no distributedInfo rank: rank taken from the file name",)
+    return 0, world, ("no distributedInfo rank and none in the file name: taken as rank 0",)
+
+
+def _device(meta: dict, device_id) -> dict | None:
+    """The deviceProperties entry of the GPU the kernels ran on (Kineto lists every visible GPU)."""
+    props = meta.get("deviceProperties") or []
+    return next((p for p in props if p.get("id") == device_id), props[0] if props else None)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+
+
+def discover(root: Path) -> dict[str, list[Path]]:
+    """Strategy name -> trace files: ROOT's own files, and one strategy per subfolder with traces.
+
+    `ccoverlap bench --trace` writes one folder per strategy, each with
+    rank{r}_trace.json.gz, so its output folder is analysed as it is.
+    """
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory")
+    found = {root.name: trace_files(root)} | {d.name: trace_files(d) for d in sorted(root.iterdir()) if d.is_dir()}
+    found = {name: files for name, files in found.items() if files}
+    if not found:
+        raise UsageError(f"{root}: no trace files (*.json, *.json.gz) in it or in its subfolders")
+    return found
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that could not be analysed, or something the reader should know about one."""
+
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def read_traces(files: list[Path], classifier: Classifier) -> tuple[dict[int, Trace], list[Problem]]:
+    """One strategy's traces by rank; unusable files and duplicate ranks become problems."""
+    traces: dict[int, Trace] = {}
+    problems: list[Problem] = []
+    for path in files:
+        try:
+            trace = read_trace(path, classifier)
+        except UsageError as exc:
+            problems.append(Problem(path, f"skipped: {exc}"))
+            continue
+        problems += [Problem(path, note) for note in trace.notes]
+        if trace.rank in traces:
+            problems.append(Problem(path, f"skipped: rank {trace.rank} again (already read from {traces[trace.rank].path.name})"))
+            continue
+        traces[trace.rank] = trace
+    return dict(sorted(traces.items())), problems

@@ -1,0 +1,71 @@
+"""`ccoverlap analyze`: which communication is exposed, what compute could have hidden it, what padding did."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ccoverlap.errors import UsageError
+
+from ._output import print_json, print_table
+
+EPILOG = """\
+DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
+distributedInfo); each subfolder with traces is one more strategy, as
+`ccoverlap bench --trace` writes them (DIR/<strategy>/rank{r}_trace.json.gz).
+Unusable files are named on stderr, one line each, and the rest analysed;
+the exit code is 2 only when nothing could be analysed.
+
+examples:
+  ccoverlap analyze runs/ --baseline runs/default --report runs/report.html
+  ccoverlap analyze runs/priority --json | jq '.ranks[].comp_comm_overlap_pct'
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "analyze",
+        help="analyse torch.profiler traces: overlap, exposed communication, slowdown, padding",
+        description="Per rank: the share of communication time covered by compute (HTA's comp_comm_overlap_pct), "
+        "exposed communication, compute, communication and idle time, compute and communication slowdown against "
+        "a baseline, and which kernels were padded with shared memory and by how much.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dir", type=Path, metavar="DIR", help="folder of traces, or of one folder of traces per strategy")
+    p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
+    p.add_argument("--report", type=Path, metavar="PATH", help="write a self-contained HTML report (PNGs also in PATH_files/)")
+    p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE as communication")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ccoverlap.analysis import analyze
+    from ccoverlap.analysis.report import SUMMARY, summary_rows, write_report
+
+    result = analyze(args.dir, args.baseline, args.comm_regex)
+    for problem in result.problems:
+        print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+    if not result.ranks:
+        raise UsageError(f"nothing could be analysed in {args.dir}")
+    written = []
+    if args.report:
+        written = write_report(result, args.report)
+    if args.json:
+        print_json({
+            "ranks": [r.to_dict() for r in result.ranks],
+            "baseline": str(args.baseline) if args.baseline else None,
+            "problems": [str(p) for p in result.problems],
+            "report": [str(p) for p in written],
+        })
+        return 0
+    print_table("ccoverlap analyze (times in ms per rank)", [h for h, _ in SUMMARY], summary_rows(result.ranks))
+    padded = [[r.strategy, r.rank, s.name[:70], s.padded_launches, s.pad_bytes,
+               f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
+              for r in result.ranks for s in r.padded_kernels]
+    if padded:
+        print_table("padded kernels", ["strategy", "rank", "kernel", "launches", "pad B", "blocks/SM"], padded)
+    if written:
+        print(f"report: {written[0]}")
+    return 0
