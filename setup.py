@@ -1,7 +1,9 @@
-"""Builds the C occupancy core as a plain shared library that Python loads with ctypes.
+"""Builds the C occupancy core (loaded by Python with ctypes) and the launch interposer.
 
-It is compiled as a setuptools extension only so that pip builds it with the
-system C compiler; it has no Python entry point and needs no CUDA toolkit.
+Both are compiled as setuptools extensions only so that pip builds them with the
+system C compiler; they have no Python entry point and need no CUDA toolkit. The
+interposer is an LD_PRELOAD library (`ccoverlap run`), never loaded into Python;
+it compiles occupancy.c in, so its pads are the planner's arithmetic.
 """
 from setuptools import Extension, setup
 
@@ -11,6 +13,12 @@ setup(
             "ccoverlap._occupancy",
             sources=["src/ccoverlap/csrc/occupancy.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
-        )
+        ),
+        Extension(
+            "ccoverlap._interposer",
+            sources=[f"src/ccoverlap/csrc/{name}.c" for name in ("interposer", "interposer_cuda", "interposer_hip", "occupancy")],
+            extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"],
+            libraries=["dl", "pthread"],
+        ),
     ]
 )

@@ -6,9 +6,9 @@ import sys
 
 from ccoverlap.errors import UsageError
 
-from . import analyze, info, occupancy, plan
+from . import analyze, info, interposer, occupancy, plan, run
 
-COMMANDS = (info, occupancy, plan, analyze)
+COMMANDS = (info, occupancy, plan, analyze, interposer, run)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.

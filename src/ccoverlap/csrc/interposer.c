@@ -1,0 +1,637 @@
+/* Launch interposer core: policy, per-handle cache, decisions, stats, dlsym hook.
+ *
+ * Loaded with LD_PRELOAD (`ccoverlap run`). Rules it lives by:
+ * - never break the host program: anything unknown or failing means the
+ *   launch goes out unchanged, reported once on stderr;
+ * - never call itself: the real dlsym comes from dlvsym, real driver
+ *   functions from the driver's own handle, and a launch made inside an
+ *   intercepted launch passes through (so a pad is never applied twice);
+ * - the hot path (a handle seen before) takes no lock: entries are published
+ *   with a release store of their key and read with acquire loads. */
+#define _GNU_SOURCE
+#include "interposer.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------- logging ---------- */
+
+static _Atomic uint64_t logged; /* one bit per message key */
+
+void ccov_log_once(int key, const char *fmt, ...) {
+    uint64_t bit = 1ull << (key & 63);
+    if (atomic_fetch_or(&logged, bit) & bit) return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ccoverlap interposer: %s\n", line);
+}
+
+/* ---------- dlsym and real symbols ---------- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym_ptr;
+
+static dlsym_fn real_dlsym(void) {
+    dlsym_fn f = atomic_load_explicit(&real_dlsym_ptr, memory_order_acquire);
+    if (f) return f;
+    /* dlvsym is not hooked, so this cannot recurse. GLIBC_2.34 is the version
+     * of dlsym since libdl moved into libc; older glibc has 2.2.5 (x86-64) or
+     * 2.17 (aarch64). */
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    for (size_t i = 0; !f && i < sizeof versions / sizeof *versions; ++i)
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    atomic_store_explicit(&real_dlsym_ptr, f, memory_order_release);
+    return f;
+}
+
+void *ccov_real_dlsym(void *handle, const char *symbol) {
+    dlsym_fn f = real_dlsym();
+    return f ? f(handle, symbol) : NULL;
+}
+
+static ccov_hook *hook_named(const char *symbol) {
+    ccov_hook *tables[] = {ccov_cuda_hooks, ccov_hip_hooks};
+    for (size_t t = 0; t < 2; ++t)
+        for (ccov_hook *h = tables[t]; h->name; ++h)
+            if (strcmp(h->name, symbol) == 0) return h;
+    return NULL;
+}
+
+/* Is `p` inside this library? Then it is a wrapper, never a real function. */
+static int is_ours(void *p) {
+    Dl_info mine, theirs;
+    return dladdr((void *)ccov_real_dlsym, &mine) && dladdr(p, &theirs) && mine.dli_fbase == theirs.dli_fbase;
+}
+
+/* Keep the first real pointer anybody resolved for `h`. */
+void ccov_remember(ccov_hook *h, void *p) {
+    void *expected = NULL;
+    if (p && !is_ours(p)) atomic_compare_exchange_strong(&h->real, &expected, p);
+}
+
+void *ccov_real(ccov_hook *h) {
+    void *p = atomic_load_explicit(&h->real, memory_order_acquire);
+    if (p) return p;
+    /* Nobody handed it to us (the program links the driver directly): the
+     * next definition after ours, else the driver library itself. */
+    ccov_remember(h, ccov_real_dlsym(RTLD_NEXT, h->name));
+    for (const char *const *lib = h->libs; !atomic_load(&h->real) && *lib; ++lib) {
+        void *handle = dlopen(*lib, RTLD_NOW | RTLD_NOLOAD); /* never load a driver ourselves */
+        if (handle) ccov_remember(h, ccov_real_dlsym(handle, h->name));
+    }
+    return atomic_load_explicit(&h->real, memory_order_acquire);
+}
+
+void *ccov_library_of(ccov_hook *h) {
+    Dl_info info;
+    void *p = ccov_real(h);
+    if (!p || !dladdr(p, &info) || !info.dli_fname) return NULL;
+    return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+}
+
+static void *hooked_lookup(void *handle, const char *symbol, ccov_hook *h) {
+    void *p = ccov_real_dlsym(handle, symbol);
+    /* A global look-up finds our own export first: answer with it only where
+     * the real API is loaded, so probing for CUDA or HIP stays truthful. */
+    if (p && is_ours(p)) p = ccov_real_dlsym(RTLD_NEXT, symbol);
+    if (!p) return NULL;
+    if (symbol[0] == 'c') return ccov_cuda_proc(symbol, p, 0);
+    ccov_remember(h, p);
+    return h->wrapper;
+}
+
+/* Everything but the hooked names goes straight to the real dlsym as a tail
+ * call, so RTLD_NEXT keeps meaning "after the caller". */
+CCOV_EXPORT void *dlsym(void *handle, const char *symbol) {
+    ccov_hook *h = symbol[0] == 'c' || symbol[0] == 'h' ? hook_named(symbol) : NULL;
+    if (h) return hooked_lookup(handle, symbol, h);
+    dlsym_fn f = real_dlsym();
+    return f ? f(handle, symbol) : NULL;
+}
+
+/* ---------- policy ---------- */
+
+enum { MODE_OFF, MODE_PAD, MODE_BLOCKS, MODE_AUTO };
+static const char *const mode_names[] = {"off", "pad", "blocks", "auto"};
+
+#define PAD_MAX 1048575 /* ranges shared with ccoverlap.interposer.Policy */
+#define BLOCKS_MAX 2048
+#define PER_SM_MAX 64
+
+typedef struct {
+    int mode;
+    int pad_bytes, blocks, comm_per_sm;
+    regex_t include, exclude, comm;
+    int has_include, has_exclude, has_comm;
+    char stats[4096];
+    char error[512]; /* non-empty: the policy is invalid, every launch passes through */
+} policy_t;
+
+static policy_t pol;
+
+/* Raw policy fields as strings: "mode", "pad_bytes", ...; NULL when unset. */
+enum { F_MODE, F_PAD, F_BLOCKS, F_PER_SM, F_INCLUDE, F_EXCLUDE, F_COMM, F_STATS, NFIELDS };
+static const char *const field_keys[NFIELDS] = {"mode", "pad_bytes", "blocks", "comm_per_sm",
+                                                "include", "exclude", "comm", "stats"};
+static const char *const field_envs[NFIELDS] = {
+    "CCOVERLAP_MODE", "CCOVERLAP_PAD_BYTES", "CCOVERLAP_BLOCKS", "CCOVERLAP_COMM_PER_SM",
+    "CCOVERLAP_INCLUDE", "CCOVERLAP_EXCLUDE", "CCOVERLAP_COMM", "CCOVERLAP_STATS"};
+static const int field_is_int[NFIELDS] = {0, 1, 1, 1, 0, 0, 0, 0};
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pol.error, sizeof pol.error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A flat JSON object of string and integer values: the policy file schema. */
+typedef struct { const char *s; size_t i; } cursor;
+
+static void skip_ws(cursor *c) { while (isspace((unsigned char)c->s[c->i])) c->i++; }
+
+static int json_string(cursor *c, char *out, size_t cap) {
+    size_t n = 0;
+    if (c->s[c->i] != '"') return -1;
+    for (c->i++; c->s[c->i] != '"'; c->i++) {
+        char ch = c->s[c->i];
+        if (ch == '\0' || (unsigned char)ch < 0x20) return -1;
+        if (ch == '\\') {
+            ch = c->s[++c->i];
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+            const char *k = ch ? strchr(from, ch) : NULL;
+            if (!k) return -1; /* \u escapes are not needed for regexes and paths */
+            ch = to[k - from];
+        }
+        if (n + 1 >= cap) return -1;
+        out[n++] = ch;
+    }
+    c->i++;
+    out[n] = '\0';
+    return 0;
+}
+
+static int parse_json(const char *path, char values[NFIELDS][4096], int set[NFIELDS]) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail("CCOVERLAP_POLICY=%s: cannot read it (%s)", path, strerror(errno));
+    static char text[65536];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    int big = !feof(f);
+    fclose(f);
+    if (big) return fail("CCOVERLAP_POLICY=%s: larger than 64 KiB", path);
+    text[len] = '\0';
+    cursor c = {text, 0};
+    char key[64];
+    skip_ws(&c);
+    if (text[c.i++] != '{') return fail("CCOVERLAP_POLICY=%s: not a JSON object", path);
+    skip_ws(&c);
+    if (text[c.i] == '}') { c.i++; goto end; }
+    for (;;) {
+        skip_ws(&c);
+        if (json_string(&c, key, sizeof key) != 0)
+            return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i);
+        int k = 0;
+        while (k < NFIELDS && strcmp(field_keys[k], key) != 0) k++;
+        if (k == NFIELDS)
+            return fail("CCOVERLAP_POLICY=%s: unknown key \"%s\": valid mode, pad_bytes, blocks, "
+                        "comm_per_sm, include, exclude, comm, stats", path, key);
+        skip_ws(&c);
+        if (text[c.i++] != ':') return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i);
+        skip_ws(&c);
+        if (field_is_int[k]) {
+            size_t start = c.i;
+            if (text[c.i] == '-') c.i++;
+            while (isdigit((unsigned char)text[c.i])) c.i++;
+            if (c.i == start || c.i - start > 12 || text[c.i] == '.' || text[c.i] == 'e' || text[c.i] == 'E')
+                return fail("CCOVERLAP_POLICY=%s: \"%s\" must be a whole number", path, key);
+            memcpy(values[k], text + start, c.i - start);
+            values[k][c.i - start] = '\0';
+        } else if (json_string(&c, values[k], 4096) != 0) {
+            return fail("CCOVERLAP_POLICY=%s: \"%s\" must be a string", path, key);
+        }
+        set[k] = 1;
+        skip_ws(&c);
+        if (text[c.i] == ',') { c.i++; continue; }
+        if (text[c.i++] == '}') break;
+        return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i - 1);
+    }
+end:
+    skip_ws(&c);
+    if (text[c.i]) return fail("CCOVERLAP_POLICY=%s: malformed JSON: trailing text at byte %zu", path, c.i);
+    return 0;
+}
+
+static int parse_int(int k, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || !(isdigit((unsigned char)*s) || *s == '-'))
+        return fail("%s=%s is not a whole number", field_envs[k], s);
+    if (v < lo || v > hi) return fail("%s=%ld is out of range: valid %d..%d", field_envs[k], v, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int compile(int k, const char *pattern, regex_t *re, int *has) {
+    int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char why[128];
+        regerror(rc, re, why, sizeof why);
+        return fail("%s=%s is not a valid POSIX extended regex: %s", field_envs[k], pattern, why);
+    }
+    *has = 1;
+    return 0;
+}
+
+/* The policy file first, then each set, non-empty environment variable. */
+static int load_policy(void) {
+    static char values[NFIELDS][4096];
+    int set[NFIELDS] = {0};
+    const char *file = getenv("CCOVERLAP_POLICY");
+    if (file && *file && parse_json(file, values, set) != 0) return -1;
+    for (int k = 0; k < NFIELDS; ++k) {
+        const char *v = getenv(field_envs[k]);
+        if (v && *v) {
+            snprintf(values[k], sizeof values[k], "%s", v);
+            set[k] = 1;
+        }
+    }
+    if (set[F_STATS]) snprintf(pol.stats, sizeof pol.stats, "%s", values[F_STATS]);
+    pol.comm_per_sm = 1;
+    if (set[F_PAD] && parse_int(F_PAD, values[F_PAD], 1, PAD_MAX, &pol.pad_bytes)) return -1;
+    if (set[F_BLOCKS] && parse_int(F_BLOCKS, values[F_BLOCKS], 1, BLOCKS_MAX, &pol.blocks)) return -1;
+    if (set[F_PER_SM] && parse_int(F_PER_SM, values[F_PER_SM], 1, PER_SM_MAX, &pol.comm_per_sm)) return -1;
+    if (set[F_MODE]) {
+        pol.mode = -1;
+        for (int m = 0; m < 4; ++m)
+            if (strcmp(values[F_MODE], mode_names[m]) == 0) pol.mode = m;
+        if (pol.mode < 0) return fail("CCOVERLAP_MODE=%s is not a mode: valid off, pad, blocks, auto", values[F_MODE]);
+    } else if (set[F_PAD] && set[F_BLOCKS]) {
+        return fail("CCOVERLAP_PAD_BYTES and CCOVERLAP_BLOCKS are both set: choose one, or set CCOVERLAP_MODE");
+    } else {
+        pol.mode = set[F_PAD] ? MODE_PAD : set[F_BLOCKS] ? MODE_BLOCKS : MODE_OFF;
+    }
+    if (pol.mode == MODE_PAD && !set[F_PAD]) return fail("CCOVERLAP_MODE=pad needs CCOVERLAP_PAD_BYTES");
+    if (pol.mode == MODE_BLOCKS && !set[F_BLOCKS]) return fail("CCOVERLAP_MODE=blocks needs CCOVERLAP_BLOCKS");
+    if (set[F_INCLUDE] && compile(F_INCLUDE, values[F_INCLUDE], &pol.include, &pol.has_include)) return -1;
+    if (set[F_EXCLUDE] && compile(F_EXCLUDE, values[F_EXCLUDE], &pol.exclude, &pol.has_exclude)) return -1;
+    if (set[F_COMM] && compile(F_COMM, values[F_COMM], &pol.comm, &pol.has_comm)) return -1;
+    return 0;
+}
+
+/* ---------- per-handle cache ---------- */
+
+enum { ROLE_COMPUTE, ROLE_COMM, ROLE_EXCLUDED, ROLE_UNKNOWN };
+
+struct ccov_entry {
+    _Atomic uintptr_t key; /* the handle; published last */
+    int device;
+    int per_device;
+    int role;
+    const ccov_backend *be;
+    int kind;
+    ccov_kernel k; /* threads and dynamic_smem are per launch */
+    int cluster;
+    _Atomic int max_dynamic;
+    _Atomic uint64_t memo; /* (threads, dynamic) -> decision, see memo_key */
+    _Atomic unsigned long launches, padded;
+    _Atomic int last_pad, last_reason;
+    char *name;
+};
+
+#define CACHE_BITS 14
+#define CACHE_SIZE (1u << CACHE_BITS)
+#define CACHE_FILL (CACHE_SIZE / 4 * 3)
+static struct ccov_entry cache[CACHE_SIZE];
+static unsigned cache_used;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* inserts, attribute raises, learning */
+
+static unsigned slot_of(uintptr_t h) { return (unsigned)(((uint64_t)h * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS)); }
+
+/* First entry of `h` (device < 0) or the one for `device`. */
+static ccov_entry *find(uintptr_t h, int device) {
+    for (unsigned i = slot_of(h), n = 0; n < CACHE_SIZE; i = (i + 1) & (CACHE_SIZE - 1), ++n) {
+        uintptr_t k = atomic_load_explicit(&cache[i].key, memory_order_acquire);
+        if (k == 0) return NULL;
+        if (k == h && (device < 0 || cache[i].device == device)) return &cache[i];
+    }
+    return NULL;
+}
+
+static int matches(regex_t *re, const char *name) { return regexec(re, name, 0, NULL, 0) == 0; }
+
+static int role_of(const char *name) {
+    if (strcasestr(name, "nccl") || strcasestr(name, "rccl") || (pol.has_comm && matches(&pol.comm, name)))
+        return ROLE_COMM;
+    if ((pol.has_include && !matches(&pol.include, name)) || (pol.has_exclude && matches(&pol.exclude, name)))
+        return ROLE_EXCLUDED;
+    return ROLE_COMPUTE;
+}
+
+static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int device) {
+    pthread_mutex_lock(&lock);
+    ccov_entry *e = find((uintptr_t)handle, device);
+    if (e || cache_used >= CACHE_FILL) goto out;
+    ccov_info info = {0};
+    int ok = be->describe(handle, kind, device, &info) == 0 && info.name;
+    unsigned i = slot_of((uintptr_t)handle);
+    while (atomic_load_explicit(&cache[i].key, memory_order_relaxed)) i = (i + 1) & (CACHE_SIZE - 1);
+    e = &cache[i];
+    e->device = device;
+    e->per_device = ok && info.per_device;
+    e->be = be;
+    e->kind = kind;
+    e->name = strdup(ok ? info.name : "?");
+    e->role = ok && e->name ? role_of(e->name) : ROLE_UNKNOWN;
+    e->k.regs = info.regs;
+    e->k.static_smem = info.static_smem;
+    e->cluster = info.cluster > 0 ? info.cluster : 1;
+    atomic_store(&e->max_dynamic, info.max_dynamic);
+    if (!ok) ccov_log_once(CCOV_R_UNKNOWN_KERNEL, "a %s kernel's name or attributes are unreadable: its launches go out unchanged", be->api);
+    cache_used++;
+    atomic_store_explicit(&e->key, (uintptr_t)handle, memory_order_release);
+out:
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+/* ---------- device limits and the learned communication kernel ---------- */
+
+#define MAX_DEVICES 64
+static struct { _Atomic int state; ccov_device d; } devices[MAX_DEVICES]; /* 0 unread, 1 ok, -1 failed */
+
+static const ccov_device *device_limits(const ccov_backend *be, int device) {
+    if (device < 0 || device >= MAX_DEVICES) return NULL;
+    int s = atomic_load_explicit(&devices[device].state, memory_order_acquire);
+    if (s == 0) {
+        pthread_mutex_lock(&lock);
+        s = atomic_load(&devices[device].state);
+        if (s == 0) {
+            s = be->device_limits(device, &devices[device].d) == 0 ? 1 : -1;
+            atomic_store_explicit(&devices[device].state, s, memory_order_release);
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    if (s < 0) ccov_log_once(CCOV_R_UNKNOWN_DEVICE, "device %d: limits unreadable or unsupported: launches on it go out unchanged", device);
+    return s > 0 ? &devices[device].d : NULL;
+}
+
+static struct { _Atomic int learned; ccov_kernel k; int cluster; unsigned grid; char name[256]; } comm;
+
+static void learn_comm(const ccov_entry *e, int threads, unsigned dynamic, const ccov_launch_info *li) {
+    if (pol.mode != MODE_AUTO || atomic_load_explicit(&comm.learned, memory_order_acquire)) return;
+    pthread_mutex_lock(&lock);
+    if (!atomic_load(&comm.learned)) {
+        comm.k = e->k;
+        comm.k.threads = threads;
+        comm.k.dynamic_smem = (int)dynamic;
+        comm.cluster = li && li->cluster > 0 ? li->cluster : e->cluster;
+        comm.grid = li ? li->grid : 0;
+        snprintf(comm.name, sizeof comm.name, "%s", e->name);
+        atomic_store_explicit(&comm.learned, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---------- decisions ---------- */
+
+/* The memo packs (threads, dynamic) in the low 32 bits and the decision in the
+ * high 32: a pad (> 0) or -reason. Shapes that do not fit are not memoised. */
+static uint32_t memo_key(int threads, unsigned dynamic) {
+    return threads > 0 && threads < 4096 && dynamic < (1u << 20) ? (uint32_t)threads | (uint32_t)dynamic << 12 : 0;
+}
+
+static int decide(const ccov_entry *e, const ccov_device *d, int threads, unsigned dynamic) {
+    ccov_kernel k = e->k;
+    k.threads = threads;
+    k.dynamic_smem = (int)dynamic;
+    ccov_occupancy occ;
+    if (ccov_occupancy_compute(d, &k, &occ) != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
+    int pad;
+    if (pol.mode == MODE_PAD) {
+        pad = pol.pad_bytes;
+        if ((long)k.static_smem + k.dynamic_smem + pad > d->smem_per_block_optin) return -CCOV_R_OVER_OPTIN;
+    } else if (pol.mode == MODE_BLOCKS) {
+        pad = ccov_pad_for_blocks(d, &k, pol.blocks);
+        if (pad < 0) return -CCOV_R_OVER_OPTIN;
+    } else {
+        ccov_plan plan;
+        if (ccov_plan_pad(d, &k, &comm.k, pol.comm_per_sm, &plan) != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
+        if (!plan.feasible) return -CCOV_R_INFEASIBLE;
+        pad = plan.pad_bytes;
+    }
+    return pad > 0 ? pad : -CCOV_R_NO_PAD_NEEDED;
+}
+
+static _Thread_local int depth __attribute__((tls_model("initial-exec")));
+static _Atomic unsigned long seen, padded_total, skipped[CCOV_NREASONS];
+
+static int skip(ccov_launch *l, int reason) {
+    atomic_fetch_add_explicit(&skipped[reason], 1, memory_order_relaxed);
+    if (l->entry) atomic_store_explicit(&l->entry->last_reason, reason, memory_order_relaxed);
+    l->pad = 0;
+    return 0;
+}
+
+/* Raise the kernel's max dynamic shared memory to `bytes` once; 0 on success. */
+static int ensure_attribute(ccov_entry *e, int bytes) {
+    if (bytes <= atomic_load_explicit(&e->max_dynamic, memory_order_relaxed)) return 0;
+    if (!e->be->set_max_dynamic) return -1;
+    int rc = 0;
+    pthread_mutex_lock(&lock);
+    if (bytes > atomic_load(&e->max_dynamic)) {
+        rc = e->be->set_max_dynamic((void *)e->key, e->per_device, e->device, bytes);
+        if (rc == 0) atomic_store(&e->max_dynamic, bytes);
+    }
+    pthread_mutex_unlock(&lock);
+    if (rc != 0)
+        ccov_log_once(CCOV_R_ATTRIBUTE_FAILED, "raising the max dynamic shared memory of %s to %d B failed (%d): launched unchanged", e->name, bytes, rc);
+    return rc;
+}
+
+int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsigned dynamic,
+               const ccov_launch_info *li, ccov_launch *l) {
+    l->entry = NULL;
+    l->pad = 0;
+    l->nested = depth++ > 0;
+    if (l->nested) return 0;
+    atomic_fetch_add_explicit(&seen, 1, memory_order_relaxed);
+    if (pol.error[0]) return skip(l, CCOV_R_POLICY_INVALID);
+
+    int device = -1;
+    ccov_entry *e = find((uintptr_t)handle, -1);
+    if (!e || e->per_device) {
+        if (be->current_device(&device) != 0) {
+            ccov_log_once(CCOV_R_UNKNOWN_DEVICE, "the current %s device is unreadable: launched unchanged", be->api);
+            return skip(l, CCOV_R_UNKNOWN_DEVICE);
+        }
+        if (e) e = find((uintptr_t)handle, device);
+        if (!e) e = insert(be, handle, kind, device);
+        if (!e) {
+            ccov_log_once(CCOV_R_CACHE_FULL, "more than %u kernels: new ones go out unchanged", CACHE_FILL);
+            return skip(l, CCOV_R_CACHE_FULL);
+        }
+    }
+    l->entry = e;
+    atomic_fetch_add_explicit(&e->launches, 1, memory_order_relaxed);
+    if (e->role == ROLE_COMM) {
+        learn_comm(e, threads, dynamic, li);
+        return skip(l, CCOV_R_COMMUNICATION);
+    }
+    if (pol.mode == MODE_OFF) return skip(l, CCOV_R_MODE_OFF);
+    if (e->role == ROLE_EXCLUDED) return skip(l, CCOV_R_EXCLUDED);
+    if (e->role == ROLE_UNKNOWN) return skip(l, CCOV_R_UNKNOWN_KERNEL);
+    if (li && li->cooperative) return skip(l, CCOV_R_COOPERATIVE);
+    if (pol.mode == MODE_AUTO && !atomic_load_explicit(&comm.learned, memory_order_acquire))
+        return skip(l, CCOV_R_COMM_UNKNOWN);
+
+    uint32_t key = memo_key(threads, dynamic);
+    uint64_t memo = atomic_load_explicit(&e->memo, memory_order_relaxed);
+    int decision;
+    if (key && (uint32_t)memo == key) {
+        decision = (int32_t)(memo >> 32);
+    } else {
+        const ccov_device *d = device_limits(be, e->device);
+        if (!d) return skip(l, CCOV_R_UNKNOWN_DEVICE);
+        decision = decide(e, d, threads, dynamic);
+        if (key) atomic_store_explicit(&e->memo, (uint64_t)(uint32_t)decision << 32 | key, memory_order_relaxed);
+    }
+    if (decision <= 0) return skip(l, -decision);
+    if (ensure_attribute(e, (int)dynamic + decision) != 0) {
+        if (key) atomic_store_explicit(&e->memo, (uint64_t)(uint32_t)-CCOV_R_ATTRIBUTE_FAILED << 32 | key, memory_order_relaxed);
+        return skip(l, CCOV_R_ATTRIBUTE_FAILED);
+    }
+    l->pad = decision;
+    return decision;
+}
+
+void ccov_failed(ccov_launch *l, int threads, unsigned dynamic) {
+    uint32_t key = memo_key(threads, dynamic);
+    if (l->entry) {
+        ccov_log_once(CCOV_R_LAUNCH_RETRIED, "a padded launch of %s failed: relaunched unchanged, not padded again", l->entry->name);
+        if (key) atomic_store_explicit(&l->entry->memo, (uint64_t)(uint32_t)-CCOV_R_LAUNCH_RETRIED << 32 | key, memory_order_relaxed);
+    }
+    skip(l, CCOV_R_LAUNCH_RETRIED);
+}
+
+void ccov_end(ccov_launch *l) {
+    depth--;
+    if (l->nested || l->pad <= 0) return;
+    atomic_fetch_add_explicit(&padded_total, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->entry->padded, 1, memory_order_relaxed);
+    atomic_store_explicit(&l->entry->last_pad, l->pad, memory_order_relaxed);
+}
+
+/* ---------- stats ---------- */
+
+static const char *const reason_names[CCOV_NREASONS] = {
+    "padded", "communication", "excluded", "unknown_kernel", "unknown_device", "no_pad_needed",
+    "over_optin", "infeasible", "comm_unknown", "cooperative", "attribute_failed", "launch_retried",
+    "mode_off", "policy_invalid", "cache_full"};
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; ++s) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp((*(ccov_entry *const *)a)->name, (*(ccov_entry *const *)b)->name);
+}
+
+/* "%p" in the path becomes the pid, so every worker of a job keeps its own file. */
+static void stats_path(char *out, size_t cap) {
+    size_t n = 0;
+    for (const char *s = pol.stats; *s && n + 24 < cap; ++s) {
+        if (s[0] == '%' && s[1] == 'p') {
+            n += (size_t)snprintf(out + n, cap - n, "%d", (int)getpid());
+            ++s;
+        } else {
+            out[n++] = *s;
+        }
+    }
+    out[n] = '\0';
+}
+
+static void write_stats(void) {
+    if (!pol.stats[0] || atomic_load(&seen) == 0) return; /* a launcher process must not clobber its workers' file */
+    char path[4200], tmp[4300];
+    stats_path(path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", tmp, strerror(errno));
+        return;
+    }
+    fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"policy_error\": ", (int)getpid(), mode_names[pol.mode < 0 ? 0 : pol.mode]);
+    if (pol.error[0]) json_str(f, pol.error);
+    else fputs("null", f);
+    fprintf(f, ",\n  \"pad_bytes\": %d,\n  \"blocks\": %d,\n  \"comm_per_sm\": %d,\n", pol.pad_bytes, pol.blocks, pol.comm_per_sm);
+    fprintf(f, "  \"launches\": %lu,\n  \"padded\": %lu,\n  \"skipped\": {", atomic_load(&seen), atomic_load(&padded_total));
+    for (int r = 1; r < CCOV_NREASONS; ++r)
+        fprintf(f, "%s\"%s\": %lu", r > 1 ? ", " : "", reason_names[r], atomic_load(&skipped[r]));
+    fputs("},\n  \"comm_footprint\": ", f);
+    if (atomic_load(&comm.learned)) {
+        fprintf(f, "{\"threads\": %d, \"regs\": %d, \"static_smem\": %d, \"dynamic_smem\": %d, \"cluster\": %d, \"grid\": %u, \"name\": ",
+                comm.k.threads, comm.k.regs, comm.k.static_smem, comm.k.dynamic_smem, comm.cluster, comm.grid);
+        json_str(f, comm.name);
+        fputc('}', f);
+    } else {
+        fputs("null", f);
+    }
+    fputs(",\n  \"kernels\": [", f);
+    static ccov_entry *sorted[CACHE_SIZE];
+    unsigned n = 0;
+    for (unsigned i = 0; i < CACHE_SIZE; ++i)
+        if (atomic_load(&cache[i].key) && cache[i].name) sorted[n++] = &cache[i];
+    qsort(sorted, n, sizeof *sorted, by_name);
+    for (unsigned i = 0, first = 1; i < n;) { /* one row per name: handles of one kernel on several devices merge */
+        ccov_entry *e = sorted[i];
+        unsigned long launches = 0, padded = 0;
+        int pad = 0, reason = 0;
+        for (; i < n && strcmp(sorted[i]->name, e->name) == 0; ++i) {
+            launches += atomic_load(&sorted[i]->launches);
+            padded += atomic_load(&sorted[i]->padded);
+            if (atomic_load(&sorted[i]->last_pad)) pad = atomic_load(&sorted[i]->last_pad);
+            if (atomic_load(&sorted[i]->last_reason)) reason = atomic_load(&sorted[i]->last_reason);
+        }
+        fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
+        json_str(f, e->name);
+        fprintf(f, ", \"api\": \"%s\", \"launches\": %lu, \"padded\": %lu, \"pad_bytes\": %d, \"last_skip\": %s%s%s}",
+                e->be->api, launches, padded, pad, reason ? "\"" : "", reason ? reason_names[reason] : "null", reason ? "\"" : "");
+        first = 0;
+    }
+    fputs("\n  ]\n}\n", f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno));
+}
+
+__attribute__((constructor)) static void init(void) {
+    real_dlsym();
+    if (load_policy() != 0) {
+        fprintf(stderr, "ccoverlap interposer: invalid policy, every launch passes through unchanged: %s\n", pol.error);
+        if (!pol.stats[0]) {
+            const char *s = getenv("CCOVERLAP_STATS");
+            if (s) snprintf(pol.stats, sizeof pol.stats, "%s", s);
+        }
+    }
+    atexit(write_stats);
+}

@@ -1,0 +1,106 @@
+/* Launch interposer, shared core: what the CUDA and HIP front ends call.
+ *
+ * Each front end (interposer_cuda.c, interposer_hip.c) wraps its launch
+ * entry points, describes a kernel handle and a device to the core through a
+ * ccov_backend, and asks the core how many bytes to add per launch. The core
+ * owns the policy, the per-handle cache, the stats and the symbol hooks; the
+ * arithmetic is occupancy.c's, the same code Python uses. */
+#ifndef CCOVERLAP_INTERPOSER_H
+#define CCOVERLAP_INTERPOSER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "occupancy.h"
+
+#define CCOV_EXPORT __attribute__((visibility("default")))
+
+/* Why a launch went out unchanged (index into the stats' "skipped"). */
+enum ccov_reason {
+    CCOV_PADDED = 0,
+    CCOV_R_COMMUNICATION,
+    CCOV_R_EXCLUDED,
+    CCOV_R_UNKNOWN_KERNEL,   /* name or attributes unreadable */
+    CCOV_R_UNKNOWN_DEVICE,   /* device limits unreadable */
+    CCOV_R_NO_PAD_NEEDED,
+    CCOV_R_OVER_OPTIN,       /* static + dynamic + pad above the opt-in maximum */
+    CCOV_R_INFEASIBLE,       /* auto: no pad lets the comm CTAs in */
+    CCOV_R_COMM_UNKNOWN,     /* auto: no communication kernel seen yet */
+    CCOV_R_COOPERATIVE,      /* every block must be resident: never shrink it */
+    CCOV_R_ATTRIBUTE_FAILED, /* raising the max dynamic shared memory failed */
+    CCOV_R_LAUNCH_RETRIED,   /* the padded launch failed; relaunched unchanged */
+    CCOV_R_MODE_OFF,
+    CCOV_R_POLICY_INVALID,
+    CCOV_R_CACHE_FULL,
+    CCOV_NREASONS
+};
+
+/* What a front end knows about one kernel handle on one device. */
+typedef struct {
+    const char *name;
+    int regs;
+    int static_smem;
+    int max_dynamic; /* dynamic bytes a launch may use without raising the attribute */
+    int cluster;     /* required cluster size, 1 when none */
+    int per_device;  /* the handle is shared by devices (CUkernel, host function) */
+} ccov_info;
+
+typedef struct {
+    const char *api; /* "cuda" or "hip", for the stats */
+    /* 0 on success for each; any failure makes the launch go out unchanged. */
+    int (*current_device)(int *device);
+    int (*describe)(void *handle, int kind, int device, ccov_info *out);
+    int (*device_limits)(int device, ccov_device *out);
+    /* NULL where no opt-in is needed (HIP: LDS is available up to the maximum). */
+    int (*set_max_dynamic)(void *handle, int per_device, int device, int bytes);
+} ccov_backend;
+
+typedef struct ccov_entry ccov_entry;
+
+/* One launch, between ccov_begin and ccov_end. */
+typedef struct {
+    ccov_entry *entry;
+    int pad;    /* bytes added; 0: unchanged */
+    int nested; /* a launch inside an intercepted launch: passed through, not counted */
+} ccov_launch;
+
+/* Launch-side facts that only the launch call carries. */
+typedef struct {
+    unsigned grid;   /* blocks in the launch */
+    int cluster;     /* blocks per cluster from launch attributes, 0 if none */
+    int cooperative;
+} ccov_launch_info;
+
+/* Decide the pad of one launch of `handle` (kind: front-end specific). */
+int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsigned dynamic,
+               const ccov_launch_info *li, ccov_launch *l);
+/* The padded launch failed: it is relaunched unchanged, and this shape is not padded again. */
+void ccov_failed(ccov_launch *l, int threads, unsigned dynamic);
+void ccov_end(ccov_launch *l);
+
+void ccov_log_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Symbol hooks: a wrapper and the real function it stands for. */
+typedef struct {
+    const char *name;
+    void *wrapper;
+    _Atomic(void *) real;
+    const char *const *libs; /* sonames to resolve `real` from when nobody handed it to us */
+} ccov_hook;
+
+/* Record `p` as `h`'s real function unless one is known or `p` is ours. */
+void ccov_remember(ccov_hook *h, void *p);
+/* The real function behind a hook, resolved on first use; NULL if none. */
+void *ccov_real(ccov_hook *h);
+/* Handle of the library that provides `h`'s real function (for helper symbols). */
+void *ccov_library_of(ccov_hook *h);
+/* dlsym that is never ours. */
+void *ccov_real_dlsym(void *handle, const char *symbol);
+
+/* Front-end hook tables, NULL-terminated by name. */
+extern ccov_hook ccov_cuda_hooks[];
+extern ccov_hook ccov_hip_hooks[];
+/* The CUDA front end answers cuGetProcAddress look-ups of hooked names. */
+void *ccov_cuda_proc(const char *symbol, void *real, unsigned long long flags);
+
+#endif

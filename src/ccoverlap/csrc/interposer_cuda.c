@@ -1,0 +1,269 @@
+/* CUDA front end of the launch interposer: cuLaunchKernel(Ex)[_ptsz] and
+ * cuGetProcAddress[_v2], whichever way the program reaches them (direct link,
+ * dlsym on a libcuda handle, cuGetProcAddress, cudaGetDriverEntryPoint*).
+ *
+ * No CUDA toolkit is needed to build it: the few driver types and enum values
+ * used are declared here, with their cuda.h (CUDA 13.0) values. */
+#define _GNU_SOURCE
+#include "interposer.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUfunction; /* also a CUkernel: cudart launches those */
+typedef void *CUstream;
+
+enum { CUDA_SUCCESS = 0, CUDA_ERROR_NOT_FOUND = 500 };
+enum { CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1 };
+enum {
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11,
+};
+enum { CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
+/* Device attributes, the ones limits.read_live reads. */
+enum {
+    A_MAX_THREADS_PER_BLOCK = 1, A_WARP_SIZE = 10, A_MAX_REGISTERS_PER_BLOCK = 12,
+    A_MAX_THREADS_PER_MULTIPROCESSOR = 39, A_COMPUTE_CAPABILITY_MAJOR = 75,
+    A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81, A_MAX_REGISTERS_PER_MULTIPROCESSOR = 82,
+    A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97, A_MAX_BLOCKS_PER_MULTIPROCESSOR = 106,
+    A_RESERVED_SHARED_MEMORY_PER_BLOCK = 111,
+};
+
+typedef struct {
+    int id;
+    char pad[4];
+    union {
+        char raw[64];
+        void *align;
+        int cooperative;
+        struct { unsigned x, y, z; } cluster;
+    } value;
+} CUlaunchAttribute;
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
+
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned numAttrs;
+} CUlaunchConfig;
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream, void **, void **);
+typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+typedef CUresult (*getproc_fn)(const char *, void **, int, unsigned long long);
+typedef CUresult (*getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
+
+/* ---------- driver helpers, from the library that provides the launches ---------- */
+
+static struct {
+    CUresult (*FuncGetName)(const char **, CUfunction);
+    CUresult (*KernelGetName)(const char **, CUfunction);
+    CUresult (*FuncGetAttribute)(int *, int, CUfunction);
+    CUresult (*KernelGetAttribute)(int *, int, CUfunction, CUdevice);
+    CUresult (*FuncSetAttribute)(CUfunction, int, int);
+    CUresult (*KernelSetAttribute)(int, int, CUfunction, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*CtxGetDevice)(CUdevice *);
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void load_driver(void) {
+    void *lib = NULL;
+    for (ccov_hook *h = ccov_cuda_hooks; !lib && h->name; ++h) lib = ccov_library_of(h);
+    if (!lib) {
+        ccov_log_once(40, "libcuda not found: CUDA launches go out unchanged");
+        return;
+    }
+#define LOAD(field, name) *(void **)&drv.field = ccov_real_dlsym(lib, name)
+    LOAD(FuncGetName, "cuFuncGetName");
+    LOAD(KernelGetName, "cuKernelGetName");
+    LOAD(FuncGetAttribute, "cuFuncGetAttribute");
+    LOAD(KernelGetAttribute, "cuKernelGetAttribute");
+    LOAD(FuncSetAttribute, "cuFuncSetAttribute");
+    LOAD(KernelSetAttribute, "cuKernelSetAttribute");
+    LOAD(DeviceGetAttribute, "cuDeviceGetAttribute");
+    LOAD(CtxGetDevice, "cuCtxGetDevice");
+#undef LOAD
+}
+
+static int current_device(int *device) {
+    pthread_once(&drv_once, load_driver);
+    return drv.CtxGetDevice ? drv.CtxGetDevice(device) : -1;
+}
+
+static int attribute(CUfunction f, int per_device, int device, int a, int *out) {
+    if (per_device) return drv.KernelGetAttribute ? drv.KernelGetAttribute(out, a, f, device) : -1;
+    return drv.FuncGetAttribute ? drv.FuncGetAttribute(out, a, f) : -1;
+}
+
+/* A CUfunction answers cuFuncGetName; a CUkernel does not (400) but answers cuKernelGetName. */
+static int describe(void *f, int kind, int device, ccov_info *out) {
+    (void)kind;
+    pthread_once(&drv_once, load_driver);
+    const char *name = NULL;
+    if (drv.FuncGetName && drv.FuncGetName(&name, f) == CUDA_SUCCESS && name) out->per_device = 0;
+    else if (drv.KernelGetName && drv.KernelGetName(&name, f) == CUDA_SUCCESS && name) out->per_device = 1;
+    else return -1;
+    out->name = name;
+    if (attribute(f, out->per_device, device, CU_FUNC_ATTRIBUTE_NUM_REGS, &out->regs) ||
+        attribute(f, out->per_device, device, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &out->static_smem) ||
+        attribute(f, out->per_device, device, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, &out->max_dynamic))
+        return -1;
+    if (attribute(f, out->per_device, device, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, &out->cluster)) out->cluster = 1;
+    return 0;
+}
+
+static int set_max_dynamic(void *f, int per_device, int device, int bytes) {
+    if (per_device)
+        return drv.KernelSetAttribute ? drv.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes, f, device) : -1;
+    return drv.FuncSetAttribute ? drv.FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) : -1;
+}
+
+/* Attributes as limits.read_live reads them; the allocation rules the driver
+ * does not report are limits._nvidia_arch_constants' (cc 8.0 and newer). */
+static int device_limits(int device, ccov_device *d) {
+    static const int attrs[] = {
+        A_WARP_SIZE, A_MAX_THREADS_PER_BLOCK, A_MAX_THREADS_PER_MULTIPROCESSOR, A_MAX_BLOCKS_PER_MULTIPROCESSOR,
+        A_MAX_REGISTERS_PER_MULTIPROCESSOR, A_MAX_REGISTERS_PER_BLOCK, A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, A_RESERVED_SHARED_MEMORY_PER_BLOCK, A_COMPUTE_CAPABILITY_MAJOR};
+    int v[sizeof attrs / sizeof *attrs];
+    for (size_t i = 0; i < sizeof attrs / sizeof *attrs; ++i)
+        if (!drv.DeviceGetAttribute || drv.DeviceGetAttribute(&v[i], attrs[i], device) != CUDA_SUCCESS) return -1;
+    if (v[9] < 8) return -1;
+    *d = (ccov_device){
+        .warp_size = v[0], .max_threads_per_block = v[1], .max_threads_per_sm = v[2], .max_blocks_per_sm = v[3],
+        .regs_per_sm = v[4], .regs_per_block = v[5], .smem_per_sm = v[6], .smem_per_block_optin = v[7],
+        .smem_reserved_per_block = v[8],
+        .reg_alloc_unit = 256, .max_regs_per_thread = 255, .reg_subpartitions = 4, .smem_alloc_unit = 128,
+    };
+    return 0;
+}
+
+static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, set_max_dynamic};
+
+/* ---------- hooks ---------- */
+
+enum { H_GETPROC, H_GETPROC_V2, H_LAUNCH, H_LAUNCH_PTSZ, H_LAUNCH_EX, H_LAUNCH_EX_PTSZ };
+static const char *const libcuda[] = {"libcuda.so.1", "libcuda.so", NULL};
+
+static int threads_of(unsigned x, unsigned y, unsigned z) {
+    unsigned long long t = (unsigned long long)x * y * z;
+    return t > 1u << 30 ? 1 << 30 : (int)t;
+}
+
+static CUresult launch(ccov_hook *h, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
+    launch_fn real = (launch_fn)ccov_real(h);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    ccov_launch_info li = {gx * gy * gz, 0, 0};
+    int threads = threads_of(bx, by, bz);
+    ccov_launch l;
+    int pad = ccov_begin(&cuda, f, 0, threads, shmem, &li, &l);
+    CUresult rc = real(f, gx, gy, gz, bx, by, bz, shmem + (unsigned)pad, s, params, extra);
+    if (rc != CUDA_SUCCESS && pad) {
+        ccov_failed(&l, threads, shmem);
+        rc = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    }
+    ccov_end(&l);
+    return rc;
+}
+
+static CUresult launch_ex(ccov_hook *h, const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    launch_ex_fn real = (launch_ex_fn)ccov_real(h);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    if (!c) return real(c, f, params, extra);
+    ccov_launch_info li = {c->gridDimX * c->gridDimY * c->gridDimZ, 0, 0};
+    for (unsigned i = 0; c->attrs && i < c->numAttrs; ++i) {
+        const CUlaunchAttribute *a = &c->attrs[i];
+        if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a->value.cooperative) li.cooperative = 1;
+        if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            li.cluster = threads_of(a->value.cluster.x, a->value.cluster.y, a->value.cluster.z);
+    }
+    int threads = threads_of(c->blockDimX, c->blockDimY, c->blockDimZ);
+    ccov_launch l;
+    int pad = ccov_begin(&cuda, f, 0, threads, c->sharedMemBytes, &li, &l);
+    CUresult rc;
+    if (pad) {
+        CUlaunchConfig padded = *c; /* the caller's config is const: pad a copy */
+        padded.sharedMemBytes += (unsigned)pad;
+        rc = real(&padded, f, params, extra);
+        if (rc != CUDA_SUCCESS) {
+            ccov_failed(&l, threads, c->sharedMemBytes);
+            rc = real(c, f, params, extra);
+        }
+    } else {
+        rc = real(c, f, params, extra);
+    }
+    ccov_end(&l);
+    return rc;
+}
+
+#define LAUNCH_ARGS CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+                    unsigned shmem, CUstream s, void **params, void **extra
+CCOV_EXPORT CUresult cuLaunchKernel(LAUNCH_ARGS) {
+    return launch(&ccov_cuda_hooks[H_LAUNCH], f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+CCOV_EXPORT CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS) {
+    return launch(&ccov_cuda_hooks[H_LAUNCH_PTSZ], f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+CCOV_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    return launch_ex(&ccov_cuda_hooks[H_LAUNCH_EX], c, f, params, extra);
+}
+CCOV_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    return launch_ex(&ccov_cuda_hooks[H_LAUNCH_EX_PTSZ], c, f, params, extra);
+}
+
+CCOV_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    getproc_fn real = (getproc_fn)ccov_real(&ccov_cuda_hooks[H_GETPROC]);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(symbol, pfn, version, flags);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = ccov_cuda_proc(symbol, *pfn, flags);
+    return rc;
+}
+
+CCOV_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+                                         int *status) {
+    getproc_v2_fn real = (getproc_v2_fn)ccov_real(&ccov_cuda_hooks[H_GETPROC_V2]);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = real(symbol, pfn, version, flags, status);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = ccov_cuda_proc(symbol, *pfn, flags);
+    return rc;
+}
+
+ccov_hook ccov_cuda_hooks[] = {
+    [H_GETPROC] = {"cuGetProcAddress", (void *)cuGetProcAddress, NULL, libcuda},
+    [H_GETPROC_V2] = {"cuGetProcAddress_v2", (void *)cuGetProcAddress_v2, NULL, libcuda},
+    [H_LAUNCH] = {"cuLaunchKernel", (void *)cuLaunchKernel, NULL, libcuda},
+    [H_LAUNCH_PTSZ] = {"cuLaunchKernel_ptsz", (void *)cuLaunchKernel_ptsz, NULL, libcuda},
+    [H_LAUNCH_EX] = {"cuLaunchKernelEx", (void *)cuLaunchKernelEx, NULL, libcuda},
+    [H_LAUNCH_EX_PTSZ] = {"cuLaunchKernelEx_ptsz", (void *)cuLaunchKernelEx_ptsz, NULL, libcuda},
+    {NULL, NULL, NULL, NULL},
+};
+
+/* The wrapper to hand out for `symbol`, whose real function is `p`; `p` itself
+ * for anything not hooked. The name "cuGetProcAddress" means the v1 or the v2
+ * ABI depending on the CUDA version asked for: the pointer tells which. */
+void *ccov_cuda_proc(const char *symbol, void *p, unsigned long long flags) {
+    if (strncmp(symbol, "cuGetProcAddress", 16) == 0) {
+        for (int i = H_GETPROC; i <= H_GETPROC_V2; ++i)
+            if (p == ccov_cuda_hooks[i].wrapper || p == ccov_real(&ccov_cuda_hooks[i])) return ccov_cuda_hooks[i].wrapper;
+        ccov_log_once(41, "%s returned an unknown entry point: look-ups through it are not intercepted", symbol);
+        return p;
+    }
+    int ex = strncmp(symbol, "cuLaunchKernelEx", 16) == 0;
+    if (!ex && strncmp(symbol, "cuLaunchKernel", 14) != 0) return p;
+    const char *suffix = symbol + (ex ? 16 : 14);
+    int ptsz;
+    if (!*suffix) ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    else if (strcmp(suffix, "_ptsz") == 0) ptsz = 1;
+    else return p;
+    ccov_hook *h = &ccov_cuda_hooks[H_LAUNCH + 2 * ex + ptsz];
+    ccov_remember(h, p);
+    return h->wrapper;
+}

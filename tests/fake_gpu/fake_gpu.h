@@ -1,0 +1,46 @@
+/* Fake CUDA driver and HIP runtime for CPU tests of the launch interposer.
+ * They check launches the way the real ones do (dynamic shared memory above
+ * the kernel's attribute is refused) and record what each launch received. */
+#ifndef FAKE_GPU_H
+#define FAKE_GPU_H
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { V_LEGACY = 1, V_PTSZ, V_EX, V_EX_PTSZ, V_HIP_MODULE, V_HIP_EXT, V_HIP_LAUNCH };
+
+typedef struct fake_fn {
+    unsigned magic;
+    const char *name;
+    int is_kernel; /* a CUkernel (cudart's handles) rather than a CUfunction */
+    int regs, static_smem;
+    _Atomic int max_dynamic;
+    _Atomic long launches;
+    _Atomic long long shared_sum;
+    _Atomic int last_shared, last_variant, set_calls;
+} fake_fn;
+
+extern _Atomic long fake_name_calls, fake_attr_calls;
+fake_fn *fake_function(const char *name, int is_kernel, int regs, int static_smem, int max_dynamic);
+/* HIP: a module function, or a host stub address for hipLaunchKernel */
+fake_fn *fake_hip_function(const void *host_stub, const char *name, int regs, int static_smem);
+
+typedef int CUresult;
+typedef struct { unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+                 void *hStream; void *attrs; unsigned numAttrs; } CUlaunchConfig;
+typedef CUresult (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                              void **, void **);
+typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, void *, void **, void **);
+typedef CUresult (*getproc_fn)(const char *, void **, int, unsigned long long);
+typedef CUresult (*getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
+CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+CUresult cuLaunchKernel_ptsz(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, void *, void **, void **);
+
+typedef struct { uint32_t x, y, z; } dim3;
+int hipModuleLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+int hipExtModuleLaunchKernel(void *, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, size_t, void *, void **,
+                             void **, void *, void *, uint32_t);
+int hipLaunchKernel(const void *, dim3, dim3, void **, size_t, void *);
+#endif
