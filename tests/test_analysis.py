@@ -1,0 +1,256 @@
+"""`ccoverlap analyze`: the trace model, the metrics (checked by an independent brute-force
+computation on a time grid), bad input, the CLI and the report."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kineto_synth as ks
+from ccoverlap.analysis import analyze
+from ccoverlap.analysis.metrics import (
+    analysed_kernels, device_limits, exposed_intervals, intersection, length, merge, rank_metrics, subtract,
+)
+from ccoverlap.analysis.trace import Classifier, KernelClass, read_trace
+from ccoverlap.cli import main
+from ccoverlap.errors import UsageError
+from ccoverlap.limits import PRESETS
+from hta_reference import TRACES, trace_folders
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# --- an independent reading of a trace: json module, own rules, a 1 ns grid ---
+
+def _load(path: Path) -> dict:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return json.load(fh)
+
+
+def brute_force(path: Path) -> dict[str, float]:
+    """The metrics of one trace, recomputed without ccoverlap: paint every activity on a 1 ns grid."""
+    events = [e for e in _load(path)["traceEvents"] if e.get("ph") == "X"]
+    gpu = [e for e in events if isinstance(e.get("args", {}).get("stream"), int)
+           and e["cat"] not in ("gpu_user_annotation", "cuda_sync")]
+    steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    if len(steps) >= 2:  # HTA keeps GPU work launched before the last profiler step starts
+        last = max(e["ts"] for e in steps)
+        launched = {e["args"]["correlation"]: e["ts"] for e in events
+                    if "correlation" in e.get("args", {}) and e not in gpu}
+        gpu = [e for e in gpu if launched.get(e["args"]["correlation"], last) < last]
+    ns = lambda t: int(round(t * 1000))  # noqa: E731
+    lo = min(ns(e["ts"]) for e in gpu)
+    hi = max(ns(e["ts"] + e["dur"]) for e in gpu)
+    grids = {kind: np.zeros(hi - lo, dtype=bool) for kind in ("comm", "mem", "comp")}
+    for e in gpu:
+        kind = ("comm" if re.match(r"nccl.*Kernel", e["name"]) else
+                "mem" if e["cat"] in ("gpu_memcpy", "gpu_memset") else "comp")
+        grids[kind][ns(e["ts"]) - lo: ns(e["ts"] + e["dur"]) - lo] = True
+    comm, comp = grids["comm"], grids["comp"]
+    busy = comm | comp | grids["mem"]
+    us = lambda mask: mask.sum() / 1000  # noqa: E731
+    return {
+        "communication_us": us(comm), "compute_us": us(comp), "memory_us": us(grids["mem"]),
+        "overlap_us": us(comm & comp), "exposed_comm_us": us(comm & ~comp), "idle_us": us(~busy),
+        "span_us": (hi - lo) / 1000, "comp_comm_overlap_pct": 100 * (comm & comp).sum() / comm.sum(),
+    }
+
+
+def good_trace_files():
+    return [f for d in trace_folders() for f in sorted(d.iterdir()) if f.name.endswith((".json", ".json.gz"))]
+
+
+@pytest.mark.parametrize("path", good_trace_files(), ids=lambda p: str(p.relative_to(TRACES)))
+def test_metrics_match_brute_force_on_every_fixture(path):
+    got = rank_metrics("s", read_trace(path)).to_dict()
+    for key, want in brute_force(path).items():
+        assert got[key] == pytest.approx(want, rel=1e-6, abs=2e-3), key
+
+
+def test_handmade_rank0_by_hand():
+    """Compute [100,400] [500,650] [1250,1500]; communication [300,700] [1100,1300]; the GEMM launched
+    in the last step is left out."""
+    m = rank_metrics("handmade", read_trace(TRACES / "handmade" / "rank0_trace.json"))
+    assert (m.compute_us, m.communication_us, m.overlap_us, m.exposed_comm_us) == (700, 600, 300, 300)
+    assert (m.comp_comm_overlap_pct, m.span_us, m.idle_us, m.memory_us, m.kernels) == (50.0, 1400, 400, 50, 7)
+    assert m.hideable_comm_us == 300  # compute 700 of which 300 already overlaps: 400 could hide 300 exposed
+    (padded,) = m.padded_kernels  # the elementwise launch with 40 KiB more than its twin on stream 7
+    assert (padded.pad_bytes, padded.padded_launches) == (40960, 1)
+    assert (padded.resident_blocks_before, padded.resident_blocks_after) == (8, 5)
+
+
+# --- interval arithmetic against a grid ---
+
+intervals = st.lists(st.tuples(st.integers(0, 200), st.integers(1, 40)).map(lambda t: (t[0], t[0] + t[1])), max_size=12)
+
+
+def _grid(ivs) -> np.ndarray:
+    g = np.zeros(260, dtype=bool)
+    for s, e in ivs:
+        g[s:e] = True
+    return g
+
+
+@settings(max_examples=200, deadline=None)
+@given(intervals, intervals)
+def test_interval_arithmetic(a, b):
+    ma, mb = merge(a), merge(b)
+    assert length(ma) == _grid(a).sum()
+    assert intersection(ma, mb) == (_grid(a) & _grid(b)).sum()
+    diff = subtract(ma, mb)
+    assert length(diff) == (_grid(a) & ~_grid(b)).sum() and (_grid(diff) == (_grid(a) & ~_grid(b))).all()
+
+
+# --- the model ---
+
+@pytest.mark.parametrize(("name", "cat", "kind"), [
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel", KernelClass.COMMUNICATION),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "kernel", KernelClass.COMMUNICATION),
+    ("ncclSymkDevKernel_AllGather_LL(ncclSymkDevWorkArgs4K)", "kernel", KernelClass.COMMUNICATION),
+    ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", KernelClass.MEMORY),
+    ("Memset (Device)", "gpu_memset", KernelClass.MEMORY),
+    (ks.GEMM, "kernel", KernelClass.COMPUTE),
+])
+def test_kernel_classes(name, cat, kind):
+    assert Classifier().classify(name, cat) is kind
+
+
+def test_user_comm_regex(capsys):
+    assert Classifier.with_user_regex("^proxy_comm").classify("proxy_comm_kernel", "kernel") is KernelClass.COMMUNICATION
+    with pytest.raises(UsageError, match="--comm-regex"):
+        Classifier.with_user_regex("(")
+    code, out, _ = run(capsys, "analyze", TRACES / "handmade", "--comm-regex", "vectorized_elementwise", "--json")
+    rank0 = json.loads(out)["ranks"][0]
+    assert code == 0 and rank0["compute_us"] == 550  # the elementwise [500,650] now counts as communication
+
+
+def test_trace_model_reads_metadata_and_launches():
+    t = read_trace(TRACES / "handmade" / "rank1_trace.json.gz")
+    assert (t.rank, t.world_size, t.device["name"], len(t.kernels), len(t.steps)) == (1, 2, "NVIDIA H200", 5, 3)
+    assert all(k.correlation in t.launches for k in t.kernels)
+    nccl = next(k for k in t.kernels if k.kind is KernelClass.COMMUNICATION)
+    assert (nccl.footprint.threads, nccl.footprint.regs, nccl.footprint.smem, nccl.stream) == (640, 96, 104832, 13)
+
+
+def test_metadata_after_the_events_and_rank_from_the_file_name(tmp_path):
+    kernels, steps = ks.random_run(5, 2)
+    path = ks.write(tmp_path / "x.json", None, 1, kernels, steps)
+    text = path.read_text().rstrip().rstrip("}")
+    path.write_text(text + ', "distributedInfo": {"rank": 3, "world_size": 4}}\n')
+    assert (read_trace(path).rank, read_trace(path).world_size) == (3, 4)
+    named = ks.write(tmp_path / "rank5_trace.json", None, 1, kernels, steps)
+    assert read_trace(named).rank == 5 and "file name" in read_trace(named).notes[0]
+
+
+def test_device_limits_from_trace_properties():
+    dev = device_limits(ks.H200_PROPS)
+    assert dev.sm_count == 132 and dev.smem_per_sm == PRESETS["h200"].smem_per_sm and dev.source == "trace deviceProperties"
+    assert device_limits(None) is None and device_limits({"name": "Unknown", "computeMajor": 7}) is None
+
+
+def test_window_keeps_everything_with_one_step(tmp_path):
+    kernels, _ = ks.random_run(4, 2)
+    t = read_trace(ks.write(tmp_path / "rank0.json", 0, 1, kernels, [(0, 10)]))
+    assert analysed_kernels(t) == t.kernels
+
+
+# --- baseline, slowdown, padding ---
+
+def test_baseline_slowdown_and_padding():
+    result = analyze(TRACES / "strategies", TRACES / "strategies" / "default")
+    by = {(r.strategy, r.rank): r for r in result.ranks}
+    assert set(by) == {("default", 0), ("default", 1), ("shaping", 0), ("shaping", 1)}
+    assert by["default", 0].compute_slowdown == pytest.approx(1.0) and by["default", 0].padded_launches == 0
+    shaping = by["shaping", 0]
+    (padded,) = shaping.padded_kernels
+    assert padded.name == ks.ELEMENTWISE and padded.pad_bytes == 40960 and padded.padded_launches == shaping.padded_launches > 0
+    # independent: per-name mean duration in the baseline, summed over this run's launches
+    base = analysed_kernels(result.strategies["default"][0])
+    mine = analysed_kernels(result.strategies["shaping"][0])
+    for kind, attr in ((KernelClass.COMPUTE, "compute_slowdown"), (KernelClass.COMMUNICATION, "comm_slowdown")):
+        names = {k.name for k in base if k.kind is kind}
+        mean = {n: np.mean([k.dur for k in base if k.name == n]) for n in names}
+        ours = [k for k in mine if k.kind is kind and k.name in mean]
+        assert getattr(shaping, attr) == pytest.approx(sum(k.dur for k in ours) / sum(mean[k.name] for k in ours))
+    # without a baseline every elementwise launch of 'shaping' has the same pad: nothing to compare with
+    assert analyze(TRACES / "strategies" / "shaping").ranks[0].padded_launches == 0
+
+
+def test_baseline_with_several_strategies_is_refused():
+    with pytest.raises(UsageError, match="several strategies"):
+        analyze(TRACES / "handmade", TRACES / "strategies")
+
+
+def test_exposed_intervals_are_communication_minus_compute():
+    t = read_trace(TRACES / "handmade" / "rank0_trace.json")
+    assert exposed_intervals(analysed_kernels(t)) == [(400, 500), (650, 700), (1100, 1250)]
+
+
+# --- CLI ---
+
+def test_cli_json_is_the_only_stdout(capsys):
+    code, out, err = run(capsys, "analyze", TRACES / "handmade", "--json")
+    data = json.loads(out)
+    assert code == 0 and err == ""
+    assert [(r["rank"], round(r["comp_comm_overlap_pct"], 2)) for r in data["ranks"]] == [(0, 50.0), (1, 28.57)]
+    for key in ("exposed_comm_us", "compute_us", "idle_us", "communication_us", "compute_slowdown", "comm_slowdown",
+                "padded_kernels"):
+        assert key in data["ranks"][0]
+
+
+def test_cli_text_table(capsys):
+    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default")
+    assert code == 0 and "shaping" in out and "padded kernels" in out
+
+
+def test_bad_files_one_line_each_and_the_rest_analysed(capsys):
+    code, out, err = run(capsys, "analyze", TRACES / "bad", "--json")
+    assert code == 0 and [r["rank"] for r in json.loads(out)["ranks"]] == [0]
+    lines = err.strip().splitlines()
+    assert len(lines) == 5 and all(line.startswith("ccoverlap analyze: ") for line in lines)
+    expect = {
+        "notjson.json": "invalid or truncated JSON", "rank1_truncated.json": "invalid or truncated JSON",
+        "rank2_nokernels.json": "no GPU kernels", "rank0_trace_copy.json.gz": "rank 0 again",
+        "rank3_corrupt.json.gz": "truncated or corrupt gzip",
+    }
+    for name, why in expect.items():
+        assert any(name in line and why in line for line in lines), name
+    assert "Traceback" not in err
+
+
+def test_nothing_analysable_exits_2(capsys, tmp_path):
+    for name in ("notjson.json", "rank1_truncated.json", "rank2_nokernels.json"):
+        (tmp_path / name).write_bytes((TRACES / "bad" / name).read_bytes())
+    code, out, err = run(capsys, "analyze", tmp_path)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 4
+    assert err.strip().splitlines()[-1] == f"ccoverlap analyze: error: nothing could be analysed in {tmp_path}"
+
+
+@pytest.mark.parametrize("make", [lambda p: p, lambda p: p / "missing"])
+def test_empty_or_missing_dir_exits_2(capsys, tmp_path, make):
+    code, _, err = run(capsys, "analyze", make(tmp_path))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_report_is_self_contained_with_pngs(capsys, tmp_path):
+    report = tmp_path / "out" / "report.html"
+    code, _, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default",
+                     "--report", report)
+    text = report.read_text()
+    pngs = sorted((tmp_path / "out" / "report_files").iterdir())
+    assert code == 0 and [p.name for p in pngs] == [
+        "strategies.png", "timeline_default_rank0.png", "timeline_default_rank1.png",
+        "timeline_shaping_rank0.png", "timeline_shaping_rank1.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in pngs)
+    assert text.count("data:image/png;base64,") == 5 and "shaping, rank 1" in text and "src=\"report_files" not in text
