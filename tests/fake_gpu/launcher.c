@@ -165,7 +165,7 @@ static void hip(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    compute = fake_function("computeA_func", 0, 32, 0, 0);
+    compute = fake_function("computeA_func", 0, 16, 0, 0);
     kernel = fake_function("computeK_cudart_kernel", 1, 32, 1024, 0);
     comm = fake_function("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 96, 22592, 82240);
     const char *cmd = argv[1];
