@@ -30,6 +30,21 @@ FUNC_NUM_REGS = 4
 FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 FUNC_REQUIRED_CLUSTER_WIDTH = 11
 
+LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+STREAM_NON_BLOCKING = 1
+
+
+class _LaunchAttribute(ctypes.Structure):
+    # CUlaunchAttribute: id, pad to 8 bytes, then a 64-byte value union (clusterDim is x, y, z)
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+        ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint),
+    ]
+
 
 class CudaError(RuntimeError):
     """A driver call returned an error code."""
@@ -91,6 +106,55 @@ class Driver:
 
     def set_function_attribute(self, attr: int, handle: int, value: int) -> None:
         self._check("cuFuncSetAttribute", self._lib.cuFuncSetAttribute(ctypes.c_void_p(handle), attr, value))
+
+    def set_kernel_attribute(self, attr: int, handle: int, value: int, device: int) -> None:
+        self._check(
+            "cuKernelSetAttribute", self._lib.cuKernelSetAttribute(attr, value, ctypes.c_void_p(handle), device)
+        )
+
+    def load_kernels(self, image: bytes, names: list[str]) -> dict[str, int]:
+        """Load a cubin as a context-independent library; CUkernel handles by name.
+
+        CUkernels (what cudart uses) launch into any context's streams, green
+        contexts included, unlike module-scoped CUfunctions.
+        """
+        lib = ctypes.c_void_p()
+        self._check(
+            "cuLibraryLoadData",
+            self._lib.cuLibraryLoadData(ctypes.byref(lib), image, None, None, 0, None, None, 0),
+        )
+        out = {}
+        for name in names:
+            kernel = ctypes.c_void_p()
+            self._check("cuLibraryGetKernel", self._lib.cuLibraryGetKernel(ctypes.byref(kernel), lib, name.encode()))
+            out[name] = kernel.value
+        return out
+
+    def create_stream(self, priority: int) -> int:
+        """A non-blocking stream of `priority` (lower is higher; the device range, not torch's)."""
+        stream = ctypes.c_void_p()
+        self._check(
+            "cuStreamCreateWithPriority",
+            self._lib.cuStreamCreateWithPriority(ctypes.byref(stream), STREAM_NON_BLOCKING, priority),
+        )
+        return stream.value
+
+    def launch(
+        self, kernel: int, grid: int, block: int, shared_mem: int, stream: int, args: list, cluster: int = 1
+    ) -> None:
+        """cuLaunchKernelEx of a 1-D grid; `args` are ctypes values in the kernel's parameter order."""
+        params = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
+        attr = _LaunchAttribute(id=LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+        attr.value[0], attr.value[1], attr.value[2] = cluster, 1, 1
+        config = _LaunchConfig(
+            grid=(ctypes.c_uint * 3)(grid, 1, 1), block=(ctypes.c_uint * 3)(block, 1, 1), shared_mem=shared_mem,
+            stream=ctypes.c_void_p(stream), attrs=ctypes.pointer(attr) if cluster > 1 else None,
+            num_attrs=1 if cluster > 1 else 0,
+        )
+        self._check(
+            "cuLaunchKernelEx",
+            self._lib.cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(kernel), params, None),
+        )
 
     def max_active_blocks(self, handle: int, threads: int, dynamic_smem: int) -> int:
         return self._int(

@@ -1,0 +1,57 @@
+"""Lab configuration: validated before any GPU work starts (and importable without torch)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ccoverlap.errors import UsageError, check_range
+from ccoverlap.lab.strategies import BY_NAME, ORDERS, STRATEGIES
+
+FAMILIES = ("fma", "elementwise", "gemm", "attention", "transformer")
+PROXIES = ("nccl", "light")
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    computes: tuple[str, ...] = FAMILIES
+    comms: tuple[str, ...] = ("nccl",)
+    strategies: tuple[str, ...] = tuple(s.name for s in STRATEGIES)
+    orders: tuple[str, ...] = ("with",)
+    reps: int = 10
+    warmup: int = 3
+    comm_ctas: int = 16
+    comm_mib: int = 256
+    shrink_threads: int = 288  # NCCL_NTHREADS=256 plus NCCL's extra warp
+    delay_ms: float = 1.0
+    fma_regs: int = 16
+    fma_iters: int = 40000
+    elementwise_gib: float = 2.0
+    elementwise_launches: int = 3
+    gemm_n: int = 8192
+    gemm_count: int = 2
+    attention_shape: tuple[int, int, int, int] = (8, 32, 4096, 128)  # batch, heads, seq, head dim
+    transformer_shape: tuple[int, int, int, int] = (4, 2048, 2048, 16)  # batch, seq, model dim, heads
+
+    def validate(self) -> LabConfig:
+        for field, values, valid in (
+            ("--compute", self.computes, FAMILIES), ("--comm", self.comms, PROXIES),
+            ("--strategies", self.strategies, tuple(BY_NAME)), ("--orders", self.orders, ORDERS),
+        ):
+            if not values or (bad := [v for v in values if v not in valid]):
+                raise UsageError(f"{field} {','.join(values) or '(empty)'}: valid {', '.join(valid)}")
+        check_range("--reps", self.reps, 10, 10000)
+        check_range("--warmup", self.warmup, 1, 1000)
+        check_range("--comm-ctas", self.comm_ctas, 1, 1024)
+        check_range("--comm-mib", self.comm_mib, 1, 16384, "MiB")
+        check_range("--shrink-threads", self.shrink_threads, 64, 1024)
+        check_range("--fma-regs", self.fma_regs, 16, 255)
+        check_range("--fma-iters", self.fma_iters, 1, 10**7)
+        if not 0 <= self.delay_ms <= 1000:
+            raise UsageError(f"--delay-ms={self.delay_ms} is out of range: valid 0..1000")
+        return self
+
+
+def cells(cfg: LabConfig) -> int:
+    """Strategy-order cells the run will measure, for the progress bar."""
+    per_case = sum(len(cfg.orders) if BY_NAME[s].concurrent else 1 for s in cfg.strategies)
+    return per_case * len(cfg.computes) * len(cfg.comms)
+

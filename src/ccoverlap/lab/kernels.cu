@@ -1,0 +1,110 @@
+// Lab kernels: compute (fma, elementwise) and communication proxies, compiled with NVRTC.
+// Every kernel may stamp, per block, its start and end (%globaltimer, ns) and SM id, so the
+// lab can draw which blocks were resident where and when. `stamps` may be null.
+// Build-time macros: STATIC_BYTES (static shared memory of comm_proxy), UNROLL (its loads in
+// flight per thread: register pressure), both set by ccoverlap.lab.kernels.
+
+#ifndef STATIC_BYTES
+#define STATIC_BYTES 16
+#endif
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ unsigned sm_id() {
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+
+__device__ __forceinline__ void stamp(unsigned long long* stamps, unsigned long long t0) {
+    __syncthreads();
+    if (stamps && threadIdx.x == 0) {
+        unsigned long long* s = stamps + 3ull * blockIdx.x;
+        s[0] = t0;
+        s[1] = global_ns();
+        s[2] = sm_id();
+    }
+}
+
+// Compute-bound: a chain of dependent FMAs per thread, one element per thread.
+extern "C" __global__ void fma_kernel(const float* __restrict__ in, float* __restrict__ out, int iters,
+                                      unsigned long long* stamps) {
+    unsigned long long t0 = global_ns();
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float a = in[i];
+    float b = 0.5f + 0.25f * a;
+    float x = a;
+    for (int k = 0; k < iters; ++k) {
+        x = fmaf(x, b, a);
+        x = fmaf(x, 0.75f, -0.25f);
+    }
+    out[i] = x;
+    stamp(stamps, t0);
+}
+
+// Memory-bound: z = 1.5 x + 0.5 y on float4, four vectors per thread.
+extern "C" __global__ void triad_kernel(const float4* __restrict__ x, const float4* __restrict__ y,
+                                        float4* __restrict__ z, long long n4, unsigned long long* stamps) {
+    unsigned long long t0 = global_ns();
+    long long base = ((long long)blockIdx.x * blockDim.x) * 4 + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        long long i = base + (long long)j * blockDim.x;
+        if (i < n4) {
+            float4 a = x[i], b = y[i];
+            b.x = fmaf(1.5f, a.x, 0.5f * b.x);
+            b.y = fmaf(1.5f, a.y, 0.5f * b.y);
+            b.z = fmaf(1.5f, a.z, 0.5f * b.z);
+            b.w = fmaf(1.5f, a.w, 0.5f * b.w);
+            z[i] = b;
+        }
+    }
+    stamp(stamps, t0);
+}
+
+// Communication proxy: out = a + b over this CTA's slice, staged through dynamic shared memory
+// like NCCL's reduce-copy, with static shared memory and registers matched to the real kernel.
+extern "C" __global__ void comm_proxy(const float4* __restrict__ a, const float4* __restrict__ b,
+                                      float4* __restrict__ out, long long n4, int stage_slots,
+                                      unsigned long long* stamps) {
+    extern __shared__ float4 stage[];
+    __shared__ volatile char fixed[STATIC_BYTES];
+    unsigned long long t0 = global_ns();
+    if (threadIdx.x == 0) fixed[blockIdx.x % STATIC_BYTES] = 1;
+    long long per_cta = (n4 + gridDim.x - 1) / gridDim.x;
+    long long begin = per_cta * blockIdx.x;
+    long long end = min(begin + per_cta, n4);
+    long long step = (long long)blockDim.x * UNROLL;
+    for (long long i0 = begin + threadIdx.x; i0 < end; i0 += step) {
+        float4 va[UNROLL], vb[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = i0 + (long long)u * blockDim.x;
+            if (i < end) { va[u] = a[i]; vb[u] = b[i]; }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = i0 + (long long)u * blockDim.x;
+            if (i < end) {
+                int slot = (threadIdx.x + u * blockDim.x) % stage_slots;
+                stage[slot] = make_float4(va[u].x + vb[u].x, va[u].y + vb[u].y, va[u].z + vb[u].z, va[u].w + vb[u].w);
+                out[i] = stage[slot];
+            }
+        }
+    }
+    if (threadIdx.x == 0 && fixed[blockIdx.x % STATIC_BYTES] != 1) out[0].x = -1.f;  // keeps `fixed` alive
+    stamp(stamps, t0);
+}
+
+// Delays a stream by `ns` nanoseconds: the "delayed" launch order puts it before comm.
+extern "C" __global__ void sleep_kernel(unsigned long long ns) {
+    unsigned long long t0 = global_ns();
+    while (global_ns() - t0 < ns) __nanosleep(2000);
+}

@@ -1,0 +1,88 @@
+"""Build the lab's CUDA kernels with NVRTC and launch them through the driver.
+
+The communication proxy is compiled so its footprint matches a target (e.g. the
+installed NCCL's): static shared memory is a build macro, and the register count
+is reached by raising the loads in flight (UNROLL) under a register cap until the
+compiled kernel is within 8 registers of the target without spilling.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from ccoverlap import cuda_driver as cu
+from ccoverlap.footprint import KernelFootprint
+from ccoverlap.nvrtc import compile_cubin
+
+SOURCE = resources.files("ccoverlap.lab").joinpath("kernels.cu").read_text()
+FUNC_LOCAL_SIZE_BYTES = 3
+REGISTER_TOLERANCE = 8
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A loaded CUkernel and what one block of it asks of an SM (threads and dynamic smem at launch)."""
+
+    handle: int
+    name: str
+    regs: int
+    static_smem: int
+
+    def footprint(self, threads: int, dynamic_smem: int = 0, grid: int = 1, cluster: int = 1) -> KernelFootprint:
+        return KernelFootprint(threads, self.regs, self.static_smem, dynamic_smem, grid, cluster, self.name)
+
+    def launch(self, grid: int, block: int, stream: int, args: list, shared_mem: int = 0, cluster: int = 1) -> None:
+        if shared_mem > 48 * 1024:
+            _allow_all_dynamic_smem(self.handle, self.static_smem)
+        cu.driver().launch(self.handle, grid, block, shared_mem, stream, args, cluster)
+
+
+@cache
+def _allow_all_dynamic_smem(handle: int, static_smem: int) -> None:
+    """Raise the kernel's dynamic shared-memory limit to the opt-in maximum, once."""
+    drv = cu.driver()
+    optin = drv.device_attribute(cu.ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, drv.device(0))
+    drv.set_kernel_attribute(cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, handle, optin - static_smem, 0)
+
+
+def arch() -> str:
+    drv = cu.driver()
+    dev = drv.device(0)
+    return f"sm_{drv.device_attribute(cu.ATTR_COMPUTE_CAPABILITY_MAJOR, dev)}{drv.device_attribute(cu.ATTR_COMPUTE_CAPABILITY_MINOR, dev)}"
+
+
+def build(names: list[str], options: tuple[str, ...] = ()) -> dict[str, Kernel]:
+    """Compile SOURCE with `options` and load `names` as CUkernels."""
+    drv = cu.driver()
+    handles = drv.load_kernels(compile_cubin(SOURCE, arch(), options), names)
+    return {
+        name: Kernel(h, name, drv.kernel_attribute(cu.FUNC_NUM_REGS, h, 0), drv.kernel_attribute(cu.FUNC_SHARED_SIZE_BYTES, h, 0))
+        for name, h in handles.items()
+    }
+
+
+def build_compute(fma_regs: int) -> dict[str, Kernel]:
+    """fma_kernel capped at `fma_regs` registers; triad and sleep kernels as compiled."""
+    return build(["fma_kernel"], (f"--maxrregcount={fma_regs}",)) | build(["triad_kernel", "sleep_kernel"])
+
+
+def build_comm_proxy(regs: int, static_smem: int) -> Kernel:
+    """The reduce-copy proxy with `static_smem` bytes of static shared memory and ~`regs` registers."""
+    best = None
+    for unroll in (1, 2, 3, 4, 5, 6, 7, 8):
+        opts = (f"-DSTATIC_BYTES={max(static_smem, 16)}", f"-DUNROLL={unroll}", f"--maxrregcount={regs}")
+        kernel = build(["comm_proxy"], opts)["comm_proxy"]
+        if cu.driver().kernel_attribute(FUNC_LOCAL_SIZE_BYTES, kernel.handle, 0):
+            break  # spilling: more unrolling only spills more
+        best = kernel
+        if abs(kernel.regs - regs) <= REGISTER_TOLERANCE:
+            break
+    if best is None:
+        raise RuntimeError(f"could not build a comm proxy of {regs} registers without spills")
+    return best
+
+
+def ptr(tensor) -> ctypes.c_void_p:
+    return ctypes.c_void_p(tensor.data_ptr())

@@ -1,0 +1,211 @@
+"""Time every strategy on one GPU with CUDA events: warm-up, repetitions, L2 flushed outside the span."""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ccoverlap import cuda_driver as cu
+from ccoverlap.errors import UsageError
+from ccoverlap.lab import kernels, metrics, workloads
+from ccoverlap.lab.config import LabConfig
+from ccoverlap.lab.strategies import BY_NAME, Strategy, not_applicable
+from ccoverlap.limits import DeviceLimits
+from ccoverlap.nccl import nccl_footprint
+from ccoverlap.planner import plan
+
+class Lab:
+    """Kernels, streams and buffers for one GPU; `run` measures every case, strategy and order."""
+
+    def __init__(self, cfg: LabConfig, device: DeviceLimits):
+        if cu.driver() is None or not torch.cuda.is_available():
+            raise UsageError("the lab needs a CUDA GPU (use ccoverlap plan to reason without one)")
+        torch.cuda.init()
+        torch.manual_seed(0)
+        self.cfg, self.device = cfg, device
+        drv = cu.driver()
+        least, greatest = device.stream_priority_range
+        self.compute_stream = workloads.Stream.raw(drv.create_stream(least))
+        self.comm_streams = {False: workloads.Stream.raw(drv.create_stream(least)),
+                             True: workloads.Stream.raw(drv.create_stream(greatest))}
+        self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
+        self.kernels = kernels.build_compute(cfg.fma_regs)
+        self._green: tuple[workloads.Stream, workloads.Stream] | None = None
+        self.timelines: dict[tuple, dict] = {}
+
+    # --- building blocks -------------------------------------------------------------------------
+    def phase(self, name: str) -> workloads.Phase:
+        c, k = self.cfg, self.kernels
+        return {
+            "fma": lambda: workloads.fma(k["fma_kernel"], self.device.sm_count, c.fma_iters),
+            "elementwise": lambda: workloads.elementwise(k["triad_kernel"], c.elementwise_gib, c.elementwise_launches),
+            "gemm": lambda: workloads.gemm(c.gemm_n, c.gemm_count),
+            "attention": lambda: workloads.attention(*c.attention_shape),
+            "transformer": lambda: workloads.transformer(*c.transformer_shape),
+        }[name]()
+
+    def proxy(self, name: str) -> workloads.CommProxy:
+        nbytes = self.cfg.comm_mib * 2**20
+        if name == "nccl":
+            major, minor = self.device.compute_capability
+            fp = nccl_footprint(arch=f"sm_{major}{minor}", ctas=self.cfg.comm_ctas).footprint
+            kernel = kernels.build_comm_proxy(fp.regs, fp.static_smem)
+            return workloads.CommProxy(kernel, fp.threads, fp.grid, name, fp.cluster, fp.dynamic_smem, nbytes)
+        kernel = kernels.build_comm_proxy(32, 16)
+        return workloads.CommProxy(kernel, 512, 2 * self.cfg.comm_ctas, name, 1, 16 * 1024, nbytes)
+
+    def comm_sms(self, proxy: workloads.CommProxy) -> int:
+        """SMs communication needs on its own: its CTAs at one per SM, in green-context units of 8."""
+        return min(-(-proxy.ctas // 8) * 8, self.device.sm_count - 8)
+
+    def green_streams(self, comm_sms: int) -> tuple[workloads.Stream, workloads.Stream]:
+        if self._green is None:
+            from torch.cuda.green_contexts import GreenContext
+
+            def stream_of(n: int) -> workloads.Stream:
+                gc = GreenContext.create(num_sms=n, device_id=0)
+                if hasattr(gc, "Stream"):
+                    return workloads.Stream.wrap(gc.Stream())
+                gc.set_context()
+                try:
+                    return workloads.Stream.wrap(torch.cuda.Stream())
+                finally:
+                    gc.pop_context()
+
+            self._green = (stream_of(self.device.sm_count - comm_sms), stream_of(comm_sms))
+        return self._green
+
+    # --- one timed repetition -------------------------------------------------------------------
+    def _rep(self, phase, proxy, streams, concurrent, order, pad=0, comm_threads=None, carveout=None):
+        """One run: (total, comm done, compute) in ms; either side may be None (alone runs)."""
+        sc, sm = streams
+        torch.cuda.synchronize()
+        self.flush.zero_()  # evict L2 outside the timed span
+        torch.cuda.synchronize()
+        start, compute_end, comm_start, comm_end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+        start.record(sc.torch)
+        comm_on = sm if concurrent else sc
+        if concurrent:
+            sm.torch.wait_event(start)
+
+        def compute():
+            if carveout is not None:
+                torch._C._set_sm_carveout_experimental(carveout)
+            phase.enqueue(sc, pad)
+            if carveout is not None:
+                torch._C._set_sm_carveout_experimental(None)
+            compute_end.record(sc.torch)
+
+        def comm():
+            if order == "delayed" and concurrent:
+                self.kernels["sleep_kernel"].launch(1, 32, sm.handle, [_ns(self.cfg.delay_ms)])
+            comm_start.record(comm_on.torch)
+            proxy.enqueue(comm_on, comm_threads)
+            comm_end.record(comm_on.torch)
+
+        steps = [s for s, present in ((compute, phase), (comm, proxy)) if present]
+        for step in reversed(steps) if order == "before" else steps:
+            step()
+        torch.cuda.synchronize()
+        t_compute = start.elapsed_time(compute_end) if phase else 0.0
+        t_comm_end = start.elapsed_time(comm_end) if proxy else 0.0
+        t_comm = comm_start.elapsed_time(comm_end) if proxy else 0.0
+        return max(t_compute, t_comm_end), t_comm, t_compute
+
+    def _measure(self, fn: Callable[[], tuple[float, float, float]]) -> dict[str, list[float]]:
+        for _ in range(self.cfg.warmup):
+            fn()
+        runs = [fn() for _ in range(self.cfg.reps)]
+        return {"total_ms": [r[0] for r in runs], "comm_done_ms": [r[1] for r in runs], "compute_ms": [r[2] for r in runs]}
+
+    # --- a whole case -------------------------------------------------------------------------------
+    def run_case(self, compute: str, comm: str, progress: Callable[[], None] = lambda: None) -> list[dict]:
+        phase, proxy = self.phase(compute), self.proxy(comm)
+        base = (self.compute_stream, self.comm_streams[False])
+        alone_c = self._measure(lambda: self._rep(phase, None, base, True, "with"))
+        reference = phase.snapshot()
+        alone_m = self._measure(lambda: self._rep(None, proxy, base, True, "with"))
+        seq = self._measure(lambda: self._rep(phase, proxy, base, False, "with"))
+        case = {
+            "compute": compute, "comm": comm,
+            "compute_alone_ms": metrics.summary(alone_c["compute_ms"])["median"],
+            "comm_alone_ms": metrics.summary(alone_m["comm_done_ms"])["median"],
+            "sequential_ms": metrics.summary(seq["total_ms"])["median"],
+        }
+        measured = {}
+        for name in self.cfg.strategies:
+            strategy = BY_NAME[name]
+            for order in self.cfg.orders if strategy.concurrent else ("with",):
+                measured[(name, order)] = self._strategy(phase, proxy, strategy, order, reference, seq if name == "sequential" else None)
+                progress()
+        rows = metrics.case_rows(case, measured)
+        return [dict(case, **row) for row in rows]
+
+    def _strategy(self, phase, proxy, strategy: Strategy, order, reference, samples=None) -> dict:
+        threads = self.cfg.shrink_threads if strategy.shrink else proxy.threads
+        info = {"comm_threads": threads, "pad_bytes": 0, "comm_priority": strategy.priority}
+        if reason := not_applicable(strategy, phase.footprint is not None, phase.uses_cublas):
+            return {"info": info, "status": f"n/a: {reason}"}
+        if strategy.shape:
+            p = plan(self.device, phase.footprint, proxy.footprint(threads))
+            if not p.feasible:
+                return {"info": info, "status": f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"}
+            info["pad_bytes"] = p.pad_bytes
+            info["compute_blocks_per_sm"] = p.compute_blocks_after
+        streams = (self.compute_stream, self.comm_streams[strategy.priority])
+        carveout = None
+        if strategy.carveout:
+            if not hasattr(torch._C, "_set_sm_carveout_experimental"):
+                return {"info": info, "status": "n/a: this torch has no SM carveout"}
+            carveout = info["carveout_sms"] = self.comm_sms(proxy)
+        if strategy.green:
+            try:
+                streams = self.green_streams(self.comm_sms(proxy))
+            except (RuntimeError, AttributeError, TypeError) as exc:
+                return {"info": info, "status": f"n/a: green contexts failed: {exc}"}
+            info["green_comm_sms"] = self.comm_sms(proxy)
+        if samples is None:
+            samples = self._measure(lambda: self._rep(
+                phase, proxy, streams, strategy.concurrent, order, info["pad_bytes"], threads, carveout))
+        info["outputs_match"] = _same(reference, phase.snapshot(), phase.exact)
+        info["comm_wrong"] = proxy.wrong()
+        timeline = self.timelines[(phase.name, proxy.name, strategy.name, order)] = _timeline(phase, proxy)
+        info["comm_timeline"] = timeline["comm"]
+        return {"info": info, "samples": samples}
+
+
+def _ns(ms: float) -> ctypes.c_ulonglong:
+    return ctypes.c_ulonglong(int(ms * 1e6))
+
+
+def _same(ref: list[torch.Tensor], got: list[torch.Tensor], exact: bool) -> bool:
+    if exact:
+        return all(torch.equal(a, b) for a, b in zip(ref, got))
+    return all(
+        float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)) < 1e-2 for a, b in zip(ref, got)
+    )
+
+
+def _timeline(phase: workloads.Phase, proxy: workloads.CommProxy) -> dict:
+    """Block residency of the last repetition, in ms from the first block's start: (start, end, sm) rows."""
+    comm = proxy.stamps.cpu()
+    compute = phase.stamps.cpu() if phase.stamps is not None else None
+    starts = [int(comm[:, 0].min())] + ([int(compute[:, 0].min())] if compute is not None else [])
+    t0 = min(starts)
+
+    def rows(t):
+        return [[(int(s) - t0) / 1e6, (int(e) - t0) / 1e6, int(sm)] for s, e, sm in t.tolist()]
+
+    return {"comm": rows(comm), "compute": rows(compute) if compute is not None else []}
+
+
+def run(cfg: LabConfig, device: DeviceLimits, progress: Callable[[str], None] = lambda _: None) -> tuple[list[dict], dict]:
+    """Measure every (compute, comm) case; rows and the block timelines (for plots)."""
+    lab = Lab(cfg.validate(), device)
+    rows = []
+    for compute in cfg.computes:
+        for comm in cfg.comms:
+            rows += lab.run_case(compute, comm, lambda: progress(f"{compute} + {comm}"))
+    return rows, lab.timelines
