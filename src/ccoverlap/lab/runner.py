@@ -33,6 +33,7 @@ class Lab:
         self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
         self.kernels = kernels.build_compute(cfg.fma_regs)
         self._green: tuple[workloads.Stream, workloads.Stream] | None = None
+        self._green_contexts: list = []
         self.timelines: dict[tuple, dict] = {}
 
     # --- building blocks -------------------------------------------------------------------------
@@ -66,6 +67,7 @@ class Lab:
 
             def stream_of(n: int) -> workloads.Stream:
                 gc = GreenContext.create(num_sms=n, device_id=0)
+                self._green_contexts.append(gc)  # a collected GreenContext destroys its streams' context
                 if hasattr(gc, "Stream"):
                     return workloads.Stream.wrap(gc.Stream())
                 gc.set_context()
