@@ -106,7 +106,7 @@ static void *hooked_lookup(void *handle, const char *symbol, ccov_hook *h) {
      * the real API is loaded, so probing for CUDA or HIP stays truthful. */
     if (p && is_ours(p)) p = ccov_real_dlsym(RTLD_NEXT, symbol);
     if (!p) return NULL;
-    if (symbol[0] == 'c') return ccov_cuda_proc(symbol, p, 0);
+    if (symbol[0] == 'c') return ccov_cuda_proc(symbol, p, -1, 0);
     ccov_remember(h, p);
     return h->wrapper;
 }
@@ -624,8 +624,25 @@ static void write_stats(void) {
         fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno));
 }
 
+/* A fork while another thread holds the lock must not leave the child stuck,
+ * and a child reports only its own launches (CUDA does not work in a forked
+ * child anyway, so it usually has none and writes nothing). */
+static void before_fork(void) { pthread_mutex_lock(&lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void after_fork_child(void) {
+    pthread_mutex_init(&lock, NULL);
+    atomic_store(&seen, 0);
+    atomic_store(&padded_total, 0);
+    for (int r = 0; r < CCOV_NREASONS; ++r) atomic_store(&skipped[r], 0);
+    for (unsigned i = 0; i < CACHE_SIZE; ++i) {
+        atomic_store(&cache[i].launches, 0);
+        atomic_store(&cache[i].padded, 0);
+    }
+}
+
 __attribute__((constructor)) static void init(void) {
     real_dlsym();
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     if (load_policy() != 0) {
         fprintf(stderr, "ccoverlap interposer: invalid policy, every launch passes through unchanged: %s\n", pol.error);
         if (!pol.stats[0]) {

@@ -101,6 +101,6 @@ void *ccov_real_dlsym(void *handle, const char *symbol);
 extern ccov_hook ccov_cuda_hooks[];
 extern ccov_hook ccov_hip_hooks[];
 /* The CUDA front end answers cuGetProcAddress look-ups of hooked names. */
-void *ccov_cuda_proc(const char *symbol, void *real, unsigned long long flags);
+void *ccov_cuda_proc(const char *symbol, void *real, int version, unsigned long long flags);
 
 #endif

@@ -223,7 +223,7 @@ CCOV_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int versio
     getproc_fn real = (getproc_fn)ccov_real(&ccov_cuda_hooks[H_GETPROC]);
     if (!real) return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(symbol, pfn, version, flags);
-    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = ccov_cuda_proc(symbol, *pfn, flags);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = ccov_cuda_proc(symbol, *pfn, version, flags);
     return rc;
 }
 
@@ -232,7 +232,7 @@ CCOV_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
     getproc_v2_fn real = (getproc_v2_fn)ccov_real(&ccov_cuda_hooks[H_GETPROC_V2]);
     if (!real) return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(symbol, pfn, version, flags, status);
-    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = ccov_cuda_proc(symbol, *pfn, flags);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn) *pfn = ccov_cuda_proc(symbol, *pfn, version, flags);
     return rc;
 }
 
@@ -247,14 +247,16 @@ ccov_hook ccov_cuda_hooks[] = {
 };
 
 /* The wrapper to hand out for `symbol`, whose real function is `p`; `p` itself
- * for anything not hooked. The name "cuGetProcAddress" means the v1 or the v2
- * ABI depending on the CUDA version asked for: the pointer tells which. */
-void *ccov_cuda_proc(const char *symbol, void *p, unsigned long long flags) {
-    if (strncmp(symbol, "cuGetProcAddress", 16) == 0) {
-        for (int i = H_GETPROC; i <= H_GETPROC_V2; ++i)
-            if (p == ccov_cuda_hooks[i].wrapper || p == ccov_real(&ccov_cuda_hooks[i])) return ccov_cuda_hooks[i].wrapper;
-        ccov_log_once(41, "%s returned an unknown entry point: look-ups through it are not intercepted", symbol);
-        return p;
+ * for anything not hooked. `version` is the CUDA version a cuGetProcAddress
+ * look-up asked for, -1 for dlsym: the name "cuGetProcAddress" means the v2
+ * ABI from CUDA 12.0 on (cuda.h maps it to cuGetProcAddress_v2), the exported
+ * symbol of that name is the v1 ABI. */
+void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned long long flags) {
+    if (strcmp(symbol, "cuGetProcAddress") == 0 || strcmp(symbol, "cuGetProcAddress_v2") == 0) {
+        int v2 = symbol[16] == '_' || version >= 12000;
+        ccov_hook *h = &ccov_cuda_hooks[v2 ? H_GETPROC_V2 : H_GETPROC];
+        ccov_remember(h, p);
+        return h->wrapper;
     }
     int ex = strncmp(symbol, "cuLaunchKernelEx", 16) == 0;
     if (!ex && strncmp(symbol, "cuLaunchKernel", 14) != 0) return p;
