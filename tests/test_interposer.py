@@ -89,7 +89,7 @@ def test_fixed_pad_on_every_launch_path(fake, tmp_path):
     assert data["skipped"]["communication"] == n // 3 and sum(data["skipped"].values()) == n // 3
     kernels = {k["name"]: k for k in data["kernels"]}
     assert kernels["computeK_cudart_kernel"]["pad_bytes"] == 60000
-    assert kernels["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]["last_skip"] == "communication"
+    assert kernels["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]["skipped"] == {"communication": n // 3}
     assert err == ""
 
 

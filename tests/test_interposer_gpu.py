@@ -38,4 +38,4 @@ def test_padded_torch_results_are_bitwise_identical(tmp_path):
     gpu.run_workload(tmp_path / "pad.pt", gpu.POLICIES["pad_64k"], tmp_path / "stats.json")
     assert all(gpu.identical(tmp_path / "base.pt", tmp_path / "pad.pt").values())
     stats = gpu.stats_summary(tmp_path / "stats.json")
-    assert stats["padded"] > 0 and stats["skipped"]["launch_retried"] == 0
+    assert stats["padded"] > 0 and "launch_retried" not in stats["skipped"]

@@ -307,8 +307,9 @@ struct ccov_entry {
     int cluster;
     _Atomic int max_dynamic;
     _Atomic uint64_t memo; /* (threads, dynamic) -> decision, see memo_key */
-    _Atomic unsigned long launches, padded;
-    _Atomic int last_pad, last_reason;
+    /* launches by outcome (CCOV_PADDED or a reason): one atomic add per launch */
+    _Atomic unsigned long counts[CCOV_NREASONS];
+    _Atomic int last_pad;
     char *name;
 };
 
@@ -437,11 +438,14 @@ static int decide(const ccov_entry *e, const ccov_device *d, int threads, unsign
 }
 
 static _Thread_local int depth __attribute__((tls_model("initial-exec")));
-static _Atomic unsigned long seen, padded_total, skipped[CCOV_NREASONS];
+static _Atomic unsigned long loose[CCOV_NREASONS]; /* outcomes of launches without a cache entry */
+
+static void count(ccov_entry *e, int outcome) {
+    atomic_fetch_add_explicit(e ? &e->counts[outcome] : &loose[outcome], 1, memory_order_relaxed);
+}
 
 static int skip(ccov_launch *l, int reason) {
-    atomic_fetch_add_explicit(&skipped[reason], 1, memory_order_relaxed);
-    if (l->entry) atomic_store_explicit(&l->entry->last_reason, reason, memory_order_relaxed);
+    count(l->entry, reason);
     l->pad = 0;
     return 0;
 }
@@ -468,7 +472,6 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
     l->pad = 0;
     l->nested = depth++ > 0;
     if (l->nested) return 0;
-    atomic_fetch_add_explicit(&seen, 1, memory_order_relaxed);
     if (pol.error[0]) return skip(l, CCOV_R_POLICY_INVALID);
 
     int device = -1;
@@ -486,7 +489,6 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
         }
     }
     l->entry = e;
-    atomic_fetch_add_explicit(&e->launches, 1, memory_order_relaxed);
     if (e->role == ROLE_COMM) {
         learn_comm(e, threads, dynamic, li);
         return skip(l, CCOV_R_COMMUNICATION);
@@ -530,9 +532,9 @@ void ccov_failed(ccov_launch *l, int threads, unsigned dynamic) {
 void ccov_end(ccov_launch *l) {
     depth--;
     if (l->nested || l->pad <= 0) return;
-    atomic_fetch_add_explicit(&padded_total, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&l->entry->padded, 1, memory_order_relaxed);
-    atomic_store_explicit(&l->entry->last_pad, l->pad, memory_order_relaxed);
+    count(l->entry, CCOV_PADDED);
+    if (atomic_load_explicit(&l->entry->last_pad, memory_order_relaxed) != l->pad)
+        atomic_store_explicit(&l->entry->last_pad, l->pad, memory_order_relaxed);
 }
 
 /* ---------- stats ---------- */
@@ -571,8 +573,30 @@ static void stats_path(char *out, size_t cap) {
     out[n] = '\0';
 }
 
+static void write_counts(FILE *f, const unsigned long *n) {
+    unsigned long total = 0;
+    for (int r = 0; r < CCOV_NREASONS; ++r) total += n[r];
+    fprintf(f, "\"launches\": %lu, \"padded\": %lu, \"skipped\": {", total, n[CCOV_PADDED]);
+    for (int r = 1, first = 1; r < CCOV_NREASONS; ++r)
+        if (n[r]) {
+            fprintf(f, "%s\"%s\": %lu", first ? "" : ", ", reason_names[r], n[r]);
+            first = 0;
+        }
+    fputc('}', f);
+}
+
 static void write_stats(void) {
-    if (!pol.stats[0] || atomic_load(&seen) == 0) return; /* a launcher process must not clobber its workers' file */
+    static ccov_entry *sorted[CACHE_SIZE];
+    unsigned long totals[CCOV_NREASONS] = {0}, launched = 0;
+    unsigned n = 0;
+    for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] = atomic_load(&loose[r]);
+    for (unsigned i = 0; i < CACHE_SIZE; ++i) {
+        if (!atomic_load(&cache[i].key) || !cache[i].name) continue;
+        sorted[n++] = &cache[i];
+        for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] += atomic_load(&cache[i].counts[r]);
+    }
+    for (int r = 0; r < CCOV_NREASONS; ++r) launched += totals[r];
+    if (!pol.stats[0] || launched == 0) return; /* a launcher process must not clobber its workers' file */
     char path[4200], tmp[4300];
     stats_path(path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
@@ -584,11 +608,9 @@ static void write_stats(void) {
     fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"policy_error\": ", (int)getpid(), mode_names[pol.mode < 0 ? 0 : pol.mode]);
     if (pol.error[0]) json_str(f, pol.error);
     else fputs("null", f);
-    fprintf(f, ",\n  \"pad_bytes\": %d,\n  \"blocks\": %d,\n  \"comm_per_sm\": %d,\n", pol.pad_bytes, pol.blocks, pol.comm_per_sm);
-    fprintf(f, "  \"launches\": %lu,\n  \"padded\": %lu,\n  \"skipped\": {", atomic_load(&seen), atomic_load(&padded_total));
-    for (int r = 1; r < CCOV_NREASONS; ++r)
-        fprintf(f, "%s\"%s\": %lu", r > 1 ? ", " : "", reason_names[r], atomic_load(&skipped[r]));
-    fputs("},\n  \"comm_footprint\": ", f);
+    fprintf(f, ",\n  \"pad_bytes\": %d,\n  \"blocks\": %d,\n  \"comm_per_sm\": %d,\n  ", pol.pad_bytes, pol.blocks, pol.comm_per_sm);
+    write_counts(f, totals);
+    fputs(",\n  \"comm_footprint\": ", f);
     if (atomic_load(&comm.learned)) {
         fprintf(f, "{\"threads\": %d, \"regs\": %d, \"static_smem\": %d, \"dynamic_smem\": %d, \"cluster\": %d, \"grid\": %u, \"name\": ",
                 comm.k.threads, comm.k.regs, comm.k.static_smem, comm.k.dynamic_smem, comm.cluster, comm.grid);
@@ -598,25 +620,20 @@ static void write_stats(void) {
         fputs("null", f);
     }
     fputs(",\n  \"kernels\": [", f);
-    static ccov_entry *sorted[CACHE_SIZE];
-    unsigned n = 0;
-    for (unsigned i = 0; i < CACHE_SIZE; ++i)
-        if (atomic_load(&cache[i].key) && cache[i].name) sorted[n++] = &cache[i];
     qsort(sorted, n, sizeof *sorted, by_name);
     for (unsigned i = 0, first = 1; i < n;) { /* one row per name: handles of one kernel on several devices merge */
         ccov_entry *e = sorted[i];
-        unsigned long launches = 0, padded = 0;
-        int pad = 0, reason = 0;
+        unsigned long counts[CCOV_NREASONS] = {0};
+        int pad = 0;
         for (; i < n && strcmp(sorted[i]->name, e->name) == 0; ++i) {
-            launches += atomic_load(&sorted[i]->launches);
-            padded += atomic_load(&sorted[i]->padded);
+            for (int r = 0; r < CCOV_NREASONS; ++r) counts[r] += atomic_load(&sorted[i]->counts[r]);
             if (atomic_load(&sorted[i]->last_pad)) pad = atomic_load(&sorted[i]->last_pad);
-            if (atomic_load(&sorted[i]->last_reason)) reason = atomic_load(&sorted[i]->last_reason);
         }
         fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
         json_str(f, e->name);
-        fprintf(f, ", \"api\": \"%s\", \"launches\": %lu, \"padded\": %lu, \"pad_bytes\": %d, \"last_skip\": %s%s%s}",
-                e->be->api, launches, padded, pad, reason ? "\"" : "", reason ? reason_names[reason] : "null", reason ? "\"" : "");
+        fprintf(f, ", \"api\": \"%s\", \"pad_bytes\": %d, ", e->be->api, pad);
+        write_counts(f, counts);
+        fputc('}', f);
         first = 0;
     }
     fputs("\n  ]\n}\n", f);
@@ -631,12 +648,9 @@ static void before_fork(void) { pthread_mutex_lock(&lock); }
 static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
 static void after_fork_child(void) {
     pthread_mutex_init(&lock, NULL);
-    atomic_store(&seen, 0);
-    atomic_store(&padded_total, 0);
-    for (int r = 0; r < CCOV_NREASONS; ++r) atomic_store(&skipped[r], 0);
-    for (unsigned i = 0; i < CACHE_SIZE; ++i) {
-        atomic_store(&cache[i].launches, 0);
-        atomic_store(&cache[i].padded, 0);
+    for (int r = 0; r < CCOV_NREASONS; ++r) {
+        atomic_store(&loose[r], 0);
+        for (unsigned i = 0; i < CACHE_SIZE; ++i) atomic_store(&cache[i].counts[r], 0);
     }
 }
 
