@@ -93,3 +93,32 @@ def test_plan_properties(compute, comm, per_sm):
 def test_plan_rejects_bad_per_sm():
     with pytest.raises(ValueError, match="per_sm=0"):
         plan("h200", KernelFootprint(128, 32), NCCL, per_sm=0)
+
+
+def test_drain_one_keeps_two_fma_blocks_beside_the_nccl_cta():
+    # The measured sweet spot (NOTES.md): pad to 2 blocks/SM; the CTA enters when one retires.
+    fma = KernelFootprint(256, 16, grid=132 * 8 * 6)
+    p = plan("h200", fma, NCCL, drain=1)
+    assert p.feasible and p.compute_blocks_after == 2 and p.drain == 1
+    assert coresident("h200", fma.padded(p.pad_bytes), 1, NCCL, 1) == (True, None)
+    assert occupancy("h200", fma.padded(p.pad_bytes - 1)).blocks == 3  # smallest pad for 2 blocks
+    assert "once 1 compute block(s) on an SM retire" in p.explain()
+
+
+def test_auto_drain_needs_waves():
+    many = KernelFootprint(256, 16, grid=132 * 8 * 6)
+    one_wave = KernelFootprint(256, 16, grid=132)
+    assert plan("h200", many, NCCL, drain=None).drain == 1
+    assert plan("h200", one_wave, NCCL, drain=None).drain == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(compute=footprints, comm=footprints, drain=st.integers(0, 3))
+def test_more_drain_never_needs_a_larger_pad(compute, comm, drain):
+    strict, relaxed = plan("h200", compute, comm, drain=drain), plan("h200", compute, comm, drain=drain + 1)
+    if strict.feasible:
+        assert relaxed.feasible and relaxed.pad_bytes <= strict.pad_bytes
+    if relaxed.feasible:
+        padded = compute.padded(relaxed.pad_bytes)
+        staying = max(occupancy("h200", padded).blocks - relaxed.drain, 0)
+        assert coresident("h200", padded, staying, comm, 1)[0]

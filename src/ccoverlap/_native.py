@@ -60,5 +60,5 @@ def lib() -> ctypes.CDLL:
     so.ccov_occupancy_compute.argtypes = [P(CDevice), P(CKernel), P(COccupancy)]
     so.ccov_coresident.argtypes = [P(CDevice), P(CKernel), ctypes.c_int, P(CKernel), ctypes.c_int, P(ctypes.c_int)]
     so.ccov_pad_for_blocks.argtypes = [P(CDevice), P(CKernel), ctypes.c_int]
-    so.ccov_plan_pad.argtypes = [P(CDevice), P(CKernel), P(CKernel), ctypes.c_int, P(CPlan)]
+    so.ccov_plan_pad_drain.argtypes = [P(CDevice), P(CKernel), P(CKernel), ctypes.c_int, ctypes.c_int, P(CPlan)]
     return so

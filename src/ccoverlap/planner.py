@@ -29,6 +29,7 @@ class Plan:
     compute: KernelFootprint
     comm: KernelFootprint
     per_sm: int  # communication CTAs that must be resident beside compute on one SM
+    drain: int  # compute blocks per SM that must retire before the comm CTAs fit (0: at once)
     feasible: bool
     pad_bytes: int  # extra dynamic shared memory per compute block (0 when none is needed)
     compute_blocks_before: int
@@ -56,10 +57,11 @@ class Plan:
                 f"{self.compute_blocks_after} compute blocks per SM."
             )
         elif self.feasible:
+            when = "on every SM" if not self.drain else f"once {self.drain} compute block(s) on an SM retire"
             lines.append(
                 f"plan:    pad each compute block with {self.pad_bytes} B of dynamic shared memory: "
                 f"{self.compute_blocks_before} -> {self.compute_blocks_after} compute blocks/SM, leaving room for "
-                f"{self.per_sm} comm CTA(s) on every SM."
+                f"{self.per_sm} comm CTA(s) {when}."
             )
         else:
             why = self.binding.value.replace("_", " ") if self.binding else "unknown"
@@ -68,11 +70,13 @@ class Plan:
         return "\n".join(lines)
 
 
-def _plan_raw(dev: DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int) -> _native.CPlan:
+def _plan_raw(
+    dev: DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int, drain: int = 0
+) -> _native.CPlan:
     out = _native.CPlan()
-    rc = _native.lib().ccov_plan_pad(
+    rc = _native.lib().ccov_plan_pad_drain(
         ctypes.byref(_native.CDevice.of(dev)), ctypes.byref(_native.CKernel.of(compute)),
-        ctypes.byref(_native.CKernel.of(comm)), per_sm, ctypes.byref(out),
+        ctypes.byref(_native.CKernel.of(comm)), per_sm, drain, ctypes.byref(out),
     )
     if rc != 0:
         raise AssertionError(f"C core rejected validated input: {compute}, {comm}, per_sm={per_sm}")
@@ -80,21 +84,37 @@ def _plan_raw(dev: DeviceLimits, compute: KernelFootprint, comm: KernelFootprint
 
 
 def plan(
-    device: str | DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int = 1
+    device: str | DeviceLimits,
+    compute: KernelFootprint,
+    comm: KernelFootprint,
+    per_sm: int = 1,
+    drain: int | None = 0,
 ) -> Plan:
-    """The smallest pad of `compute` that lets `per_sm` CTAs of `comm` be resident beside it on an SM."""
+    """The smallest pad of `compute` that lets `per_sm` CTAs of `comm` be resident beside it on an SM.
+
+    `drain` compute blocks per SM may have to retire first (0: resident at once).
+    None chooses: 1 when the padded compute grid still spans two or more waves
+    (a block retires soon, and a higher-priority comm CTA takes its place), else 0.
+    """
     dev = get_device(device)
     compute.validate(dev, "compute")
     comm.validate(dev, "comm")
     if per_sm < 1 or per_sm > dev.max_blocks_per_sm:
         raise ValueError(f"per_sm={per_sm} is out of range: valid 1..{dev.max_blocks_per_sm}")
-    raw = _plan_raw(dev, compute, comm, per_sm)
+    if drain is None:
+        relaxed = _plan_raw(dev, compute, comm, per_sm, 1)
+        waves = compute.grid / (dev.sm_count * max(relaxed.compute_blocks, 1))
+        drain = 1 if relaxed.feasible and waves >= 2 else 0
+    if not 0 <= drain <= dev.max_blocks_per_sm:
+        raise ValueError(f"drain={drain} is out of range: valid 0..{dev.max_blocks_per_sm}")
+    raw = _plan_raw(dev, compute, comm, per_sm, drain)
     binding = Resource.from_flags(raw.binding)
     result = Plan(
         device=dev.name,
         compute=compute,
         comm=comm,
         per_sm=per_sm,
+        drain=drain,
         feasible=bool(raw.feasible),
         pad_bytes=raw.pad_bytes,
         compute_blocks_before=raw.compute_blocks_before,
@@ -118,7 +138,7 @@ def _suggestions(dev: DeviceLimits, p: Plan) -> list[str]:
         )
     for threads in range(p.comm.threads - dev.warp_size, dev.warp_size - 1, -dev.warp_size):
         smaller = dataclasses.replace(p.comm, threads=threads)
-        raw = _plan_raw(dev, p.compute, smaller, p.per_sm)
+        raw = _plan_raw(dev, p.compute, smaller, p.per_sm, p.drain)
         if raw.feasible:
             nthreads = threads - NCCL_EXTRA_WARP
             hint = (

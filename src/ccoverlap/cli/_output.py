@@ -19,7 +19,8 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
         table.add_column(col, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*(str(v) for v in row))
-    Console().print(table)
+    console = Console()
+    (console if console.is_terminal else Console(width=200)).print(table)
 
 
 def print_text(text: str) -> None:

@@ -36,6 +36,11 @@ def register(sub) -> None:
     p.add_argument("--compute", required=True, metavar="SPEC", help="compute kernel footprint, e.g. threads=256,regs=32")
     p.add_argument("--comm", default="nccl", metavar="SPEC", help="communication footprint spec, or nccl[:overrides] (default: nccl)")
     p.add_argument("--per-sm", type=int, default=1, help="communication CTAs to fit beside compute on each SM (default 1)")
+    p.add_argument(
+        "--drain", default="0", metavar="N|auto",
+        help="compute blocks per SM that may retire before the comm CTAs fit (default 0: resident at once; "
+        "auto: 1 when the padded compute grid spans >= 2 waves, which needs ctas= in --compute)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=run)
 
@@ -60,7 +65,13 @@ def run(args: argparse.Namespace) -> int:
     comm, sources = comm_footprint(args.comm, f"sm_{major}{minor}")
     if dev.vendor != "nvidia" and sources:
         raise UsageError("--comm nccl needs an NVIDIA device; give the RCCL footprint as a spec")
-    result = plan(dev, compute, comm, args.per_sm)
+    if args.drain == "auto":
+        drain = None
+    elif args.drain.isdigit():
+        drain = check_range("--drain", int(args.drain), 0, dev.max_blocks_per_sm)
+    else:
+        raise UsageError(f"--drain {args.drain!r}: valid 0..{dev.max_blocks_per_sm} or auto")
+    result = plan(dev, compute, comm, args.per_sm, drain)
     if args.json:
         print_json(result.to_dict() | {"comm_sources": sources})
         return 0

@@ -141,9 +141,14 @@ int ccov_pad_for_blocks(const ccov_device *d, const ccov_kernel *k, int blocks) 
 
 int ccov_plan_pad(const ccov_device *d, const ccov_kernel *compute, const ccov_kernel *comm,
                   int comm_ctas, ccov_plan *out) {
+    return ccov_plan_pad_drain(d, compute, comm, comm_ctas, 0, out);
+}
+
+int ccov_plan_pad_drain(const ccov_device *d, const ccov_kernel *compute, const ccov_kernel *comm,
+                        int comm_ctas, int drain, ccov_plan *out) {
     ccov_occupancy occ;
     int binding;
-    if (!out || comm_ctas < 1 || ccov_occupancy_compute(d, compute, &occ) != CCOV_OK ||
+    if (!out || comm_ctas < 1 || drain < 0 || ccov_occupancy_compute(d, compute, &occ) != CCOV_OK ||
         ccov_coresident(d, compute, 0, comm, comm_ctas, &binding) < 0)
         return CCOV_EINVAL;
     out->feasible = 0;
@@ -168,7 +173,8 @@ int ccov_plan_pad(const ccov_device *d, const ccov_kernel *compute, const ccov_k
         padded.dynamic_smem += pad;
         ccov_occupancy pocc;
         ccov_occupancy_compute(d, &padded, &pocc);
-        if (ccov_coresident(d, &padded, pocc.blocks, comm, comm_ctas, &binding) == 1) {
+        int staying = pocc.blocks > drain ? pocc.blocks - drain : 0;
+        if (ccov_coresident(d, &padded, staying, comm, comm_ctas, &binding) == 1) {
             out->feasible = 1;
             out->pad_bytes = pad;
             out->compute_blocks = pocc.blocks;

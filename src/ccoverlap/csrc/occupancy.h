@@ -90,6 +90,13 @@ int ccov_pad_for_blocks(const ccov_device *dev, const ccov_kernel *k, int blocks
 int ccov_plan_pad(const ccov_device *dev, const ccov_kernel *compute,
                   const ccov_kernel *comm, int comm_ctas, ccov_plan *out);
 
+/* The same with a drain budget: the comm CTAs must fit once `drain` of the
+ * compute blocks resident on an SM have retired (0 is ccov_plan_pad). With
+ * many waves of short blocks, and comm on a higher-priority stream, one
+ * retirement comes soon, so drain 1 keeps more compute resident. */
+int ccov_plan_pad_drain(const ccov_device *dev, const ccov_kernel *compute,
+                        const ccov_kernel *comm, int comm_ctas, int drain, ccov_plan *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,7 +19,7 @@ class LabConfig:
     reps: int = 10
     warmup: int = 3
     comm_ctas: int = 16
-    comm_mib: int = 256
+    comm_mib: int = 1024
     shrink_threads: int = 288  # NCCL_NTHREADS=256 plus NCCL's extra warp
     delay_ms: float = 1.0
     fma_regs: int = 16

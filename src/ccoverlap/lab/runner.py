@@ -136,7 +136,9 @@ class Lab:
             "comm_alone_ms": metrics.summary(alone_m["comm_done_ms"])["median"],
             "sequential_ms": metrics.summary(seq["total_ms"])["median"],
         }
-        measured = {}
+        base_info = {"comm_threads": proxy.threads, "pad_bytes": 0, "comm_priority": False}
+        measured = {("compute-alone", "-"): {"info": base_info, "samples": alone_c},
+                    ("comm-alone", "-"): {"info": base_info, "samples": alone_m}}
         for name in self.cfg.strategies:
             strategy = BY_NAME[name]
             for order in self.cfg.orders if strategy.concurrent else ("with",):
@@ -151,11 +153,10 @@ class Lab:
         if reason := not_applicable(strategy, phase.footprint is not None, phase.uses_cublas):
             return {"info": info, "status": f"n/a: {reason}"}
         if strategy.shape:
-            p = plan(self.device, phase.footprint, proxy.footprint(threads))
+            p = plan(self.device, phase.footprint, proxy.footprint(threads), drain=None)
             if not p.feasible:
                 return {"info": info, "status": f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"}
-            info["pad_bytes"] = p.pad_bytes
-            info["compute_blocks_per_sm"] = p.compute_blocks_after
+            info |= {"pad_bytes": p.pad_bytes, "compute_blocks_per_sm": p.compute_blocks_after, "drain": p.drain}
         streams = (self.compute_stream, self.comm_streams[strategy.priority])
         carveout = None
         if strategy.carveout:
