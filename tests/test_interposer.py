@@ -135,6 +135,15 @@ def test_pad_past_the_opt_in_maximum_is_skipped(fake, tmp_path):
     assert json.loads(stats.read_text())["skipped"]["over_optin"] == 1
 
 
+def test_the_attribute_is_never_lowered_under_the_program(fake):
+    # 1024 + 60000 raises it to 61024; the program then sets 200000 itself; 2048 + 60000 must
+    # not lower it to 62048, or the program's own 190000-byte launch (unpadded: over the
+    # opt-in with the pad) would be refused
+    rows, _ = launch(fake, "raised", CCOVERLAP_PAD_BYTES=60000)
+    assert [r["rc"] for r in rows] == [0, 0, 0]
+    assert [r["shared"] - r["requested"] for r in rows] == [60000, 60000, 0]
+
+
 def test_failed_attribute_raise_launches_unchanged_and_logs_once(fake, tmp_path):
     stats = tmp_path / "s.json"
     env = {"FAKE_CUDA_FAIL_SET_ATTR": "1"}

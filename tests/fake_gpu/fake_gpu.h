@@ -37,6 +37,7 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
 CUresult cuLaunchKernel_ptsz(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, void *, void **, void **);
+CUresult cuFuncSetAttribute(void *, int, int);
 
 typedef struct { uint32_t x, y, z; } dim3;
 int hipModuleLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);

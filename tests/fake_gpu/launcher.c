@@ -7,7 +7,8 @@
  *   launcher threads T N        T threads x N launches of two kernels
  *   launcher bench N REPS       median ns per cached launch
  *   launcher hip                every HIP path
- *   launcher big                a kernel whose pad would pass the opt-in maximum */
+ *   launcher big                a kernel whose pad would pass the opt-in maximum
+ *   launcher raised             the program raises a kernel's attribute after its first launch */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -179,6 +180,13 @@ int main(int argc, char **argv) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);
         report("big", "cuLaunchKernel_ptsz", big, 30000, rc);
+    } else if (!strcmp(cmd, "raised")) {
+        unsigned dyn[] = {1024, 2048, 190000};
+        for (int i = 0; i < 3; ++i) {
+            if (i == 1) cuFuncSetAttribute(compute, 8, 200000); /* what cutlass or Triton do before big launches */
+            int rc = cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, dyn[i], NULL, NULL, NULL);
+            report("raised", "cuLaunchKernel_ptsz", compute, dyn[i], rc);
+        }
     } else return 2;
     return 0;
 }

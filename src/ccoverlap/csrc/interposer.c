@@ -450,15 +450,19 @@ static int skip(ccov_launch *l, int reason) {
     return 0;
 }
 
-/* Raise the kernel's max dynamic shared memory to `bytes` once; 0 on success. */
+/* Make the kernel's max dynamic shared memory at least `bytes`; 0 on success.
+ * The program may have raised it since we last looked: read it first, so it is
+ * only ever raised, never lowered under a launch the program sized for it. */
 static int ensure_attribute(ccov_entry *e, int bytes) {
     if (bytes <= atomic_load_explicit(&e->max_dynamic, memory_order_relaxed)) return 0;
     if (!e->be->set_max_dynamic) return -1;
-    int rc = 0;
+    int rc = 0, now = 0;
     pthread_mutex_lock(&lock);
     if (bytes > atomic_load(&e->max_dynamic)) {
-        rc = e->be->set_max_dynamic((void *)e->key, e->per_device, e->device, bytes);
-        if (rc == 0) atomic_store(&e->max_dynamic, bytes);
+        void *handle = (void *)atomic_load(&e->key);
+        rc = e->be->get_max_dynamic(handle, e->per_device, e->device, &now);
+        if (rc == 0 && now < bytes) rc = e->be->set_max_dynamic(handle, e->per_device, e->device, now = bytes);
+        if (rc == 0) atomic_store(&e->max_dynamic, now);
     }
     pthread_mutex_unlock(&lock);
     if (rc != 0)

@@ -51,7 +51,8 @@ typedef struct {
     int (*current_device)(int *device);
     int (*describe)(void *handle, int kind, int device, ccov_info *out);
     int (*device_limits)(int device, ccov_device *out);
-    /* NULL where no opt-in is needed (HIP: LDS is available up to the maximum). */
+    /* Both NULL where no opt-in is needed (HIP: LDS is available up to the maximum). */
+    int (*get_max_dynamic)(void *handle, int per_device, int device, int *bytes);
     int (*set_max_dynamic)(void *handle, int per_device, int device, int bytes);
 } ccov_backend;
 

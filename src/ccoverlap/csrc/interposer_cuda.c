@@ -119,6 +119,10 @@ static int describe(void *f, int kind, int device, ccov_info *out) {
     return 0;
 }
 
+static int get_max_dynamic(void *f, int per_device, int device, int *bytes) {
+    return attribute(f, per_device, device, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
 static int set_max_dynamic(void *f, int per_device, int device, int bytes) {
     if (per_device)
         return drv.KernelSetAttribute ? drv.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes, f, device) : -1;
@@ -145,7 +149,7 @@ static int device_limits(int device, ccov_device *d) {
     return 0;
 }
 
-static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, set_max_dynamic};
+static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, get_max_dynamic, set_max_dynamic};
 
 /* ---------- hooks ---------- */
 

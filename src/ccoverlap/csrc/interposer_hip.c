@@ -99,7 +99,7 @@ static int device_limits(int device, ccov_device *d) {
     return 0;
 }
 
-static const ccov_backend hip_backend = {"hip", current_device, describe, device_limits, NULL};
+static const ccov_backend hip_backend = {"hip", current_device, describe, device_limits, NULL, NULL};
 
 enum { H_MODULE, H_EXT_MODULE, H_LAUNCH };
 static const char *const libhip[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", NULL};
