@@ -306,7 +306,7 @@ struct ccov_entry {
     ccov_kernel k; /* threads and dynamic_smem are per launch */
     int cluster;
     _Atomic int max_dynamic;
-    _Atomic uint64_t memo; /* (threads, dynamic) -> decision, see memo_key */
+    _Atomic uint64_t memo[4]; /* (threads, dynamic) -> decision, see remember */
     /* launches by outcome (CCOV_PADDED or a reason): one atomic add per launch */
     _Atomic unsigned long counts[CCOV_NREASONS];
     _Atomic int last_pad;
@@ -409,10 +409,18 @@ static void learn_comm(const ccov_entry *e, int threads, unsigned dynamic, const
 
 /* ---------- decisions ---------- */
 
-/* The memo packs (threads, dynamic) in the low 32 bits and the decision in the
- * high 32: a pad (> 0) or -reason. Shapes that do not fit are not memoised. */
+/* A memo slot packs (threads, dynamic) in the low 32 bits and the decision in
+ * the high 32: a pad (> 0) or -reason. Four slots, chosen by the shape, so a
+ * kernel launched with a few block sizes does not replan on every launch.
+ * Shapes that do not fit are not memoised (key 0). */
 static uint32_t memo_key(int threads, unsigned dynamic) {
     return threads > 0 && threads < 4096 && dynamic < (1u << 20) ? (uint32_t)threads | (uint32_t)dynamic << 12 : 0;
+}
+
+static _Atomic uint64_t *memo_slot(ccov_entry *e, uint32_t key) { return &e->memo[(key ^ key >> 7 ^ key >> 14) & 3]; }
+
+static void remember(ccov_entry *e, uint32_t key, int decision) {
+    if (key) atomic_store_explicit(memo_slot(e, key), (uint64_t)(uint32_t)decision << 32 | key, memory_order_relaxed);
 }
 
 static int decide(const ccov_entry *e, const ccov_device *d, int threads, unsigned dynamic) {
@@ -505,7 +513,7 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
         return skip(l, CCOV_R_COMM_UNKNOWN);
 
     uint32_t key = memo_key(threads, dynamic);
-    uint64_t memo = atomic_load_explicit(&e->memo, memory_order_relaxed);
+    uint64_t memo = key ? atomic_load_explicit(memo_slot(e, key), memory_order_relaxed) : 0;
     int decision;
     if (key && (uint32_t)memo == key) {
         decision = (int32_t)(memo >> 32);
@@ -513,11 +521,11 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
         const ccov_device *d = device_limits(be, e->device);
         if (!d) return skip(l, CCOV_R_UNKNOWN_DEVICE);
         decision = decide(e, d, threads, dynamic);
-        if (key) atomic_store_explicit(&e->memo, (uint64_t)(uint32_t)decision << 32 | key, memory_order_relaxed);
+        remember(e, key, decision);
     }
     if (decision <= 0) return skip(l, -decision);
     if (ensure_attribute(e, (int)dynamic + decision) != 0) {
-        if (key) atomic_store_explicit(&e->memo, (uint64_t)(uint32_t)-CCOV_R_ATTRIBUTE_FAILED << 32 | key, memory_order_relaxed);
+        remember(e, key, -CCOV_R_ATTRIBUTE_FAILED);
         return skip(l, CCOV_R_ATTRIBUTE_FAILED);
     }
     l->pad = decision;
@@ -525,10 +533,9 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
 }
 
 void ccov_failed(ccov_launch *l, int threads, unsigned dynamic) {
-    uint32_t key = memo_key(threads, dynamic);
     if (l->entry) {
         ccov_log_once(CCOV_R_LAUNCH_RETRIED, "a padded launch of %s failed: relaunched unchanged, not padded again", l->entry->name);
-        if (key) atomic_store_explicit(&l->entry->memo, (uint64_t)(uint32_t)-CCOV_R_LAUNCH_RETRIED << 32 | key, memory_order_relaxed);
+        remember(l->entry, memo_key(threads, dynamic), -CCOV_R_LAUNCH_RETRIED);
     }
     skip(l, CCOV_R_LAUNCH_RETRIED);
 }
