@@ -13,7 +13,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
   echo "interposer: $(ccoverlap interposer --path)"
 } 2>&1 | tee "$OUT/run.log"
 
-timeout 150 python3 -m pytest -q -m gpu -v -p no:cacheprovider tests/test_interposer*.py 2>&1 \
+timeout 150 python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_interposer*.py 2>&1 \
   | tee "$OUT/pytest-gpu.log" | tail -8
 
 BIN=$(mktemp -d)/launch_bench

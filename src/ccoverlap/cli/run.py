@@ -60,6 +60,8 @@ def child_environ(args: argparse.Namespace, environ: dict[str, str]) -> dict[str
     for option, field in _OPTIONS.items():
         value = getattr(args, option)
         if value is not None:
+            if option in ("policy", "stats"):  # the command may change directory
+                value = os.path.abspath(value)
             env[ENV[field] if field else POLICY_ENV] = value
     Policy.from_environ(env)
     lib = library_path()

@@ -302,7 +302,6 @@ struct ccov_entry {
     int per_device;
     int role;
     const ccov_backend *be;
-    int kind;
     ccov_kernel k; /* threads and dynamic_smem are per launch */
     int cluster;
     _Atomic int max_dynamic;
@@ -354,7 +353,6 @@ static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int de
     e->device = device;
     e->per_device = ok && info.per_device;
     e->be = be;
-    e->kind = kind;
     e->name = strdup(ok ? info.name : "?");
     e->role = ok && e->name ? role_of(e->name) : ROLE_UNKNOWN;
     e->k.regs = info.regs;
