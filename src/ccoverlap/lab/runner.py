@@ -32,8 +32,7 @@ class Lab:
                              True: workloads.Stream.raw(drv.create_stream(greatest))}
         self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
         self.kernels = kernels.build_compute(cfg.fma_regs)
-        self._green: tuple[workloads.Stream, workloads.Stream] | None = None
-        self._green_contexts: list = []
+        self._green: dict[int, tuple[object, workloads.Stream]] = {}
         self.timelines: dict[tuple, dict] = {}
 
     # --- building blocks -------------------------------------------------------------------------
@@ -61,23 +60,24 @@ class Lab:
         """SMs communication needs on its own: its CTAs at one per SM, in green-context units of 8."""
         return min(-(-proxy.ctas // 8) * 8, self.device.sm_count - 8)
 
-    def green_streams(self, comm_sms: int) -> tuple[workloads.Stream, workloads.Stream]:
-        if self._green is None:
+    def green_stream(self, comm_sms: int) -> workloads.Stream:
+        """A stream of a green context holding all SMs but `comm_sms`: compute is confined there, and
+        comm (on an ordinary stream) finds the rest free. Two green contexts would not be disjoint:
+        each GreenContext.create splits the whole device anew."""
+        if comm_sms not in self._green:
             from torch.cuda.green_contexts import GreenContext
 
-            def stream_of(n: int) -> workloads.Stream:
-                gc = GreenContext.create(num_sms=n, device_id=0)
-                self._green_contexts.append(gc)  # a collected GreenContext destroys its streams' context
-                if hasattr(gc, "Stream"):
-                    return workloads.Stream.wrap(gc.Stream())
+            gc = GreenContext.create(num_sms=self.device.sm_count - comm_sms, device_id=0)
+            if hasattr(gc, "Stream"):
+                stream = workloads.Stream.wrap(gc.Stream())
+            else:
                 gc.set_context()
                 try:
-                    return workloads.Stream.wrap(torch.cuda.Stream())
+                    stream = workloads.Stream.wrap(torch.cuda.Stream())
                 finally:
                     gc.pop_context()
-
-            self._green = (stream_of(self.device.sm_count - comm_sms), stream_of(comm_sms))
-        return self._green
+            self._green[comm_sms] = (gc, stream)  # a collected GreenContext destroys its streams' context
+        return self._green[comm_sms][1]
 
     # --- one timed repetition -------------------------------------------------------------------
     def _rep(self, phase, proxy, streams, concurrent, order, pad=0, comm_threads=None, carveout=None):
@@ -165,7 +165,7 @@ class Lab:
             carveout = info["carveout_sms"] = self.comm_sms(proxy)
         if strategy.green:
             try:
-                streams = self.green_streams(self.comm_sms(proxy))
+                streams = (self.green_stream(self.comm_sms(proxy)), streams[1])
             except (RuntimeError, AttributeError, TypeError) as exc:
                 return {"info": info, "status": f"n/a: green contexts failed: {exc}"}
             info["green_comm_sms"] = self.comm_sms(proxy)

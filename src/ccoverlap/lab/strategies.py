@@ -11,7 +11,7 @@ class Strategy:
     priority: bool = False  # comm on the device's highest-priority stream
     shape: bool = False  # pad compute blocks by the planner's amount
     carveout: bool = False  # cuBLAS SM carveout for comm's SMs (torch._C._set_sm_carveout_experimental)
-    green: bool = False  # compute and comm on disjoint green contexts
+    green: bool = False  # compute confined to a green context that leaves comm's SMs free
     shrink: bool = False  # fewer threads per comm CTA (as NCCL_NTHREADS gives)
     description: str = ""
 
@@ -23,7 +23,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("shape", shape=True, description="planner's pad on compute, default priority"),
     Strategy("priority+shape", priority=True, shape=True, description="the paper: pad and priority"),
     Strategy("carveout", priority=True, carveout=True, description="cuBLAS leaves comm's SMs free, plus priority"),
-    Strategy("green", green=True, description="compute and comm on disjoint SM sets (green contexts)"),
+    Strategy("green", green=True, description="compute confined to a green context without comm's SMs"),
     Strategy(
         "shrink+shape+priority", priority=True, shape=True, shrink=True,
         description="fewer threads per comm CTA, planned pad, priority",
