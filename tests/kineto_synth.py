@@ -91,7 +91,7 @@ def write(path: Path, rank: int | None, world: int, kernels: list[K], steps: lis
         for ev in events(kernels, steps, **kw):
             fh.write(("" if first else ",\n") + json.dumps(ev))
             first = False
-        fh.write('\n], "traceName": "%s", "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}\n' % path.name)
+        fh.write(f'\n], "traceName": {json.dumps(path.name)}, "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}}\n')
     return path
 
 

@@ -166,7 +166,7 @@ def kernel_stats(
     for k in kernels:
         groups[(k.name, k.kind, _key(k))].append(k)
     out = []
-    for (name, kind, key), ks in groups.items():
+    for (name, kind, _), ks in groups.items():
         pads = [pad_bytes(k, reference) for k in ks]
         widest = max(ks, key=lambda k: k.footprint.smem if k.footprint else -1)
         fp = widest.footprint

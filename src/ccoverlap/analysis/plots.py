@@ -57,7 +57,7 @@ def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str) 
         for kind, color in COLORS.items():
             bars = _coarse([(k.ts, k.end) for k in mine if k.kind is kind], gap, origin)
             ax.broken_barh(bars, (lane - 0.4, 0.8), facecolors=color, linewidth=0)
-        marks = _coarse([(k.ts, k.end) for k, p in zip(kernels, padded) if p and k.stream == stream], gap, origin)
+        marks = _coarse([(k.ts, k.end) for k, p in zip(kernels, padded, strict=True) if p and k.stream == stream], gap, origin)
         ax.broken_barh(marks, (lane - 0.4, 0.8), facecolors="none", edgecolors="#cc3311", hatch="////", linewidth=0.6)
     ax.broken_barh(_coarse(exposed_intervals(kernels), gap, origin), (-0.4, 0.8), facecolors="#cc3311", linewidth=0)
     ax.set_yticks(range(len(streams) + 1), ["exposed comm"] + [f"stream {s}" for s in streams])

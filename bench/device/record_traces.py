@@ -1,0 +1,118 @@
+"""Record small real torch.profiler traces of compute overlapping an NCCL all-reduce, per strategy.
+
+    NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 bench/device/record_traces.py --out DIR
+
+For each strategy, every rank runs a few steps of bf16 matmuls on random data
+while an async all-reduce of a large random tensor is in flight, and writes
+one trace per rank: DIR/<strategy>/rank{r}_trace.json.gz (the layout
+`ccoverlap analyze` reads, and `ccoverlap bench --trace` will write).
+
+  default   all-reduce on the default process group (NCCL's normal-priority stream)
+  priority  all-reduce on a group created with ProcessGroupNCCL.Options(is_high_priority_stream=True)
+
+Only --active steps are profiled (HTA, and so ccoverlap, leave the last one
+out), so a trace stays well under 2 MB. Works with --nproc-per-node 1 too
+(NCCL then launches no collective kernel: the traces have compute only).
+Needs torch with CUDA and NCCL; self-contained (no ccoverlap import).
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile, schedule
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="output folder (one subfolder per strategy)")
+    ap.add_argument("--size", type=int, default=8192, help="matmul dimension N (N x N x N, bf16; default 8192)")
+    ap.add_argument("--matmuls", type=int, default=4, help="matmuls per step (default 4)")
+    ap.add_argument("--comm-mb", type=int, default=256, help="all-reduce size in MiB (bf16; default 256)")
+    ap.add_argument("--warmup", type=int, default=3, help="unprofiled steps first (NCCL init, cuBLAS heuristics)")
+    ap.add_argument("--active", type=int, default=3, help="profiled steps (default 3; the last is not analysed)")
+    ap.add_argument("--strategies", default="default,priority", help="comma-separated subset of default,priority")
+    return ap.parse_args()
+
+
+def make_group(strategy: str):
+    """The process group the all-reduce runs on; every rank must create groups in the same order."""
+    if strategy == "default":
+        return dist.group.WORLD
+    if strategy == "priority":
+        options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+        return dist.new_group(backend="nccl", pg_options=options)
+    raise SystemExit(f"unknown strategy {strategy!r}: valid default, priority")
+
+
+def step(group, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, payload: torch.Tensor, matmuls: int) -> None:
+    """Launch the all-reduce first, then the matmuls beside it, then wait for both."""
+    work = dist.all_reduce(payload, group=group, async_op=True)
+    for _ in range(matmuls):
+        torch.matmul(a, b, out=c)
+    work.wait()
+    payload.mul_(0.5)  # keep values bounded across steps (sum of world_size copies)
+    torch.cuda.synchronize()
+
+
+def write_gz(prof, path: Path) -> None:
+    """export_chrome_trace writes JSON; gzip it here so the layout is the same on every torch version."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        with open(raw, "rb") as fin, gzip.open(path, "wb", compresslevel=9) as fout:
+            shutil.copyfileobj(fin, fout)
+
+
+def main() -> None:
+    args = parse_args()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank)
+    dist.init_process_group("nccl", device_id=device)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gen = torch.Generator(device=device).manual_seed(1234 + rank)
+    n = args.size
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=gen)
+    c = torch.empty(n, n, device=device, dtype=torch.bfloat16)
+    payload = torch.randn(args.comm_mb * 2**20 // 2, device=device, dtype=torch.bfloat16, generator=gen)
+
+    for strategy in [s.strip() for s in args.strategies.split(",") if s.strip()]:
+        group = make_group(strategy)
+        for _ in range(args.warmup):
+            step(group, a, b, c, payload, args.matmuls)
+        dist.barrier()
+        path = args.out / strategy / f"rank{rank}_trace.json.gz"
+        with profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=schedule(wait=0, warmup=1, active=args.active, repeat=1),
+            on_trace_ready=lambda prof, path=path: write_gz(prof, path),
+        ) as prof:
+            for _ in range(1 + args.active):
+                step(group, a, b, c, payload, args.matmuls)
+                prof.step()
+        dist.barrier()
+        if rank == 0:
+            print(f"{strategy}: {world} trace(s) in {path.parent} ({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
+
+    if rank == 0:
+        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        (args.out / "README.txt").write_text(
+            f"record_traces.py: torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl}, "
+            f"{torch.cuda.get_device_name(device)} x {world}; size {n}, {args.matmuls} matmuls/step, "
+            f"all-reduce {args.comm_mb} MiB bf16, {args.active} profiled steps; "
+            f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE', '')}\n"
+        )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
