@@ -1,0 +1,144 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from ccoverlap import KernelFootprint, UsageError
+from ccoverlap import cuda_driver as cu
+from ccoverlap.cli import main
+from ccoverlap.lab import metrics, plots
+from ccoverlap.lab.config import FAMILIES, LabConfig, cells
+from ccoverlap.lab.strategies import BY_NAME, STRATEGIES, not_applicable
+from ccoverlap.shaping import shaped_dynamic_smem
+
+ISSUE_STRATEGIES = ["sequential", "naive", "priority", "shape", "priority+shape", "carveout", "green",
+                    "shrink+shape+priority"]
+
+
+def test_strategy_set_is_the_issues():
+    assert [s.name for s in STRATEGIES] == ISSUE_STRATEGIES
+    assert BY_NAME["priority+shape"].priority and BY_NAME["priority+shape"].shape
+    assert not BY_NAME["sequential"].concurrent
+
+
+def test_applicability():
+    assert not_applicable(BY_NAME["shape"], shapeable=False, uses_cublas=True).startswith("library kernels")
+    assert not_applicable(BY_NAME["carveout"], shapeable=True, uses_cublas=False).startswith("SM carveout")
+    assert not_applicable(BY_NAME["priority+shape"], shapeable=True, uses_cublas=False) is None
+
+
+def test_efficiency_and_reduction():
+    assert metrics.reduction(10.0, 8.0) == pytest.approx(0.2)
+    assert metrics.efficiency(10.0, 8.0, 6.0) == pytest.approx(0.5)
+    assert metrics.efficiency(10.0, 11.0, 6.0) == pytest.approx(-0.25)
+    assert metrics.efficiency(6.0, 6.0, 6.0) is None
+
+
+def test_case_rows_from_fake_timings():
+    case = {"compute": "fma", "comm": "nccl", "compute_alone_ms": 6.0, "comm_alone_ms": 2.0, "sequential_ms": 8.0}
+    measured = {
+        ("priority", "with"): {"info": {"pad_bytes": 0}, "samples": {
+            "total_ms": [6.5, 6.4, 6.6, 7.0] + [6.5] * 7, "comm_done_ms": [3.0] * 11, "compute_ms": [6.3] * 11}},
+        ("shape", "with"): {"info": {}, "status": "infeasible: registers bind"},
+    }
+    ok, infeasible = metrics.case_rows(case, measured)
+    assert ok["total_ms"] == 6.5 and ok["total_ms_min"] == 6.4 and ok["total_ms_max"] == 7.0
+    assert ok["efficiency"] == pytest.approx((8.0 - 6.5) / (8.0 - 6.0))
+    assert ok["comm_slowdown"] == pytest.approx(1.5) and ok["compute_slowdown"] == pytest.approx(1.05)
+    assert ok["status"] == "ok" and len(ok["samples"]["total_ms"]) == 11
+    assert infeasible == {"compute": "fma", "comm": "nccl", "strategy": "shape", "order": "with",
+                          "status": "infeasible: registers bind"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(computes=("fma", "bogus")), "--compute fma,bogus: valid fma, elementwise"),
+        (dict(comms=()), "--comm (empty)"),
+        (dict(orders=("after",)), "--orders after: valid before, with, delayed"),
+        (dict(reps=5), "--reps=5 is out of range: valid 10..10000"),
+        (dict(delay_ms=-1.0), "--delay-ms=-1.0 is out of range"),
+    ],
+)
+def test_config_validation(kwargs, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        LabConfig(**kwargs).validate()
+
+
+def test_cells_counts_orders_for_concurrent_strategies_only():
+    cfg = LabConfig(computes=("fma", "gemm"), comms=("nccl",), orders=("before", "with", "delayed"))
+    assert cells(cfg) == 2 * (1 + 7 * 3)
+
+
+def _fake_rows():
+    rows = []
+    for strategy, total in (("sequential", 8.0), ("naive", 8.1), ("priority", 6.4), ("priority+shape", 6.3)):
+        rows.append({"compute": "fma", "comm": "nccl", "strategy": strategy, "order": "with", "status": "ok",
+                     "total_ms": total, "total_ms_min": total - 0.1, "total_ms_max": total + 0.1,
+                     "comm_done_ms": 2.5, "compute_alone_ms": 6.0, "comm_alone_ms": 2.0, "sequential_ms": 8.0})
+    return rows
+
+
+def test_plots_write_pngs(tmp_path):
+    bars = plots.bars(_fake_rows(), tmp_path / "bars.png")
+    timelines = {("fma", "nccl", s, "with"): {"compute": [[0.0, 1.0, 0], [0.5, 2.0, 1]], "comm": [[0.2, 0.9, 2]]}
+                 for s in ("naive", "priority")}
+    tl = plots.timeline(timelines, ("fma", "nccl"), ["naive", "priority", "green"], tmp_path / "tl.png")
+    for png in (bars, tl):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_cli_rejects_bad_input_before_touching_a_gpu(capsys):
+    assert main(["lab", "--compute", "fma,nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "valid fma, elementwise, gemm, attention, transformer" in err
+
+
+def test_cli_without_gpu_says_so(capsys, monkeypatch):
+    monkeypatch.setattr(cu, "driver", lambda: None)
+    assert main(["lab", "--quick"]) == 2
+    assert "the lab needs a CUDA GPU" in capsys.readouterr().err
+
+
+class FakeDriver:
+    def __init__(self):
+        self.set = []
+
+    def function_attribute(self, attr, handle):
+        return {cu.FUNC_NUM_REGS: 16, cu.FUNC_SHARED_SIZE_BYTES: 0, cu.FUNC_REQUIRED_CLUSTER_WIDTH: 0}[attr]
+
+    def set_function_attribute(self, attr, handle, value):
+        self.set.append((attr, handle, value))
+
+
+def test_shaping_api_pads_and_raises_the_limit():
+    drv = FakeDriver()
+    nccl = KernelFootprint(640, 96, 22592, 82240, grid=16, cluster=4)
+    smem, p = shaped_dynamic_smem(0x1234, threads=256, dynamic_smem=100, comm=nccl, device="h200", drv=drv)
+    assert p.feasible and smem == 100 + p.pad_bytes and p.compute_blocks_after == 1
+    assert drv.set == [(cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, 0x1234, smem)]
+
+
+def test_shaping_api_leaves_launch_alone_when_infeasible():
+    drv = FakeDriver()
+    smem, p = shaped_dynamic_smem(1, threads=1024, comm=KernelFootprint(1024, 64), device="h200", drv=drv)
+    assert not p.feasible and smem == 0 and drv.set == []
+
+
+RESULTS = sorted((Path(__file__).parents[1] / "bench" / "results").glob("lab-*-h200.json"))
+
+
+def test_recorded_lab_run_covers_every_family_and_strategy():
+    assert RESULTS, "run bench/device/lab.sh on an H200 and commit its JSON"
+    data = json.loads(RESULTS[-1].read_text())
+    prov = data["provenance"]
+    assert "H200" in prov["gpu"] and prov["commit"] and prov["torch"] and prov["driver"]
+    seen = {(r["compute"], r["strategy"]) for r in data["rows"]}
+    for family in FAMILIES:
+        for strategy in ISSUE_STRATEGIES + ["compute-alone", "comm-alone"]:
+            assert (family, strategy) in seen, (family, strategy)
+    for r in data["rows"]:
+        if r["status"] == "ok":
+            assert len(r["samples"]["total_ms"]) >= 10 and r["total_ms_min"] <= r["total_ms"] <= r["total_ms_max"]
+            if r["strategy"] not in ("compute-alone", "comm-alone"):
+                assert r["outputs_match"] and r["comm_wrong"] == 0
