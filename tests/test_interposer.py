@@ -6,7 +6,6 @@ what every launch received, and a launcher that reaches them by every path.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,8 +19,8 @@ from ccoverlap.footprint import KernelFootprint
 from ccoverlap.interposer import ENV, Policy, library_path
 from ccoverlap.occupancy import pad_for_blocks
 from ccoverlap.planner import plan
+from fake_gpu.build import build
 
-FAKE = Path(__file__).parent / "fake_gpu"
 COMPUTE = KernelFootprint(256, 16, 0, 1024)  # launcher.c: computeA_func
 KERNEL = KernelFootprint(256, 32, 1024, 1024)  # computeK_cudart_kernel (a CUkernel)
 COMM = KernelFootprint(640, 96, 22592, 82240)  # ncclDevKernel_...
@@ -30,18 +29,11 @@ V_LEGACY, V_PTSZ, V_EX, V_EX_PTSZ = 1, 2, 3, 4
 
 @pytest.fixture(scope="session")
 def fake(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("needs a C compiler")
     d = tmp_path_factory.mktemp("fake_gpu")
-    flags = ["-O2", "-Wall", "-Werror", "-std=gnu11", f"-I{FAKE}"]
-    subprocess.run([cc, *flags, "-fPIC", "-shared", "-Wl,-soname,libcuda.so.1", "-o", d / "libcuda.so.1",
-                    FAKE / "fake_cuda.c"], check=True)
-    (d / "libcuda.so").symlink_to("libcuda.so.1")
-    subprocess.run([cc, *flags, "-fPIC", "-shared", "-Wl,-soname,libamdhip64.so", "-o", d / "libamdhip64.so",
-                    FAKE / "fake_hip.c"], check=True)
-    subprocess.run([cc, *flags, "-o", d / "launcher", FAKE / "launcher.c", f"-L{d}", "-lcuda", "-lamdhip64",
-                    "-ldl", "-lpthread", f"-Wl,-rpath,{d}"], check=True)
+    try:
+        build(d)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
     return d
 
 
