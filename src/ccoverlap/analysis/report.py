@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import re
 from pathlib import Path
 
+from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
 from ccoverlap.analysis.metrics import (
     RankMetrics, analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for,
@@ -39,13 +41,21 @@ def cell(key: str, value) -> str:
     return str(value)
 
 
+def short_name(name: str, width: int = 64) -> str:
+    """A kernel name without return type, template and argument lists: C++ names run to hundreds of characters."""
+    base = re.sub(r"^void ", "", name)
+    cut = re.search(r"(?<! )[<(]", base)  # "Memcpy HtoD (Pageable -> Device)" stays whole
+    return base[: cut.start() if cut else len(base)][:width]
+
+
 def summary_rows(ranks: list[RankMetrics]) -> list[list[str]]:
     return [[cell(key, getattr(r, key)) for _, key in SUMMARY] for r in ranks]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape('-' if v is None else str(v))}</td>" for v in row) + "</tr>"
+                   for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -65,7 +75,8 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
         return _image(png, files / name, alt)
 
     parts = [
-        f"<h1>ccoverlap analysis</h1><p>{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
+        f"<h1>ccoverlap analysis</h1><p>ccoverlap {__version__}, "
+        f"{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
         f"baseline: {'given' if analysis.baseline is not None else 'none'}. Times are per rank over the analysed "
         "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
         image(strategy_bars_png(analysis.ranks), "strategies.png", "strategies compared"),
@@ -87,14 +98,14 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
             parts.append("<h3>Kernels (longest total time first)</h3>" + _table(
                 ["kernel", "class", "launches", "total ms", "threads", "regs", "smem B", "pad B", "padded launches",
                  "blocks/SM (Kineto)", "resident blocks/SM before -> after"],
-                [[s.name[:90], s.kind, s.launches, f"{s.total_us / 1000:.3f}", s.threads, s.regs, s.smem_bytes,
+                [[short_name(s.name), s.kind, s.launches, f"{s.total_us / 1000:.3f}", s.threads, s.regs, s.smem_bytes,
                   s.pad_bytes, s.padded_launches, cell("bps", s.blocks_per_sm_kineto),
                   f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
                  for s in stats[:top]],
             ))
             parts.append("<h3>Most exposed communication kernels</h3>" + _table(
                 ["kernel", "stream", "start ms", "duration ms", "exposed ms"],
-                [[e.kernel.name[:90], e.kernel.stream, f"{(e.kernel.ts - kernels[0].ts) / 1000:.3f}",
+                [[short_name(e.kernel.name), e.kernel.stream, f"{(e.kernel.ts - kernels[0].ts) / 1000:.3f}",
                   f"{e.kernel.dur / 1000:.3f}", f"{e.exposed_us / 1000:.3f}"] for e in exposed_comm(kernels)[:top]],
             ))
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ccoverlap analysis</title>"

@@ -105,16 +105,18 @@ class _Tap:
         self.head = bytearray()
         self.head_done = False
         self.tail = b""
-        self.size = 0
 
     def read(self, n: int = -1) -> bytes:
         chunk = self.raw.read(n)
-        self.size += len(chunk)
         if not self.head_done:
             self.head += chunk
             self.head_done = b'"traceEvents"' in self.head or len(self.head) > _HEAD_LIMIT
         self.tail = (self.tail + chunk)[-_TAIL_KEEP:]
         return chunk
+
+    @property
+    def has_events(self) -> bool:
+        return b'"traceEvents"' in self.head
 
     def metadata(self) -> dict:
         """Top-level keys other than traceEvents, from the head and, failing that, the tail."""
@@ -186,14 +188,16 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     except OSError as exc:
         raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
     if not kernels:
-        raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)")
+        raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)" if tap.has_events
+                         else "not a Chrome trace: no traceEvents")
     rank, world, notes = _rank(meta, path)
     kernels.sort(key=lambda k: k.ts)
     return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes)
 
 
 def _kernel(ev: dict, cat: str, args: dict, stream: int, classifier: Classifier, names: dict, footprints: dict) -> Kernel:
-    name = names.setdefault(str(ev.get("name", "")), str(ev.get("name", "")))
+    raw = str(ev.get("name", ""))
+    name = names.setdefault(raw, raw)  # one string per kernel name, however many launches
     key = (name, str(args.get("block")), str(args.get("grid")), args.get("registers per thread"), args.get("shared memory"))
     if key not in footprints:
         try:

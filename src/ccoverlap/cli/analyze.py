@@ -22,6 +22,14 @@ examples:
 """
 
 
+#: The terminal table's columns (header -> metric); JSON and the report have them all.
+TEXT_COLUMNS = {
+    "strategy": "strategy", "rank": "rank", "overlap%": "comp_comm_overlap_pct", "comm": "communication_us",
+    "exposed": "exposed_comm_us", "compute": "compute_us", "idle": "idle_us", "comp x": "compute_slowdown",
+    "comm x": "comm_slowdown", "padded": "padded_launches",
+}
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "analyze",
@@ -42,7 +50,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.report import SUMMARY, summary_rows, write_report
+    from ccoverlap.analysis.report import SUMMARY, short_name, summary_rows, write_report
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
@@ -60,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
             "report": [str(p) for p in written],
         })
         return 0
-    print_table("ccoverlap analyze (times in ms per rank)", [h for h, _ in SUMMARY], summary_rows(result.ranks))
-    padded = [[r.strategy, r.rank, s.name[:70], s.padded_launches, s.pad_bytes,
+    keys = [key for _, key in SUMMARY]
+    rows = [[row[keys.index(key)] for key in TEXT_COLUMNS.values()] for row in summary_rows(result.ranks)]
+    print_table("ccoverlap analyze: ms per rank (--json or --report for everything)", list(TEXT_COLUMNS), rows)
+    padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,
                f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
               for r in result.ranks for s in r.padded_kernels]
     if padded:
