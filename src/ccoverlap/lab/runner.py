@@ -53,7 +53,7 @@ class Lab:
             fp = nccl_footprint(arch=f"sm_{major}{minor}", ctas=self.cfg.comm_ctas).footprint
             kernel = kernels.build_comm_proxy(fp.regs, fp.static_smem)
             return workloads.CommProxy(kernel, fp.threads, fp.grid, name, fp.cluster, fp.dynamic_smem, nbytes)
-        kernel = kernels.build_comm_proxy(32, 16)
+        kernel = kernels.build_comm_proxy(40, 16)
         return workloads.CommProxy(kernel, 512, 2 * self.cfg.comm_ctas, name, 1, 16 * 1024, nbytes)
 
     def comm_sms(self, proxy: workloads.CommProxy) -> int:
