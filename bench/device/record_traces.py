@@ -2,11 +2,13 @@
 
     NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 bench/device/record_traces.py --out DIR
 
-For each strategy, every rank runs a few steps of bf16 matmuls on random data
+For each strategy below, every rank runs a few steps of bf16 matmuls on random data
 while an async all-reduce of a large random tensor is in flight, and writes
 one trace per rank: DIR/<strategy>/rank{r}_trace.json.gz (the layout
 `ccoverlap analyze` reads, and `ccoverlap bench --trace` will write).
 
+  isolated  the same work without overlap (all-reduce, then the matmuls): the baseline for
+            `ccoverlap analyze DIR --baseline DIR/isolated` (slowdowns against kernels run alone)
   default   all-reduce on the default process group (NCCL's normal-priority stream)
   priority  all-reduce on a group created with ProcessGroupNCCL.Options(is_high_priority_stream=True)
 
@@ -37,23 +39,28 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--comm-mb", type=int, default=256, help="all-reduce size in MiB (bf16; default 256)")
     ap.add_argument("--warmup", type=int, default=3, help="unprofiled steps first (NCCL init, cuBLAS heuristics)")
     ap.add_argument("--active", type=int, default=3, help="profiled steps (default 3; the last is not analysed)")
-    ap.add_argument("--strategies", default="default,priority", help="comma-separated subset of default,priority")
+    ap.add_argument("--strategies", default="isolated,default,priority",
+                    help="comma-separated subset of isolated,default,priority (default: all three)")
     return ap.parse_args()
 
 
 def make_group(strategy: str):
     """The process group the all-reduce runs on; every rank must create groups in the same order."""
-    if strategy == "default":
+    if strategy in ("isolated", "default"):
         return dist.group.WORLD
     if strategy == "priority":
         options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
         return dist.new_group(backend="nccl", pg_options=options)
-    raise SystemExit(f"unknown strategy {strategy!r}: valid default, priority")
+    raise SystemExit(f"unknown strategy {strategy!r}: valid isolated, default, priority")
 
 
-def step(group, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, payload: torch.Tensor, matmuls: int) -> None:
-    """Launch the all-reduce first, then the matmuls beside it, then wait for both."""
+def step(group, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, payload: torch.Tensor, matmuls: int,
+         overlap: bool) -> None:
+    """Launch the all-reduce first, then the matmuls beside it (or after it), then wait for both."""
     work = dist.all_reduce(payload, group=group, async_op=True)
+    if not overlap:
+        work.wait()
+        torch.cuda.synchronize()
     for _ in range(matmuls):
         torch.matmul(a, b, out=c)
     work.wait()
@@ -87,8 +94,9 @@ def main() -> None:
 
     for strategy in [s.strip() for s in args.strategies.split(",") if s.strip()]:
         group = make_group(strategy)
+        overlap = strategy != "isolated"
         for _ in range(args.warmup):
-            step(group, a, b, c, payload, args.matmuls)
+            step(group, a, b, c, payload, args.matmuls, overlap)
         dist.barrier()
         path = args.out / strategy / f"rank{rank}_trace.json.gz"
         with profile(
@@ -97,14 +105,15 @@ def main() -> None:
             on_trace_ready=lambda prof, path=path: write_gz(prof, path),
         ) as prof:
             for _ in range(1 + args.active):
-                step(group, a, b, c, payload, args.matmuls)
+                step(group, a, b, c, payload, args.matmuls, overlap)
                 prof.step()
         dist.barrier()
         if rank == 0:
             print(f"{strategy}: {world} trace(s) in {path.parent} ({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
 
     if rank == 0:
-        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        version = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
         (args.out / "README.txt").write_text(
             f"record_traces.py: torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {nccl}, "
             f"{torch.cuda.get_device_name(device)} x {world}; size {n}, {args.matmuls} matmuls/step, "
