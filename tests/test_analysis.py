@@ -47,8 +47,9 @@ def brute_force(path: Path) -> dict[str, float]:
     steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
     if len(steps) >= 2:  # HTA keeps GPU work launched before the last profiler step starts
         last = max(e["ts"] for e in steps)
+        on_gpu = {id(e) for e in gpu}
         launched = {e["args"]["correlation"]: e["ts"] for e in events
-                    if "correlation" in e.get("args", {}) and e not in gpu}
+                    if "correlation" in e.get("args", {}) and id(e) not in on_gpu}
         gpu = [e for e in gpu if launched.get(e["args"]["correlation"], last) < last]
     ns = lambda t: int(round(t * 1000))  # noqa: E731
     lo = min(ns(e["ts"]) for e in gpu)
