@@ -211,6 +211,15 @@ def test_cli_json_is_the_only_stdout(capsys):
         assert key in data["ranks"][0]
 
 
+def test_cli_json_strategy_means(capsys):
+    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    data = json.loads(out)
+    for name in ("default", "shaping"):
+        ranks = [r for r in data["ranks"] if r["strategy"] == name]
+        for key in ("comp_comm_overlap_pct", "exposed_comm_us", "compute_slowdown"):
+            assert data["strategies"][name][key] == pytest.approx(sum(r[key] for r in ranks) / len(ranks))
+
+
 def test_cli_text_table(capsys):
     code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default")
     assert code == 0 and "shaping" in out and "padded kernels" in out
@@ -290,3 +299,10 @@ def test_record_traces_script_compiles():
     """It runs only on a GPU machine (bench/device); here, at least, it must compile."""
     script = Path(__file__).parents[1] / "bench" / "device" / "record_traces.py"
     compile(script.read_text(), str(script), "exec")
+
+
+def test_unwritable_report_is_one_line(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = run(capsys, "analyze", TRACES / "handmade", "--report", blocker / "report.html")
+    assert code == 2 and err.strip().splitlines()[-1].startswith("ccoverlap analyze: error: cannot write the report")

@@ -273,6 +273,25 @@ def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None) -> 
     )
 
 
+#: Metrics averaged over a strategy's ranks (strategy_means).
+MEAN_KEYS = (
+    "comp_comm_overlap_pct", "communication_us", "exposed_comm_us", "hideable_comm_us", "compute_us", "idle_us",
+    "span_us", "compute_slowdown", "comm_slowdown",
+)
+
+
+def strategy_means(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, float | None]]:
+    """Strategy -> mean over its ranks of each of MEAN_KEYS (None where no rank has the metric)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for name in dict.fromkeys(r.strategy for r in ranks):
+        mine = [r for r in ranks if r.strategy == name]
+        out[name] = {"ranks": len(mine)}
+        for key in MEAN_KEYS:
+            vals = [v for r in mine if (v := getattr(r, key)) is not None]
+            out[name][key] = sum(vals) / len(vals) if vals else None
+    return out
+
+
 def slowdown(kernels: Sequence[Kernel], baseline: Sequence[Kernel], kind: KernelClass) -> float | None:
     """Time of this run's kernels of `kind` over what the same kernels took on average in the baseline.
 

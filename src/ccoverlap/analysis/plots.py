@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from ccoverlap.analysis.metrics import Interval, RankMetrics, exposed_intervals, merge
+from ccoverlap.analysis.metrics import Interval, exposed_intervals, merge
 from ccoverlap.analysis.trace import Kernel, KernelClass
 
 COLORS = {KernelClass.COMPUTE: "#4477aa", KernelClass.COMMUNICATION: "#ee7733", KernelClass.MEMORY: "#999999"}
@@ -82,25 +82,24 @@ BAR_METRICS = (
 )
 
 
-def strategy_bars_png(ranks: Sequence[RankMetrics]) -> bytes:
-    """Mean over ranks per strategy: times (ms) on the left, overlap % on the right."""
-    names = list(dict.fromkeys(r.strategy for r in ranks))
+def strategy_bars_png(means: dict[str, dict[str, float | None]]) -> bytes:
+    """Per strategy (metrics.strategy_means): times (ms, mean per rank) on the left, overlap % on the right."""
+    names = list(means)
 
-    def mean(name: str, attr: str) -> float:
-        vals = [getattr(r, attr) for r in ranks if r.strategy == name and getattr(r, attr) is not None]
-        return sum(vals) / len(vals) if vals else 0.0
+    def values(key: str, scale: float = 1.0) -> list[float]:
+        return [(means[n][key] or 0.0) / scale for n in names]
 
     fig = _figure(11, 3.6)
     times, pct = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1]})
     width = 0.8 / len(BAR_METRICS)
-    for i, (attr, label, color) in enumerate(BAR_METRICS):
+    for i, (key, label, color) in enumerate(BAR_METRICS):
         xs = [n + (i - (len(BAR_METRICS) - 1) / 2) * width for n in range(len(names))]
-        times.bar(xs, [mean(n, attr) / 1000 for n in names], width, label=label, color=color, edgecolor="#555555")
+        times.bar(xs, values(key, 1000), width, label=label, color=color, edgecolor="#555555")
     times.set_xticks(range(len(names)), names)
     times.set_ylabel("ms per rank (mean)")
     times.margins(y=0.25)
     times.legend(fontsize=8, frameon=False, ncols=len(BAR_METRICS), loc="upper center")
-    bars = pct.bar(range(len(names)), [mean(n, "comp_comm_overlap_pct") for n in names], 0.6, color="#999933")
+    bars = pct.bar(range(len(names)), values("comp_comm_overlap_pct"), 0.6, color="#999933")
     pct.bar_label(bars, fmt="%.1f", fontsize=8)
     pct.set_xticks(range(len(names)), names)
     pct.set_ylim(0, 105)

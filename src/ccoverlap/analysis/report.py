@@ -14,7 +14,7 @@ from pathlib import Path
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
 from ccoverlap.analysis.metrics import (
-    RankMetrics, analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for,
+    RankMetrics, analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for, strategy_means,
 )
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 
@@ -79,7 +79,7 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
         f"{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
         f"baseline: {'given' if analysis.baseline is not None else 'none'}. Times are per rank over the analysed "
         "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
-        image(strategy_bars_png(analysis.ranks), "strategies.png", "strategies compared"),
+        image(strategy_bars_png(strategy_means(analysis.ranks)), "strategies.png", "strategies compared"),
         _table([h for h, _ in SUMMARY], summary_rows(analysis.ranks)),
     ]
     if analysis.problems:

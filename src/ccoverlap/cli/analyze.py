@@ -42,7 +42,8 @@ def register(sub) -> None:
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="folder of traces, or of one folder of traces per strategy")
     p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
-    p.add_argument("--report", type=Path, metavar="PATH", help="write a self-contained HTML report (PNGs also in PATH_files/)")
+    p.add_argument("--report", type=Path, metavar="PATH",
+                   help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
     p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE as communication")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
     p.set_defaults(run=run)
@@ -50,6 +51,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
+    from ccoverlap.analysis.metrics import strategy_means
     from ccoverlap.analysis.report import SUMMARY, short_name, summary_rows, write_report
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
@@ -59,10 +61,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"nothing could be analysed in {args.dir}")
     written = []
     if args.report:
-        written = write_report(result, args.report)
+        try:
+            written = write_report(result, args.report)
+        except OSError as exc:
+            raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
     if args.json:
         print_json({
             "ranks": [r.to_dict() for r in result.ranks],
+            "strategies": strategy_means(result.ranks),
             "baseline": str(args.baseline) if args.baseline else None,
             "problems": [str(p) for p in result.problems],
             "report": [str(p) for p in written],
