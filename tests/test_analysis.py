@@ -306,3 +306,17 @@ def test_unwritable_report_is_one_line(capsys, tmp_path):
     blocker.write_text("")
     code, _, err = run(capsys, "analyze", TRACES / "handmade", "--report", blocker / "report.html")
     assert code == 2 and err.strip().splitlines()[-1].startswith("ccoverlap analyze: error: cannot write the report")
+
+
+def test_kernels_without_a_launch_call_are_left_out_with_a_note(tmp_path):
+    kernels, steps = ks.random_run(6, 3)
+    path = ks.write(tmp_path / "rank0_trace.json", 0, 1, kernels, steps)
+    text = path.read_text()
+    nccl_corr = [100 + i for i, k in enumerate(kernels) if k.name == ks.NCCL]
+    for corr in nccl_corr:  # drop the launch calls of the all-reduces, as a trace without driver calls would
+        text = text.replace(f'"cbid": 211, "correlation": {corr}}}', '"cbid": 211}')
+    path.write_text(text)
+    result = analyze(tmp_path)
+    (note,) = [p for p in result.problems if "no launch call" in p.message]
+    assert f"{len(nccl_corr)} GPU kernel(s) (communication)" in note.message
+    assert result.ranks[0].communication_us == 0 and result.ranks[0].comp_comm_overlap_pct is None

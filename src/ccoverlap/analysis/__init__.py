@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccoverlap.analysis.metrics import RankMetrics, analysed_kernels, rank_metrics
+from ccoverlap.analysis.metrics import RankMetrics, analysed_kernels, rank_metrics, unlaunched
 from ccoverlap.analysis.trace import Classifier, Problem, Trace, discover, read_traces
 from ccoverlap.errors import UsageError
 
@@ -32,6 +32,10 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
         traces, bad = read_traces(files, classifier)
         problems += bad
         for rank, trace in list(traces.items()):
+            if missing := unlaunched(trace):
+                kinds = ", ".join(sorted({k.kind.value for k in missing}))
+                problems.append(Problem(trace.path, f"{len(missing)} GPU kernel(s) ({kinds}) have no launch call "
+                                        "in the trace: left out, as HTA leaves them out"))
             if not analysed_kernels(trace):
                 problems.append(Problem(trace.path, "skipped: no GPU kernel launched before the last profiler step"))
                 del traces[rank]

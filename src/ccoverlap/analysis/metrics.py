@@ -96,6 +96,13 @@ def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
     )
 
 
+def unlaunched(trace: Trace) -> list[Kernel]:
+    """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
+    if len({name for name, _ in trace.steps}) < 2:
+        return []
+    return [k for k in trace.kernels if k.correlation not in trace.launches]
+
+
 def of_kind(kernels: Iterable[Kernel], kind: KernelClass) -> list[Kernel]:
     return [k for k in kernels if k.kind is kind]
 
