@@ -26,7 +26,7 @@ COMM_PATTERN = r"^nccl.*Kernel"
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: On GPU lanes but not GPU work: annotations, and cuda_sync (a host or stream waiting).
-_SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "trace"})
+_SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "Trace", "trace"})
 _HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
 _TAIL_KEEP = 64 << 10
 
@@ -154,8 +154,7 @@ _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     """Stream one trace file into a Trace; a UsageError says why a file is unusable."""
-    footprints: dict[tuple, KernelFootprint | None] = {}
-    names: dict[str, str] = {}
+    seen: dict[tuple, tuple[str, KernelClass, KernelFootprint | None]] = {}
     kernels: list[Kernel] = []
     steps: list[tuple[str, float]] = []
     launches: dict[int, float] = {}
@@ -164,15 +163,12 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
         with _open(path) as raw:
             tap = _Tap(raw)
             for ev in ijson.items(tap, "traceEvents.item", use_float=True):
-                if ev.get("ph") != "X" or "dur" not in ev:
+                if ev.get("ph") != "X" or "dur" not in ev or ev.get("cat") in _SKIPPED_CATS:
                     continue
-                cat = str(ev.get("cat", "")).lower()
                 args = ev.get("args") or {}
                 stream = args.get("stream")
-                if cat in _SKIPPED_CATS:
-                    continue
-                if isinstance(stream, (int, float)) and not isinstance(stream, bool) and stream >= 0:
-                    kernels.append(_kernel(ev, cat, args, int(stream), classifier, names, footprints))
+                if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
+                    kernels.append(_kernel(ev, args, stream, classifier, seen))
                     device_id = args.get("device", device_id)
                 elif (corr := args.get("correlation")) is not None:
                     launches[int(corr)] = float(ev["ts"])
@@ -195,24 +191,28 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes)
 
 
-def _kernel(ev: dict, cat: str, args: dict, stream: int, classifier: Classifier, names: dict, footprints: dict) -> Kernel:
-    raw = str(ev.get("name", ""))
-    name = names.setdefault(raw, raw)  # one string per kernel name, however many launches
-    key = (name, str(args.get("block")), str(args.get("grid")), args.get("registers per thread"), args.get("shared memory"))
-    if key not in footprints:
+def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dict) -> Kernel:
+    """A Kernel; name, class and footprint are computed once per distinct launch shape and shared."""
+    block, grid = args.get("block"), args.get("grid")
+    key = (ev.get("name"), ev.get("cat"), tuple(block) if isinstance(block, list) else block,
+           tuple(grid) if isinstance(grid, list) else grid, args.get("registers per thread"), args.get("shared memory"))
+    if (shared := seen.get(key)) is None:
+        name = str(ev.get("name", ""))
         try:
-            footprints[key] = KernelFootprint.from_trace_event(ev) if "block" in args else None
+            footprint = KernelFootprint.from_trace_event(ev) if block is not None else None
         except UsageError:
-            footprints[key] = None
+            footprint = None
+        shared = seen[key] = (name, classifier.classify(name, str(ev.get("cat", "")).lower()), footprint)
+    name, kind, footprint = shared
     bps = args.get("blocks per SM")
     return Kernel(
         name=name,
-        kind=classifier.classify(name, cat),
+        kind=kind,
         stream=stream,
         ts=float(ev["ts"]),
         dur=float(ev["dur"]),
         correlation=int(args.get("correlation", -1)),
-        footprint=footprints[key],
+        footprint=footprint,
         blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
     )
 
