@@ -59,7 +59,7 @@ def _baseline(path: Path, found: dict, strategies: dict, classifier: Classifier,
         raise UsageError(f"--baseline {path} holds several strategies ({', '.join(runs)}): name one of its folders")
     (files,) = runs.values()
     for name, ours in found.items():
-        if ours == files:
+        if [p.resolve() for p in ours] == [p.resolve() for p in files]:
             return strategies.get(name, {})
     traces, bad = read_traces(files, classifier)
     problems += [Problem(p.path, f"(baseline) {p.message}") for p in bad]

@@ -52,7 +52,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.metrics import strategy_means
-    from ccoverlap.analysis.report import SUMMARY, short_name, summary_rows, write_report
+    from ccoverlap.analysis.report import cell, short_name, write_report
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
@@ -74,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
             "report": [str(p) for p in written],
         })
         return 0
-    keys = [key for _, key in SUMMARY]
-    rows = [[row[keys.index(key)] for key in TEXT_COLUMNS.values()] for row in summary_rows(result.ranks)]
+    rows = [[cell(key, getattr(r, key)) for key in TEXT_COLUMNS.values()] for r in result.ranks]
     print_table("ccoverlap analyze: ms per rank (--json or --report for everything)", list(TEXT_COLUMNS), rows)
     padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,
                f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
