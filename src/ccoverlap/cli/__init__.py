@@ -6,9 +6,9 @@ import sys
 
 from ccoverlap.errors import UsageError
 
-from . import analyze, info, interposer, lab, occupancy, plan, run
+from . import analyze, bench, info, interposer, lab, occupancy, plan, run
 
-COMMANDS = (info, occupancy, plan, lab, run, interposer, analyze)
+COMMANDS = (bench, info, occupancy, plan, lab, run, interposer, analyze)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.

@@ -1,0 +1,149 @@
+"""Run each strategy in fresh ranks (env-level controls need that), gather their results and
+check that every strategy computed what the baseline computed."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ccoverlap.bench.config import BenchConfig
+from ccoverlap.bench.strategies import BY_NAME, MULTICAST_OFF, BenchStrategy
+from ccoverlap.bench.worker import spec_for
+from ccoverlap.errors import UsageError
+
+RANK_TIMEOUT_S = 1800
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def strategy_env(strategy: BenchStrategy, stats_dir: str) -> dict[str, str]:
+    env = dict(MULTICAST_OFF) | strategy.env
+    if strategy.shape:
+        from ccoverlap.interposer import Policy, library_path
+
+        env |= Policy(mode="auto", stats=os.path.join(stats_dir, "interposer-%p.json")).to_environ()
+        env["LD_PRELOAD"] = library_path()
+    return env
+
+
+def not_applicable(cfg: BenchConfig, strategy: BenchStrategy) -> str | None:
+    if strategy.cuda_only and cfg.device != "cuda":
+        return "n/a: needs CUDA and NCCL"
+    return None
+
+
+def run_ranks(cfg: BenchConfig, workload: str, strategy: BenchStrategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
+    """Start cfg.nproc ranks of one strategy; (per-rank results, interposer stats) or raise RuntimeError."""
+    with tempfile.TemporaryDirectory(prefix="ccoverlap-bench-") as tmp:
+        spec_path = Path(tmp, "spec.json")
+        spec_path.write_text(json.dumps(spec_for(cfg, workload, strategy.name, tmp)))
+        port = str(_free_port())
+        env = os.environ | strategy_env(strategy, tmp) | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                                                          "WORLD_SIZE": str(cfg.nproc), "OMP_NUM_THREADS": "1"}
+        module = [sys.executable, "-m", "ccoverlap.bench.worker", str(spec_path)]
+        if launcher == "torchrun":
+            runner = shutil.which("torchrun")
+            if runner is None:
+                raise UsageError("--launcher torchrun: torchrun is not on PATH (install torch, or use --launcher spawn)")
+            cmds = [([runner, f"--nproc-per-node={cfg.nproc}", f"--master-port={port}", *module[1:]], env)]
+        else:
+            cmds = [(module, env | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(cfg.nproc)]
+        procs = [subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for cmd, e in cmds]
+        errors = []
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=RANK_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            if p.returncode:
+                lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+                errors.append(lines[-1] if lines else f"exit code {p.returncode}")
+        if errors:
+            for p in procs:
+                p.kill()
+            raise RuntimeError(errors[0])
+        ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(cfg.nproc)]
+        stats = [json.loads(f.read_text()) for f in Path(tmp).glob("interposer-*.json")]
+        return ranks, _merge_stats(stats)
+
+
+def _merge_stats(stats: list[dict]) -> dict:
+    if not stats:
+        return {}
+    merged = {k: sum(s.get(k, 0) for s in stats) for k in ("launches", "padded")}
+    merged["processes"] = len(stats)
+    return merged
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def summarize(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
+    """Rows for one (workload, strategy): nccl-tests style per size for micro, one per step otherwise."""
+    if workload == "micro":
+        rows = []
+        for i, first in enumerate(ranks[0]["micro_rows"]):
+            per_rank = [r["micro_rows"][i] for r in ranks]
+            rows.append({**{k: v for k, v in first.items() if k != "samples"}, "workload": workload, "strategy": strategy,
+                         "status": "ok", "wrong": sum(r["wrong"] for r in per_rank),
+                         "step_ms": max(r["step_ms"] for r in per_rank),
+                         "samples": {f"rank{r['rank']}": r["micro_rows"][i]["samples"] for r in ranks}})
+        return rows
+    # a step ends when its slowest rank ends: per step, take the max over ranks
+    steps = [max(vals) for vals in zip(*(r["step_ms"] for r in ranks))]
+    compute = [max(vals) for vals in zip(*(r["compute_only_ms"] for r in ranks))] if ranks[0]["compute_only_ms"] else None
+    step, comp = _median(steps), _median(compute)
+    return [{
+        "workload": workload, "strategy": strategy, "status": "ok",
+        "step_ms": step, "step_ms_min": min(steps), "step_ms_max": max(steps),
+        "compute_only_ms": comp, "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
+        "exposed_comm_note": ranks[0]["note"] or None,
+        "losses": ranks[0]["losses"], "interposer": stats or None,
+        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
+    }]
+
+
+def compare(rows: list[dict], baseline: str = "default") -> dict:
+    """outputs_match per workload: every strategy's losses against the baseline's (micro: #wrong == 0)."""
+    verdict = {}
+    for workload in sorted({r["workload"] for r in rows}):
+        mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
+        if workload == "micro":
+            verdict[workload] = {"match": all(r["wrong"] == 0 for r in mine), "how": "all-reduce results vs the exact sum"}
+            continue
+        base = next((r["losses"] for r in mine if r["strategy"] == baseline), mine[0]["losses"] if mine else [])
+        worst = max((abs(a - b) / max(abs(b), 1e-12) for r in mine for a, b in zip(r["losses"], base)), default=0.0)
+        bitwise = all(r["losses"] == base for r in mine)
+        verdict[workload] = {"match": bitwise or worst <= 1e-3, "how": "bitwise" if bitwise else f"max relative loss difference {worst:.2e} (tolerance 1e-3)"}
+    return verdict
+
+
+def run(cfg: BenchConfig, launcher: str = "spawn", progress: Callable[[str], None] = lambda _: None) -> list[dict]:
+    rows = []
+    for workload in cfg.workloads:
+        for name in cfg.strategies:
+            strategy = BY_NAME[name]
+            progress(f"{workload}: {name}")
+            if reason := not_applicable(cfg, strategy):
+                rows.append({"workload": workload, "strategy": name, "status": reason})
+                continue
+            try:
+                ranks, stats = run_ranks(cfg, workload, strategy, launcher)
+            except RuntimeError as exc:
+                rows.append({"workload": workload, "strategy": name, "status": f"failed: {exc}"})
+                continue
+            rows += summarize(workload, name, ranks, stats)
+    return rows

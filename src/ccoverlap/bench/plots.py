@@ -1,0 +1,31 @@
+"""Bench picture: step time per strategy and workload (Agg; never shows a window)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def bars(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 2.4 * len(workloads)), squeeze=False)
+    for ax, workload in zip(axes[:, 0], workloads):
+        mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
+        if workload == "micro":  # one bar per strategy: the largest size's step
+            largest = max((r["size_bytes"] for r in mine), default=0)
+            mine = [r for r in mine if r["size_bytes"] == largest]
+        ax.barh([r["strategy"] for r in mine], [r["step_ms"] for r in mine], color="#4c72b0")
+        exposed = [(r["strategy"], r["exposed_comm_ms"]) for r in mine if r.get("exposed_comm_ms") is not None]
+        if exposed:
+            ax.barh([s for s, _ in exposed], [e for _, e in exposed], color="#c44e52", label="exposed comm")
+            ax.legend(fontsize=7)
+        ax.set_title(workload if workload != "micro" else "micro (largest size)", fontsize=10)
+        ax.set_xlabel("step ms (median)")
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,136 @@
+"""One rank of one strategy: `python -m ccoverlap.bench.worker SPEC.json` (started by the launcher
+or torchrun). Fixed warm-up and step counts on every rank, so ranks never wait on each other."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ccoverlap.bench import workloads
+from ccoverlap.bench.config import BenchConfig, ModelSize
+from ccoverlap.bench.strategies import BY_NAME
+
+
+def _timed(fn, device: torch.device, reps: int, warmup: int, before=None) -> list[float]:
+    """Milliseconds per call: CUDA events on GPU, a host clock on CPU; ranks aligned by a barrier."""
+    for _ in range(warmup):
+        if before:
+            before()
+        fn()
+    samples = []
+    for _ in range(reps):
+        if before:
+            before()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        dist.barrier()
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def _trace(fn, path: Path, device: torch.device) -> None:
+    """torch.profiler over 4 steps (1 warm-up, 3 recorded) into `path` (.json.gz) for `ccoverlap analyze`."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(4):
+            fn()
+            prof.step()
+
+
+def _micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> list[dict]:
+    rows = []
+    for nbytes in cfg.micro_sizes:
+        m = workloads.Micro.build(cfg, nbytes, rank, world, device, no_overlap)
+        base = m.tensor.clone()
+
+        def reset():
+            m.tensor.copy_(base)
+
+        overlapped = _timed(m.overlapped, device, cfg.steps, cfg.warmup, reset)
+        wrong = m.wrong()
+        alone = _timed(m.allreduce_alone, device, cfg.steps, cfg.warmup, reset)
+        gemm = _timed(m.gemms, device, cfg.steps, cfg.warmup)
+        t = statistics.median(alone)
+        algbw = nbytes / (t * 1e-3) / 1e9
+        rows.append({
+            "size_bytes": nbytes, "count": nbytes // 4, "type": "float32", "time_ms": t,
+            "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (world - 1) / world if world > 1 else 0.0,
+            "step_ms": statistics.median(overlapped), "gemm_ms": statistics.median(gemm),
+            "exposed_comm_ms": max(statistics.median(overlapped) - statistics.median(gemm), 0.0),
+            "wrong": wrong, "samples": overlapped,
+        })
+    return rows
+
+
+def run(spec: dict) -> dict:
+    size = ModelSize(**spec["config"].pop("size"))
+    cfg = BenchConfig(**{**spec["config"], "size": size, "workloads": tuple(spec["config"]["workloads"]),
+                         "strategies": tuple(spec["config"]["strategies"]), "micro_sizes": tuple(spec["config"]["micro_sizes"])})
+    strategy = BY_NAME[spec["strategy"]]
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    if cfg.device == "cuda":
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    if strategy.carveout:
+        torch._C._set_sm_carveout_experimental(spec["carveout_sms"])
+    workload = spec["workload"]
+    out = {"rank": rank, "world_size": world, "workload": workload, "strategy": strategy.name}
+    if workload == "micro":
+        out["micro_rows"] = _micro(cfg, rank, world, device, strategy.no_overlap)
+    else:
+        w = workloads.BUILDERS[workload](cfg, rank, world, device, strategy.no_overlap)
+        out["step_ms"] = _timed(w.run_step, device, cfg.steps, cfg.warmup)
+        out["losses"] = w.losses
+        if cfg.trace_dir:
+            _trace(w.step, Path(cfg.trace_dir) / strategy.name / workload / f"rank{rank}_trace.json.gz", device)
+        out["compute_only_ms"] = _timed(w.compute_only, device, cfg.steps, cfg.warmup) if w.compute_only else None
+        out["note"] = w.note
+    dist.barrier()
+    return out
+
+
+def main(argv: list[str]) -> None:
+    spec = json.loads(Path(argv[0]).read_text())
+    result = run(spec)
+    Path(spec["out_dir"], f"rank{result['rank']}.json").write_text(json.dumps(result))
+    # Leave without tearing the process group down: gloo's threads can abort the
+    # interpreter's exit ("terminate called without an active exception") after
+    # the work is done and written. The result is on disk; the OS frees the rest.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def spec_for(cfg: BenchConfig, workload: str, strategy: str, out_dir: str, carveout_sms: int = 16) -> dict:
+    config = dataclasses.asdict(cfg)
+    return {"config": config, "workload": workload, "strategy": strategy, "out_dir": out_dir, "carveout_sms": carveout_sms}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
