@@ -84,6 +84,12 @@ def _merge_stats(stats: list[dict]) -> dict:
         return {}
     merged = {k: sum(s.get(k, 0) for s in stats) for k in ("launches", "padded")}
     merged["processes"] = len(stats)
+    merged["skipped"] = {}
+    for s in stats:
+        for reason, n in s.get("skipped", {}).items():
+            merged["skipped"][reason] = merged["skipped"].get(reason, 0) + n
+    # the NCCL kernel footprint the interposer observed at launch (auto mode learns it)
+    merged["comm_footprint"] = next((s["comm_footprint"] for s in stats if s.get("comm_footprint")), None)
     return merged
 
 

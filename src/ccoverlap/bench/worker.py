@@ -100,7 +100,7 @@ def run(spec: dict) -> dict:
     if strategy.carveout:
         torch._C._set_sm_carveout_experimental(spec["carveout_sms"])
     workload = spec["workload"]
-    out = {"rank": rank, "world_size": world, "workload": workload, "strategy": strategy.name}
+    out = {"rank": rank, "world_size": world, "workload": workload, "strategy": strategy.name, "backend": cfg.backend}
     if workload == "micro":
         out["micro_rows"] = _micro(cfg, rank, world, device, strategy.no_overlap)
     else:
@@ -119,12 +119,13 @@ def main(argv: list[str]) -> None:
     spec = json.loads(Path(argv[0]).read_text())
     result = run(spec)
     Path(spec["out_dir"], f"rank{result['rank']}.json").write_text(json.dumps(result))
-    # Leave without tearing the process group down: gloo's threads can abort the
-    # interpreter's exit ("terminate called without an active exception") after
-    # the work is done and written. The result is on disk; the OS frees the rest.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    if result["backend"] == "gloo":
+        # gloo's threads can abort the interpreter's exit ("terminate called without an
+        # active exception") after the work is done and written: leave at once.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    dist.destroy_process_group()  # a normal exit: the interposer writes its stats then
 
 
 def spec_for(cfg: BenchConfig, workload: str, strategy: str, out_dir: str, carveout_sms: int = 16) -> dict:
