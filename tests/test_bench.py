@@ -51,6 +51,8 @@ def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
     verdict = launcher.compare([row, other])["ddp"]
     assert verdict["match"] and verdict["how"].startswith("max relative loss difference")
     assert not launcher.compare([row, dict(row, strategy="x", losses=[2.0, 1.6])])["ddp"]["match"]
+    failed = {"workload": "tp", "strategy": "default", "status": "failed: boom"}
+    assert launcher.compare([failed])["tp"] == {"match": False, "how": "no strategy ran"}
 
 
 def test_cuda_only_strategies_are_listed_not_dropped():

@@ -127,10 +127,13 @@ def compare(rows: list[dict], baseline: str = "default") -> dict:
     verdict = {}
     for workload in sorted({r["workload"] for r in rows}):
         mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
+        if not mine:
+            verdict[workload] = {"match": False, "how": "no strategy ran"}
+            continue
         if workload == "micro":
             verdict[workload] = {"match": all(r["wrong"] == 0 for r in mine), "how": "all-reduce results vs the exact sum"}
             continue
-        base = next((r["losses"] for r in mine if r["strategy"] == baseline), mine[0]["losses"] if mine else [])
+        base = next((r["losses"] for r in mine if r["strategy"] == baseline), mine[0]["losses"])
         worst = max((abs(a - b) / max(abs(b), 1e-12) for r in mine for a, b in zip(r["losses"], base)), default=0.0)
         bitwise = all(r["losses"] == base for r in mine)
         verdict[workload] = {"match": bitwise or worst <= 1e-3, "how": "bitwise" if bitwise else f"max relative loss difference {worst:.2e} (tolerance 1e-3)"}

@@ -120,7 +120,8 @@ def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wor
             "attn.o": RowwiseParallel(), "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
     for block in model.blocks:
         parallelize_module(block, mesh, plan)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    # foreach kernels refuse a mix of DTensor (sharded) and plain (replicated) parameters on CUDA
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
     inputs, targets = _tokens(cfg, device, cfg.seed + 1)  # tensor parallel ranks share their batch
     return Workload(_train_step(model, opt, inputs, targets), note="tensor parallelism has no compute-only step")
 
