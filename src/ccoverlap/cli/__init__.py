@@ -18,9 +18,11 @@ block, so fewer blocks are resident) against the real footprint of the
 communication kernel, and says when shaping cannot work and what would.
 
 Start with:
+  ccoverlap bench                     every workload under every strategy, on what is here
   ccoverlap info                      what one SM of this GPU offers
-  ccoverlap occupancy --device h200 --threads 256 --regs 32
   ccoverlap plan --device h200 --compute threads=256,regs=32 --comm nccl
+  ccoverlap lab --quick               one GPU: every strategy side by side
+  ccoverlap run --mode auto -- torchrun ...   shape an unmodified program
 """
 
 
