@@ -27,7 +27,9 @@ def check(mine: dict, hta: dict) -> None:
     for rank, theirs in hta.items():
         assert mine[rank]["comp_comm_overlap_pct"] == pytest.approx(theirs["comp_comm_overlap_pct"], abs=0.1), rank
         for key in ("idle_us", "compute_us", "span_us"):
-            assert mine[rank][key] == pytest.approx(theirs[key], rel=1e-6, abs=1e-3), (rank, key)
+            # 5 ns: on real traces (h200/) times are float64 microseconds near 5e12 us (one ulp is
+            # about 1 ns) and HTA and ccoverlap round differently over a span (seen: 3.1 ns)
+            assert mine[rank][key] == pytest.approx(theirs[key], rel=1e-6, abs=5e-3), (rank, key)
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
@@ -38,8 +40,10 @@ def test_agrees_with_recorded_hta(folder):
     check(ours(folder), recorded)
 
 
-def test_every_synthetic_folder_is_recorded():
-    assert {"handmade", "strategies/default", "strategies/shaping"} <= RECORDED_NUMBERS["folders"].keys()
+def test_every_fixture_folder_is_recorded():
+    assert {"handmade", "strategies/default", "strategies/shaping", "h200/isolated", "h200/default",
+            "h200/priority"} <= RECORDED_NUMBERS["folders"].keys()
+    assert set(FOLDERS) <= RECORDED_NUMBERS["folders"].keys()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("hta") is None, reason="HTA (holistictraceanalysis) is not installed")

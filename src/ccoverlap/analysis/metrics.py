@@ -86,7 +86,11 @@ def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
 
     The last profiled step is usually cut short by the profiler stopping, so
     HTA drops the GPU work launched in it (and GPU work whose launch is not in
-    the trace); with fewer than two steps every kernel counts.
+    the trace); with fewer than two steps every kernel counts. As in HTA, the
+    last step starts at the latest ProfilerStep annotation, CPU or GPU side:
+    Kineto writes the GPU one (gpu_user_annotation) without a stream, and HTA
+    reads it as a CPU event, so work launched in the last step before the GPU
+    reached it still counts.
     """
     if len({name for name, _ in trace.steps}) < 2:
         return trace.kernels

@@ -64,7 +64,7 @@ class Trace:
     world_size: int | None
     device: dict | None  # the rank's entry of Kineto's deviceProperties
     kernels: tuple[Kernel, ...]  # sorted by start
-    steps: tuple[tuple[str, float], ...]  # (ProfilerStep name, CPU start) in trace order
+    steps: tuple[tuple[str, float], ...]  # (ProfilerStep name, start: CPU, or GPU annotation) in trace order
     launches: dict[int, float] = field(repr=False)  # correlation -> CPU start of the launching call
     notes: tuple[str, ...] = ()  # what the reader should know (e.g. a guessed rank)
 
@@ -163,10 +163,17 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
         with _open(path) as raw:
             tap = _Tap(raw)
             for ev in ijson.items(tap, "traceEvents.item", use_float=True):
-                if ev.get("ph") != "X" or "dur" not in ev or ev.get("cat") in _SKIPPED_CATS:
+                if ev.get("ph") != "X" or "dur" not in ev:
                     continue
                 args = ev.get("args") or {}
                 stream = args.get("stream")
+                if ev.get("cat") in _SKIPPED_CATS:
+                    # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
+                    # step start: the GPU-side annotation too, which Kineto writes without a stream.
+                    if "ProfilerStep" in (name := str(ev.get("name", ""))) and not (
+                            type(stream) is int and stream >= 0 and args.get("correlation") is not None):
+                        steps.append((name, float(ev["ts"])))
+                    continue
                 if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
                     kernels.append(_kernel(ev, args, stream, classifier, seen))
                     device_id = args.get("device", device_id)
