@@ -95,13 +95,14 @@ def strategy_bars_png(means: dict[str, dict[str, float | None]]) -> bytes:
     for i, (key, label, color) in enumerate(BAR_METRICS):
         xs = [n + (i - (len(BAR_METRICS) - 1) / 2) * width for n in range(len(names))]
         times.bar(xs, values(key, 1000), width, label=label, color=color, edgecolor="#555555")
-    times.set_xticks(range(len(names)), names)
+    tilt = {"rotation": 30, "ha": "right", "rotation_mode": "anchor"} if len(names) > 3 else {}  # long names
+    times.set_xticks(range(len(names)), names, **tilt)
     times.set_ylabel("ms per rank (mean)")
     times.margins(y=0.25)
     times.legend(fontsize=8, frameon=False, ncols=len(BAR_METRICS), loc="upper center")
     bars = pct.bar(range(len(names)), values("comp_comm_overlap_pct"), 0.6, color="#999933")
     pct.bar_label(bars, fmt="%.1f", fontsize=8)
-    pct.set_xticks(range(len(names)), names)
+    pct.set_xticks(range(len(names)), names, fontsize=8, **tilt)
     pct.set_ylim(0, 105)
     pct.set_ylabel("comp/comm overlap %")
     return _png(fig)
