@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from ccoverlap.bench.config import BenchConfig
-from ccoverlap.bench.models import GPT, MLP, MoE
+from ccoverlap.bench.models import GPT, MoE
 
 
 @dataclass

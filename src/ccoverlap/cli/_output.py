@@ -8,6 +8,11 @@ from rich.console import Console
 from rich.table import Table
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """argparse type for 'a,b,c' options."""
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

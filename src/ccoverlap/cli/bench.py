@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ccoverlap.errors import UsageError
 
-from ._output import print_table, print_text
+from ._output import comma_list, print_table, print_text
 
 EPILOG = """\
 workloads: micro (GEMM chain beside an all-reduce, nccl-tests style rows), ddp (GPT-style decoder,
@@ -25,10 +25,6 @@ examples:
 """
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
@@ -38,8 +34,8 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--workload", type=_names, default=("all",), help="comma-separated, or all (default)")
-    p.add_argument("--strategies", type=_names, default=None, help="subset of the strategies (default: all)")
+    p.add_argument("--workload", type=comma_list, default=("all",), help="comma-separated, or all (default)")
+    p.add_argument("--strategies", type=comma_list, default=None, help="subset of the strategies (default: all)")
     p.add_argument("--device", default="auto", help="cpu (gloo), cuda (nccl) or auto (default: cuda if GPUs are visible)")
     p.add_argument("--nproc", type=int, default=None, help="ranks (default: the GPUs, or 2 on the CPU)")
     p.add_argument("--steps", type=int, default=None, help="timed steps per rank (default 10; 3 on the CPU)")
@@ -47,7 +43,7 @@ def register(sub) -> None:
     p.add_argument("--tiny", action="store_true", help="a tiny model (the default on the CPU)")
     for name in ("layers", "d-model", "heads", "seq", "batch", "vocab", "experts-per-rank"):
         p.add_argument(f"--{name}", type=int, help=f"model {name.replace('-', ' ')}")
-    p.add_argument("--micro-sizes", type=_names, help="bytes all-reduced by micro, comma-separated")
+    p.add_argument("--micro-sizes", type=comma_list, help="bytes all-reduced by micro, comma-separated")
     p.add_argument("--trace", metavar="DIR", help="write a torch.profiler trace per strategy and rank: DIR/<strategy>/<workload>/rank<r>_trace.json.gz")
     p.add_argument("--launcher", choices=("spawn", "torchrun"), default="spawn", help="how ranks start (default: spawn)")
     p.add_argument("--json", metavar="PATH", help="write results (with provenance) here, and a bar chart beside it")

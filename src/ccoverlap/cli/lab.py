@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ccoverlap.errors import UsageError
 
-from ._output import print_table, print_text
+from ._output import comma_list, print_table, print_text
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -27,10 +27,6 @@ examples:
 """
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
 def register(sub) -> None:
     p = sub.add_parser(
         "lab",
@@ -45,10 +41,10 @@ def register(sub) -> None:
 
     d = LabConfig()
     p.add_argument("--quick", action="store_true", help="all families, nccl proxy, order 'with', 10 reps")
-    p.add_argument("--compute", type=_names, default=FAMILIES, help=f"families, comma-separated (default: {','.join(FAMILIES)})")
-    p.add_argument("--comm", type=_names, default=("nccl", "light"), help="proxies: nccl, light (default: both)")
-    p.add_argument("--strategies", type=_names, default=d.strategies, help="subset of the strategies (default: all)")
-    p.add_argument("--orders", type=_names, default=("before", "with", "delayed"), help="launch orders (default: all three)")
+    p.add_argument("--compute", type=comma_list, default=FAMILIES, help=f"families, comma-separated (default: {','.join(FAMILIES)})")
+    p.add_argument("--comm", type=comma_list, default=("nccl", "light"), help="proxies: nccl, light (default: both)")
+    p.add_argument("--strategies", type=comma_list, default=d.strategies, help="subset of the strategies (default: all)")
+    p.add_argument("--orders", type=comma_list, default=("before", "with", "delayed"), help="launch orders (default: all three)")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per cell, >= 10 (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed repetitions first (default 3)")
     p.add_argument("--comm-ctas", type=int, default=d.comm_ctas, help=f"NCCL proxy CTAs (default {d.comm_ctas}; light uses twice as many)")

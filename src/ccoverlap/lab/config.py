@@ -36,7 +36,7 @@ class LabConfig:
             ("--compute", self.computes, FAMILIES), ("--comm", self.comms, PROXIES),
             ("--strategies", self.strategies, tuple(BY_NAME)), ("--orders", self.orders, ORDERS),
         ):
-            if not values or (bad := [v for v in values if v not in valid]):
+            if not values or any(v not in valid for v in values):
                 raise UsageError(f"{field} {','.join(values) or '(empty)'}: valid {', '.join(valid)}")
         check_range("--reps", self.reps, 10, 10000)
         check_range("--warmup", self.warmup, 1, 1000)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
