@@ -82,3 +82,17 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
         assert all(len(r["samples"]["rank0"]) == 3 and r["step_ms"] > 0 for r in ok)
         assert all((r["exposed_comm_ms"] is not None) == (workload == "ddp") for r in ok)
     assert out.with_suffix(".png").stat().st_size > 5000
+
+
+def test_traces_land_where_analyze_reads_a_workload(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    traces = tmp_path / "traces"
+    assert main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--steps", "2", "--tiny",
+                 "--strategies", "default", "--trace", str(traces)]) == 0
+    assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == [
+        "ddp/default/rank0_trace.json.gz", "ddp/default/rank1_trace.json.gz"]
+    capsys.readouterr()
+    # CPU traces hold no GPU kernels: analyze names each file on one line and exits 2
+    assert main(["analyze", str(traces / "ddp")]) == 2
+    err = capsys.readouterr().err
+    assert "rank0_trace.json.gz" in err and "Traceback" not in err

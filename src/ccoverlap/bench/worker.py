@@ -108,7 +108,7 @@ def run(spec: dict) -> dict:
         out["step_ms"] = _timed(w.run_step, device, cfg.steps, cfg.warmup)
         out["losses"] = w.losses
         if cfg.trace_dir:
-            _trace(w.step, Path(cfg.trace_dir) / strategy.name / workload / f"rank{rank}_trace.json.gz", device)
+            _trace(w.step, Path(cfg.trace_dir) / workload / strategy.name / f"rank{rank}_trace.json.gz", device)
         out["compute_only_ms"] = _timed(w.compute_only, device, cfg.steps, cfg.warmup) if w.compute_only else None
         out["note"] = w.note
     dist.barrier()

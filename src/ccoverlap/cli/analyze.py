@@ -12,7 +12,7 @@ from ._output import print_json, print_table
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
 distributedInfo); each subfolder with traces is one more strategy, as
-`ccoverlap bench --trace` writes them (DIR/<strategy>/rank{r}_trace.json.gz).
+`ccoverlap bench --trace DIR` writes them for each workload: analyze DIR/<workload>.
 Unusable files are named on stderr, one line each, and the rest analysed;
 the exit code is 2 only when nothing could be analysed.
 

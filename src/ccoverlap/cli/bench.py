@@ -21,7 +21,8 @@ max-connections-1. Each runs in fresh ranks with the same seeds; losses are comp
 examples:
   ccoverlap bench                                  what is here: all GPUs with NCCL, or 2 CPU ranks with gloo
   ccoverlap bench --workload ddp,moe --device cpu --nproc 2 --steps 3 --tiny --json out.json
-  ccoverlap bench --workload micro --strategies default,priority --trace traces/   (then: ccoverlap analyze traces/default)
+  ccoverlap bench --workload ddp --strategies no-overlap,default,priority --trace traces/
+  ccoverlap analyze traces/ddp --baseline traces/ddp/no-overlap --report ddp.html
 """
 
 
@@ -44,7 +45,7 @@ def register(sub) -> None:
     for name in ("layers", "d-model", "heads", "seq", "batch", "vocab", "experts-per-rank"):
         p.add_argument(f"--{name}", type=int, help=f"model {name.replace('-', ' ')}")
     p.add_argument("--micro-sizes", type=comma_list, help="bytes all-reduced by micro, comma-separated")
-    p.add_argument("--trace", metavar="DIR", help="write a torch.profiler trace per strategy and rank: DIR/<strategy>/<workload>/rank<r>_trace.json.gz")
+    p.add_argument("--trace", metavar="DIR", help="write a torch.profiler trace per strategy and rank: DIR/<workload>/<strategy>/rank<r>_trace.json.gz, which `ccoverlap analyze DIR/<workload>` reads")
     p.add_argument("--launcher", choices=("spawn", "torchrun"), default="spawn", help="how ranks start (default: spawn)")
     p.add_argument("--json", metavar="PATH", help="write results (with provenance) here, and a bar chart beside it")
     p.set_defaults(run=run)
