@@ -11,8 +11,11 @@ def test_nccl_proxy_footprint_matches_the_installed_nccl():
     from ccoverlap.lab import kernels
     from ccoverlap.nccl import nccl_footprint
 
-    target = nccl_footprint("sm_90").footprint
-    proxy = kernels.build_comm_proxy(target.regs, target.static_smem)
+    from ccoverlap.limits import get_device
+
+    arch = get_device("cuda").arch
+    target = nccl_footprint(arch).footprint
+    proxy = kernels.build_comm_proxy(arch, target.regs, target.static_smem)
     drv = cu.driver()
     assert abs(drv.kernel_attribute(cu.FUNC_NUM_REGS, proxy.handle, 0) - target.regs) <= 8
     assert drv.kernel_attribute(cu.FUNC_SHARED_SIZE_BYTES, proxy.handle, 0) == target.static_smem

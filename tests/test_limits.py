@@ -85,3 +85,7 @@ def test_bad_device_names(bad, monkeypatch):
     monkeypatch.setattr(cu, "driver", lambda: None)
     with pytest.raises(UsageError):
         get_device(bad)
+
+
+def test_arch_names_the_cuda_target():
+    assert get_device("h200").arch == "sm_90" and get_device("a40").arch == "sm_86"

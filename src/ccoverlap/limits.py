@@ -45,6 +45,12 @@ class DeviceLimits:
     def max_warps_per_sm(self) -> int:
         return self.max_threads_per_sm // self.warp_size
 
+    @property
+    def arch(self) -> str:
+        """The CUDA target name, e.g. sm_90 (what NVRTC and cuobjdump call it)."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 

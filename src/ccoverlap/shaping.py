@@ -39,8 +39,7 @@ def shaped_dynamic_smem(
     if comm is None:
         from ccoverlap.nccl import nccl_footprint
 
-        major, minor = dev.compute_capability
-        comm = nccl_footprint(arch=f"sm_{major}{minor}").footprint
+        comm = nccl_footprint(arch=dev.arch).footprint
     compute = KernelFootprint.from_function(handle, threads=threads, dynamic_smem=dynamic_smem, is_kernel=is_kernel, drv=drv)
     p = plan(dev, compute, comm, per_sm)
     if not p.feasible or p.pad_bytes == 0:

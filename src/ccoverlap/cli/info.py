@@ -47,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.nccl:
         from ccoverlap.nccl import nccl_footprint
 
-        major, minor = devices[0].compute_capability
-        nccl = nccl_footprint(arch=f"sm_{major}{minor}")
+        nccl = nccl_footprint(arch=devices[0].arch)
     if args.json:
         out = {"devices": [{**d.to_dict(), "max_warps_per_sm": d.max_warps_per_sm} for d in devices]}
         if nccl:

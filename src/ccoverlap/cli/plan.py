@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     dev = get_device(args.device)
     check_range("--per-sm", args.per_sm, 1, dev.max_blocks_per_sm)
     compute = KernelFootprint.from_spec(args.compute, "compute")
-    major, minor = dev.compute_capability
-    comm, sources = comm_footprint(args.comm, f"sm_{major}{minor}")
+    comm, sources = comm_footprint(args.comm, dev.arch)
     if dev.vendor != "nvidia" and sources:
         raise UsageError("--comm nccl needs an NVIDIA device; give the RCCL footprint as a spec")
     if args.drain == "auto":

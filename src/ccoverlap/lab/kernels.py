@@ -47,33 +47,27 @@ def _allow_all_dynamic_smem(handle: int, static_smem: int) -> None:
     drv.set_kernel_attribute(cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, handle, optin - static_smem, 0)
 
 
-def arch() -> str:
+def build(arch: str, names: list[str], options: tuple[str, ...] = ()) -> dict[str, Kernel]:
+    """Compile SOURCE for `arch` with `options` and load `names` as CUkernels."""
     drv = cu.driver()
-    dev = drv.device(0)
-    return f"sm_{drv.device_attribute(cu.ATTR_COMPUTE_CAPABILITY_MAJOR, dev)}{drv.device_attribute(cu.ATTR_COMPUTE_CAPABILITY_MINOR, dev)}"
-
-
-def build(names: list[str], options: tuple[str, ...] = ()) -> dict[str, Kernel]:
-    """Compile SOURCE with `options` and load `names` as CUkernels."""
-    drv = cu.driver()
-    handles = drv.load_kernels(compile_cubin(SOURCE, arch(), options), names)
+    handles = drv.load_kernels(compile_cubin(SOURCE, arch, options), names)
     return {
         name: Kernel(h, name, drv.kernel_attribute(cu.FUNC_NUM_REGS, h, 0), drv.kernel_attribute(cu.FUNC_SHARED_SIZE_BYTES, h, 0))
         for name, h in handles.items()
     }
 
 
-def build_compute(fma_regs: int) -> dict[str, Kernel]:
+def build_compute(arch: str, fma_regs: int) -> dict[str, Kernel]:
     """fma_kernel capped at `fma_regs` registers; triad and sleep kernels as compiled."""
-    return build(["fma_kernel"], (f"--maxrregcount={fma_regs}",)) | build(["triad_kernel", "sleep_kernel"])
+    return build(arch, ["fma_kernel"], (f"--maxrregcount={fma_regs}",)) | build(arch, ["triad_kernel", "sleep_kernel"])
 
 
-def build_comm_proxy(regs: int, static_smem: int) -> Kernel:
+def build_comm_proxy(arch: str, regs: int, static_smem: int) -> Kernel:
     """The reduce-copy proxy with `static_smem` bytes of static shared memory and ~`regs` registers."""
     best = None
     for unroll in (1, 2, 3, 4, 5, 6, 7, 8):
         opts = (f"-DSTATIC_BYTES={max(static_smem, 16)}", f"-DUNROLL={unroll}", f"--maxrregcount={regs}")
-        kernel = build(["comm_proxy"], opts)["comm_proxy"]
+        kernel = build(arch, ["comm_proxy"], opts)["comm_proxy"]
         if cu.driver().kernel_attribute(FUNC_LOCAL_SIZE_BYTES, kernel.handle, 0):
             break  # spilling: more unrolling only spills more
         best = kernel

@@ -30,7 +30,7 @@ class Lab:
         self.comm_streams = {False: workloads.Stream.raw(drv.create_stream(least)),
                              True: workloads.Stream.raw(drv.create_stream(greatest))}
         self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
-        self.kernels = kernels.build_compute(cfg.fma_regs)
+        self.kernels = kernels.build_compute(device.arch, cfg.fma_regs)
         self._green: dict[int, tuple[object, workloads.Stream]] = {}
         self.timelines: dict[tuple, dict] = {}
 
@@ -48,11 +48,10 @@ class Lab:
     def proxy(self, name: str) -> workloads.CommProxy:
         nbytes = self.cfg.comm_mib * 2**20
         if name == "nccl":
-            major, minor = self.device.compute_capability
-            fp = nccl_footprint(arch=f"sm_{major}{minor}", ctas=self.cfg.comm_ctas).footprint
-            kernel = kernels.build_comm_proxy(fp.regs, fp.static_smem)
+            fp = nccl_footprint(arch=self.device.arch, ctas=self.cfg.comm_ctas).footprint
+            kernel = kernels.build_comm_proxy(self.device.arch, fp.regs, fp.static_smem)
             return workloads.CommProxy(kernel, fp.threads, fp.grid, name, fp.cluster, fp.dynamic_smem, nbytes)
-        kernel = kernels.build_comm_proxy(40, 16)
+        kernel = kernels.build_comm_proxy(self.device.arch, 40, 16)
         return workloads.CommProxy(kernel, 512, 2 * self.cfg.comm_ctas, name, 1, 16 * 1024, nbytes)
 
     def comm_sms(self, proxy: workloads.CommProxy) -> int:
