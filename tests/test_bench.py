@@ -96,3 +96,23 @@ def test_traces_land_where_analyze_reads_a_workload(tmp_path, monkeypatch, capsy
     assert main(["analyze", str(traces / "ddp")]) == 2
     err = capsys.readouterr().err
     assert "rank0_trace.json.gz" in err and "Traceback" not in err
+
+
+def test_a_failing_rank_stops_the_others_at_once():
+    import subprocess
+    import sys
+    import time
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    failer = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    t0 = time.monotonic()
+    assert launcher.wait_all([sleeper, failer], timeout_s=30) == (1, 3)
+    assert time.monotonic() - t0 < 10 and sleeper.returncode is not None
+
+
+def test_ranks_that_outlive_the_timeout_are_killed():
+    import subprocess
+    import sys
+
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert launcher.wait_all([slow], timeout_s=0.5) == (0, "timeout") and slow.returncode is not None

@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,24 +60,33 @@ def run_ranks(cfg: BenchConfig, workload: str, strategy: BenchStrategy, launcher
             cmds = [([runner, f"--nproc-per-node={cfg.nproc}", f"--master-port={port}", *module[1:]], env)]
         else:
             cmds = [(module, env | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(cfg.nproc)]
-        procs = [subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for cmd, e in cmds]
-        errors = []
-        for p in procs:
-            try:
-                _, err = p.communicate(timeout=RANK_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-            if p.returncode:
-                lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-                errors.append(lines[-1] if lines else f"exit code {p.returncode}")
-        if errors:
-            for p in procs:
-                p.kill()
-            raise RuntimeError(errors[0])
+        logs = [Path(tmp, f"stderr{i}.log") for i in range(len(cmds))]
+        procs = [subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+                 for (cmd, e), log in zip(cmds, logs)]
+        if failed := wait_all(procs, RANK_TIMEOUT_S):
+            lines = [ln for ln in logs[failed[0]].read_text(errors="replace").splitlines() if ln.strip()]
+            raise RuntimeError(lines[-1] if lines else f"exit code {failed[1]}")
         ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(cfg.nproc)]
         stats = [json.loads(f.read_text()) for f in Path(tmp).glob("interposer-*.json")]
         return ranks, _merge_stats(stats)
+
+
+def wait_all(procs: list[subprocess.Popen], timeout_s: float) -> tuple[int, int] | None:
+    """Wait for every rank; at the first failure (or the timeout) kill the others, which would
+    otherwise wait forever in a collective. Returns (index, exit code) of the failure, or None."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = next(((i, c) for i, c in enumerate(codes) if c not in (None, 0)), None)
+        if failed is None and time.monotonic() > deadline:
+            failed = next(i for i, c in enumerate(codes) if c is None), "timeout"
+        if failed is not None or all(c == 0 for c in codes):
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+            return failed
+        time.sleep(0.05)
 
 
 def _merge_stats(stats: list[dict]) -> dict:
