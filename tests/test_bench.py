@@ -70,7 +70,7 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
                  "--strategies", "no-overlap,default,priority", "--json", str(out)])
     assert code == 0, capsys.readouterr()
     data = json.loads(out.read_text())
-    assert data["provenance"]["backend"] == "gloo" and data["provenance"]["world_size"] == 2
+    assert data["complete"] and data["provenance"]["backend"] == "gloo" and data["provenance"]["world_size"] == 2
     assert data["outputs_match"][workload]["match"]
     rows = data["rows"]
     assert {r["strategy"] for r in rows} == {"no-overlap", "default", "priority"}
@@ -116,3 +116,20 @@ def test_ranks_that_outlive_the_timeout_are_killed():
 
     slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert launcher.wait_all([slow], timeout_s=0.5) == (0, "timeout") and slow.returncode is not None
+
+
+def test_results_are_written_after_every_strategy(tmp_path, monkeypatch):
+    from ccoverlap.cli import bench as cli_bench
+
+    seen = []
+    real_write = cli_bench._write
+
+    def spy(out, cfg, prov, rows, complete, match=None):
+        real_write(out, cfg, prov, rows, complete, match)
+        seen.append((complete, len(json.loads(out.read_text())["rows"])))
+
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    monkeypatch.setattr(cli_bench, "_write", spy)
+    assert main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--steps", "1", "--tiny",
+                 "--strategies", "no-overlap,default,priority", "--json", str(tmp_path / "r.json")]) == 0
+    assert seen == [(False, 1), (False, 2), (False, 3), (True, 3)]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-GPU run with real NCCL (issue: multi-GPU validation) in one device call:
 # traces for `ccoverlap analyze`, every bench workload under the strategies, the NCCL footprint the
-# interposer saw at launch. Bounded to ~9 minutes. Everything lands in $OUT/results.tgz and $OUT/log.
+# interposer saw at launch. Bounded to ~9 minutes; each bench JSON is rewritten after every
+# strategy ("complete": false until the end), so a workload cut by its timeout keeps what it measured. Everything lands in $OUT/results.tgz and $OUT/log.
 # usage (device tool, nvidia-h200-x2 or larger): CCOVERLAP_COMMIT=<sha> bash bench/device/multi_gpu.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1

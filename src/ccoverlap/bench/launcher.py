@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 from ccoverlap.bench.config import BenchConfig
@@ -150,19 +150,22 @@ def compare(rows: list[dict], baseline: str = "default") -> dict:
     return verdict
 
 
-def run(cfg: BenchConfig, launcher: str = "spawn", progress: Callable[[str], None] = lambda _: None) -> list[dict]:
-    rows = []
+def run_iter(cfg: BenchConfig, launcher: str = "spawn") -> Iterator[tuple[str, list[dict]]]:
+    """Per (workload, strategy), in order: a label and its rows, as soon as its ranks finish."""
     for workload in cfg.workloads:
         for name in cfg.strategies:
             strategy = BY_NAME[name]
-            progress(f"{workload}: {name}")
+            label = f"{workload}: {name}"
             if reason := not_applicable(cfg, strategy):
-                rows.append({"workload": workload, "strategy": name, "status": reason})
+                yield label, [{"workload": workload, "strategy": name, "status": reason}]
                 continue
             try:
                 ranks, stats = run_ranks(cfg, workload, strategy, launcher)
             except RuntimeError as exc:
-                rows.append({"workload": workload, "strategy": name, "status": f"failed: {exc}"})
+                yield label, [{"workload": workload, "strategy": name, "status": f"failed: {exc}"}]
                 continue
-            rows += summarize(workload, name, ranks, stats)
-    return rows
+            yield label, summarize(workload, name, ranks, stats)
+
+
+def run(cfg: BenchConfig, launcher: str = "spawn") -> list[dict]:
+    return [row for _, rows in run_iter(cfg, launcher) for row in rows]

@@ -97,26 +97,36 @@ def run(args: argparse.Namespace) -> int:
 
     if cfg.device == "cuda" and cfg.nproc == 1:
         print_text("note: one rank: NCCL collectives of a single rank move no data between GPUs")
+    out = Path(args.json) if args.json else None
+    prov = provenance.collect(backend=cfg.backend, world_size=cfg.nproc) if out else None
+    rows: list[dict] = []
     with Progress(transient=True) as bar:
         task = bar.add_task("bench", total=len(cfg.workloads) * len(cfg.strategies))
-        rows = launcher.run(cfg, args.launcher, lambda what: bar.update(task, advance=1, description=what))
+        for label, new in launcher.run_iter(cfg, args.launcher):
+            rows += new
+            bar.update(task, advance=1, description=label)
+            if out:  # after every strategy, so a run cut short keeps what it measured
+                _write(out, cfg, prov, rows, complete=False)
     match = launcher.compare(rows)
     _print(rows, match)
-    if args.json:
-        result = {"provenance": provenance.collect(backend=cfg.backend, world_size=cfg.nproc),
-                  "config": json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
-                  "rows": rows, "outputs_match": match}
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(result, default=str))
-        os.replace(tmp, out)
+    if out:
+        _write(out, cfg, prov, rows, complete=True, match=match)
         from ccoverlap.bench.plots import bars
 
         bars(rows, out.with_suffix(".png"))
         print_text(f"wrote {out} and {out.with_suffix('.png')}")
     failed = [r for r in rows if r["status"].startswith("failed")]
     return 1 if failed or not all(m["match"] for m in match.values()) else 0
+
+
+def _write(out: Path, cfg, prov: dict, rows: list[dict], complete: bool, match: dict | None = None) -> None:
+    """Replace `out` atomically with the results so far."""
+    result = {"provenance": prov, "config": json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
+              "complete": complete, "rows": rows, "outputs_match": match}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    os.replace(tmp, out)
 
 
 def _fmt(v, spec=".2f"):
