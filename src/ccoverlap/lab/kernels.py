@@ -62,6 +62,7 @@ def build_compute(arch: str, fma_regs: int) -> dict[str, Kernel]:
     return build(arch, ["fma_kernel"], (f"--maxrregcount={fma_regs}",)) | build(arch, ["triad_kernel", "sleep_kernel"])
 
 
+@cache  # one build per footprint: every case of a run uses the same proxy
 def build_comm_proxy(arch: str, regs: int, static_smem: int) -> Kernel:
     """The reduce-copy proxy with `static_smem` bytes of static shared memory and ~`regs` registers."""
     best = None

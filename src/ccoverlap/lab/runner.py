@@ -15,6 +15,7 @@ from ccoverlap.limits import DeviceLimits
 from ccoverlap.nccl import nccl_footprint
 from ccoverlap.planner import plan
 
+
 class Lab:
     """Kernels, streams and buffers for one GPU; `run` measures every case, strategy and order."""
 
