@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -11,6 +13,16 @@ from rich.table import Table
 def comma_list(text: str) -> tuple[str, ...]:
     """argparse type for 'a,b,c' options."""
     return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def write_json(path: str | Path, obj) -> Path:
+    """Write `obj` as JSON through a temporary file, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, default=str))
+    os.replace(tmp, path)
+    return path
 
 
 def print_json(obj) -> None:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from ccoverlap.errors import UsageError
 
-from ._output import comma_list, print_table, print_text
+from ._output import comma_list, print_table, print_text, write_json
 
 EPILOG = """\
 workloads: micro (GEMM chain beside an all-reduce, nccl-tests style rows), ddp (GPT-style decoder,
@@ -121,12 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _write(out: Path, cfg, prov: dict, rows: list[dict], complete: bool, match: dict | None = None) -> None:
     """Replace `out` atomically with the results so far."""
-    result = {"provenance": prov, "config": json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
-              "complete": complete, "rows": rows, "outputs_match": match}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, default=str))
-    os.replace(tmp, out)
+    write_json(out, {"provenance": prov, "config": json.loads(json.dumps(vars(cfg), default=lambda o: vars(o))),
+                     "complete": complete, "rows": rows, "outputs_match": match})
 
 
 def _fmt(v, spec=".2f"):

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
 from pathlib import Path
 
 from ccoverlap.errors import UsageError
 
-from ._output import comma_list, print_table, print_text
+from ._output import comma_list, print_table, print_text, write_json
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -92,10 +90,7 @@ def run(args: argparse.Namespace) -> int:
         task = bar.add_task("measuring", total=cells(cfg))
         rows, timelines = runner.run(cfg, device, lambda what: bar.update(task, advance=1, description=what))
     result = {"provenance": provenance.collect(device_limits=device.to_dict()), "config": vars(cfg), "rows": rows}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, default=str))
-    os.replace(tmp, out)
+    write_json(out, result)
     _print(rows)
     if not args.no_plots:
         stem = out.with_suffix("")

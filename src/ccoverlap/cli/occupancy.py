@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 from ccoverlap.errors import UsageError, check_range
 from ccoverlap.footprint import KernelFootprint
 from ccoverlap.limits import get_device
 from ccoverlap.occupancy import occupancy
 
-from ._output import print_json, print_text
+from ._output import print_json, print_text, write_json
 
 EPILOG = """\
 examples:
@@ -79,10 +77,7 @@ def _validate(args: argparse.Namespace) -> int:
         )
     result = validate.report(dev, rows, provenance.collect(seed=args.seed))
     if args.out:
-        tmp = f"{args.out}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f)
-        os.replace(tmp, args.out)
+        write_json(args.out, result)
     bad = [r for r in rows if not r.match]
     print_text(f"{dev.name}: {len(rows) - len(bad)}/{len(rows)} footprints match CUDA's occupancy API")
     for r in bad[:20]:
