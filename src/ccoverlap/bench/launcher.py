@@ -28,12 +28,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def strategy_env(strategy: BenchStrategy, stats_dir: str) -> dict[str, str]:
+#: the emulation's proxy kernel is communication to the interposer, as NCCL's kernels are
+EMULATED_COMM_KERNELS = "^comm_paced$"
+
+
+def strategy_env(strategy: BenchStrategy, stats_dir: str, emulated: bool = False) -> dict[str, str]:
     env = dict(MULTICAST_OFF) | strategy.env
     if strategy.shape:
         from ccoverlap.interposer import Policy, library_path
 
-        env |= Policy(mode="auto", stats=os.path.join(stats_dir, "interposer-%p.json")).to_environ()
+        env |= Policy(mode="auto", stats=os.path.join(stats_dir, "interposer-%p.json"),
+                      comm=EMULATED_COMM_KERNELS if emulated else None).to_environ()
         env["LD_PRELOAD"] = library_path()
     return env
 
@@ -44,13 +49,14 @@ def not_applicable(cfg: BenchConfig, strategy: BenchStrategy) -> str | None:
     return None
 
 
-def run_ranks(cfg: BenchConfig, workload: str, strategy: BenchStrategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
-    """Start cfg.nproc ranks of one strategy; (per-rank results, interposer stats) or raise RuntimeError."""
+def run_ranks(cfg: BenchConfig, strategy: BenchStrategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
+    """Start cfg.nproc ranks that run every workload under one strategy; (per-rank results,
+    interposer stats) or raise RuntimeError."""
     with tempfile.TemporaryDirectory(prefix="ccoverlap-bench-") as tmp:
         spec_path = Path(tmp, "spec.json")
-        spec_path.write_text(json.dumps(spec_for(cfg, workload, strategy.name, tmp)))
+        spec_path.write_text(json.dumps(spec_for(cfg, strategy.name, tmp)))
         port = str(_free_port())
-        env = os.environ | strategy_env(strategy, tmp) | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+        env = os.environ | strategy_env(strategy, tmp, cfg.comm == "emulate") | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
                                                           "WORLD_SIZE": str(cfg.nproc), "OMP_NUM_THREADS": "1"}
         module = [sys.executable, "-m", "ccoverlap.bench.worker", str(spec_path)]
         if launcher == "torchrun":
@@ -108,7 +114,10 @@ def _median(xs):
 
 
 def summarize(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
-    """Rows for one (workload, strategy): nccl-tests style per size for micro, one per step otherwise."""
+    """Rows for one (workload, strategy): nccl-tests style per size for micro, one per step otherwise.
+    `ranks` holds each rank's results for this workload."""
+    if error := next((r["error"] for r in ranks if "error" in r), None):
+        return [{"workload": workload, "strategy": strategy, "status": f"failed: {error}"}]
     if workload == "micro":
         rows = []
         for i, first in enumerate(ranks[0]["micro_rows"]):
@@ -151,20 +160,24 @@ def compare(rows: list[dict], baseline: str = "default") -> dict:
 
 
 def run_iter(cfg: BenchConfig, launcher: str = "spawn") -> Iterator[tuple[str, list[dict]]]:
-    """Per (workload, strategy), in order: a label and its rows, as soon as its ranks finish."""
-    for workload in cfg.workloads:
-        for name in cfg.strategies:
-            strategy = BY_NAME[name]
-            label = f"{workload}: {name}"
-            if reason := not_applicable(cfg, strategy):
-                yield label, [{"workload": workload, "strategy": name, "status": reason}]
-                continue
-            try:
-                ranks, stats = run_ranks(cfg, workload, strategy, launcher)
-            except RuntimeError as exc:
-                yield label, [{"workload": workload, "strategy": name, "status": f"failed: {exc}"}]
-                continue
-            yield label, summarize(workload, name, ranks, stats)
+    """Per strategy, in order: its name and its rows for every workload, as soon as its ranks
+    finish. One set of fresh ranks per strategy runs all the workloads (start-up is paid once)."""
+    for name in cfg.strategies:
+        strategy = BY_NAME[name]
+        if reason := not_applicable(cfg, strategy):
+            yield name, [{"workload": w, "strategy": name, "status": reason} for w in cfg.workloads]
+            continue
+        try:
+            ranks, stats = run_ranks(cfg, strategy, launcher)
+        except RuntimeError as exc:
+            yield name, [{"workload": w, "strategy": name, "status": f"failed: {exc}"} for w in cfg.workloads]
+            continue
+        rows = [row for w in cfg.workloads
+                for row in summarize(w, name, [r["results"][w] | {"rank": r["rank"]} for r in ranks], stats)]
+        if "emulation" in ranks[0]:
+            for row in rows:
+                row["emulation"] = ranks[0]["emulation"]
+        yield name, rows
 
 
 def run(cfg: BenchConfig, launcher: str = "spawn") -> list[dict]:

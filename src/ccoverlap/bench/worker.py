@@ -3,6 +3,7 @@ or torchrun). Fixed warm-up and step counts on every rank, so ranks never wait o
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import statistics
@@ -61,7 +62,7 @@ def _trace(fn, path: Path, device: torch.device) -> None:
 def _micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> list[dict]:
     rows = []
     for nbytes in cfg.micro_sizes:
-        m = workloads.Micro.build(cfg, nbytes, rank, world, device, no_overlap)
+        m = workloads.Micro.build(cfg, nbytes, rank, world, device, no_overlap, emulated=cfg.comm == "emulate")
         base = m.tensor.clone()
 
         def reset():
@@ -83,34 +84,61 @@ def _micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) ->
     return rows
 
 
-def run(spec: dict) -> dict:
-    size = ModelSize(**spec["config"].pop("size"))
-    cfg = BenchConfig(**{**spec["config"], "size": size, "workloads": tuple(spec["config"]["workloads"]),
-                         "strategies": tuple(spec["config"]["strategies"]), "micro_sizes": tuple(spec["config"]["micro_sizes"])})
-    strategy = BY_NAME[spec["strategy"]]
+def _init(cfg: BenchConfig) -> tuple[torch.device, int, int]:
+    """Join the job: (device, rank, world size as the workloads see it)."""
+    if cfg.comm == "emulate":
+        from ccoverlap.bench import emulate
+
+        device = torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        emulate.init(emulate.Emulation.from_env(cfg.emulate_world, cfg.busbw_gbps), device)
+        return device, 0, cfg.emulate_world
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", rank))
     if cfg.device == "cuda":
-        device = torch.device("cuda", local)
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo")
+    return device, rank, world
+
+
+def _workload(cfg: BenchConfig, name: str, strategy: str, no_overlap: bool, rank: int, world: int, device) -> dict:
+    if name == "micro":
+        return {"micro_rows": _micro(cfg, rank, world, device, no_overlap)}
+    w = workloads.BUILDERS[name](cfg, rank, world, device, no_overlap)
+    out = {"step_ms": _timed(w.run_step, device, cfg.steps, cfg.warmup), "losses": w.losses, "note": w.note}
+    if cfg.trace_dir:
+        _trace(w.step, Path(cfg.trace_dir) / name / strategy / f"rank{rank}_trace.json.gz", device)
+    out["compute_only_ms"] = _timed(w.compute_only, device, cfg.steps, cfg.warmup) if w.compute_only else None
+    return out
+
+
+def run(spec: dict) -> dict:
+    """Every workload of the spec under one strategy, in this process; a workload that raises is
+    reported as failed and the next one runs."""
+    size = ModelSize(**spec["config"].pop("size"))
+    cfg = BenchConfig(**{**spec["config"], "size": size, "workloads": tuple(spec["config"]["workloads"]),
+                         "strategies": tuple(spec["config"]["strategies"]), "micro_sizes": tuple(spec["config"]["micro_sizes"])})
+    strategy = BY_NAME[spec["strategy"]]
+    device, rank, world = _init(cfg)
     if strategy.carveout:
         torch._C._set_sm_carveout_experimental(spec["carveout_sms"])
-    workload = spec["workload"]
-    out = {"rank": rank, "world_size": world, "workload": workload, "strategy": strategy.name, "backend": cfg.backend}
-    if workload == "micro":
-        out["micro_rows"] = _micro(cfg, rank, world, device, strategy.no_overlap)
-    else:
-        w = workloads.BUILDERS[workload](cfg, rank, world, device, strategy.no_overlap)
-        out["step_ms"] = _timed(w.run_step, device, cfg.steps, cfg.warmup)
-        out["losses"] = w.losses
-        if cfg.trace_dir:
-            _trace(w.step, Path(cfg.trace_dir) / workload / strategy.name / f"rank{rank}_trace.json.gz", device)
-        out["compute_only_ms"] = _timed(w.compute_only, device, cfg.steps, cfg.warmup) if w.compute_only else None
-        out["note"] = w.note
+    out = {"rank": rank, "world_size": world, "strategy": strategy.name, "backend": cfg.backend, "results": {}}
+    for name in cfg.workloads:
+        try:
+            out["results"][name] = _workload(cfg, name, strategy.name, strategy.no_overlap, rank, world, device)
+        except Exception as exc:  # noqa: BLE001 - reported in the results, the next workload runs
+            out["results"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if cfg.comm == "emulate":
+        from ccoverlap.bench import emulate
+
+        out["emulation"] = emulate.describe()
     dist.barrier()
     return out
 
@@ -128,9 +156,8 @@ def main(argv: list[str]) -> None:
     dist.destroy_process_group()  # a normal exit: the interposer writes its stats then
 
 
-def spec_for(cfg: BenchConfig, workload: str, strategy: str, out_dir: str, carveout_sms: int = 16) -> dict:
-    config = dataclasses.asdict(cfg)
-    return {"config": config, "workload": workload, "strategy": strategy, "out_dir": out_dir, "carveout_sms": carveout_sms}
+def spec_for(cfg: BenchConfig, strategy: str, out_dir: str, carveout_sms: int = 16) -> dict:
+    return {"config": dataclasses.asdict(cfg), "strategy": strategy, "out_dir": out_dir, "carveout_sms": carveout_sms}
 
 
 if __name__ == "__main__":

@@ -163,12 +163,14 @@ class Micro:
     no_overlap: bool
 
     @classmethod
-    def build(cls, cfg: BenchConfig, nbytes: int, rank: int, world: int, device, no_overlap: bool) -> Micro:
+    def build(cls, cfg: BenchConfig, nbytes: int, rank: int, world: int, device, no_overlap: bool,
+              emulated: bool = False) -> Micro:
         count = nbytes // 4
-        parts = [torch.rand(count, generator=torch.Generator().manual_seed(cfg.seed + r)) for r in range(world)]
+        # emulated ranks add zeros (bench/emulate.py): the sum is this rank's part
+        parts = [torch.rand(count, generator=torch.Generator().manual_seed(cfg.seed + r)) for r in range(1 if emulated else world)]
         g = torch.Generator().manual_seed(cfg.seed + 999)
         a, b = (torch.rand(cfg.micro_gemm, cfg.micro_gemm, generator=g).to(device, _dtype(device)) for _ in range(2))
-        return cls(nbytes, parts[rank].to(device), torch.stack(parts).sum(0).to(device), a, b, no_overlap)
+        return cls(nbytes, parts[0 if emulated else rank].to(device), torch.stack(parts).sum(0).to(device), a, b, no_overlap)
 
     def gemms(self) -> None:
         c = self.a

@@ -14,11 +14,16 @@ workloads: micro (GEMM chain beside an all-reduce, nccl-tests style rows), ddp (
 DistributedDataParallel), fsdp (FSDP2 fully_shard), tp (tensor-parallel attention and MLP), moe
 (top-1 experts with all-to-all dispatch and combine).
 strategies: no-overlap, default, priority, shape, priority+shape, carveout, nccl-ctas,
-max-connections-1. Each runs in fresh ranks with the same seeds; losses are compared with
-`default` (outputs_match). CUDA-only strategies are listed as n/a on the CPU.
+max-connections-1. Each runs in fresh ranks (all workloads in them) with the same seeds; losses
+are compared with `default` (outputs_match). CUDA-only strategies are listed as n/a on the CPU.
+
+communication (--comm): nccl with two or more GPUs; gloo on the CPU; emulate with one GPU: one
+process stands in for rank 0 of --emulate-world ranks and every collective is a proxy kernel with
+NCCL's CTA footprint, moving a ring's bytes paced to --busbw. That is an EMULATION (docs/bench.md).
 
 examples:
-  ccoverlap bench                                  what is here: all GPUs with NCCL, or 2 CPU ranks with gloo
+  ccoverlap bench                                  what is here: all GPUs with NCCL, one GPU emulated, or 2 CPU ranks with gloo
+  ccoverlap bench --comm emulate --emulate-world 8 --busbw 280 --workload ddp,fsdp
   ccoverlap bench --workload ddp,moe --device cpu --nproc 2 --steps 3 --tiny --json out.json
   ccoverlap bench --workload ddp --strategies no-overlap,default,priority --trace traces/
   ccoverlap analyze traces/ddp --baseline traces/ddp/no-overlap --report ddp.html
@@ -36,8 +41,12 @@ def register(sub) -> None:
     )
     p.add_argument("--workload", type=comma_list, default=("all",), help="comma-separated, or all (default)")
     p.add_argument("--strategies", type=comma_list, default=None, help="subset of the strategies (default: all)")
-    p.add_argument("--device", default="auto", help="cpu (gloo), cuda (nccl) or auto (default: cuda if GPUs are visible)")
-    p.add_argument("--nproc", type=int, default=None, help="ranks (default: the GPUs, or 2 on the CPU)")
+    p.add_argument("--device", default="auto", help="cpu or cuda, or auto (default: cuda if GPUs are visible)")
+    p.add_argument("--nproc", type=int, default=None, help="ranks (default: the GPUs, or 2 on the CPU; 1 with --comm emulate)")
+    p.add_argument("--comm", default="auto", help="nccl, gloo, emulate or auto (default: nccl with >= 2 GPUs, emulate with one, gloo on the CPU)")
+    p.add_argument("--emulate-world", type=int, default=8, help="--comm emulate: ranks emulated (default 8)")
+    p.add_argument("--busbw", type=float, default=None, help="--comm emulate: bus bandwidth in GB/s the proxies are paced to "
+                   "(default 280: all-reduce busbw measured on 2 x H200 NVLink)")
     p.add_argument("--steps", type=int, default=None, help="timed steps per rank (default 10; 3 on the CPU)")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 3; 1 on the CPU)")
     p.add_argument("--tiny", action="store_true", help="a tiny model (the default on the CPU)")
@@ -63,17 +72,20 @@ def _config(args):
         micro = tuple(int(v) for v in args.micro_sizes) if args.micro_sizes else (c.MICRO_TINY if args.tiny or cpu else c.MICRO_FULL)
     except ValueError:
         raise UsageError(f"--micro-sizes {','.join(args.micro_sizes)}: whole numbers of bytes, comma-separated") from None
+    one = args.nproc == 1 or (args.nproc is None and gpus == 1)
+    comm = args.comm if args.comm != "auto" else ("gloo" if cpu else "emulate" if one else "nccl")
     return c.BenchConfig(
         workloads=workloads,
         strategies=args.strategies or c.BenchConfig.__dataclass_fields__["strategies"].default,
-        device=device, nproc=_given(args.nproc, gpus if device == "cuda" and gpus else 2),
+        device=device, nproc=_given(args.nproc, 1 if comm == "emulate" else gpus if device == "cuda" and gpus else 2),
+        comm=comm, emulate_world=args.emulate_world, busbw_gbps=_given(args.busbw, c.DEFAULT_BUSBW_GBPS),
         steps=_given(args.steps, 3 if cpu else 10), warmup=_given(args.warmup, 1 if cpu else 3),
         size=type(size)(**(vars(size) | overrides)), micro_sizes=micro, trace_dir=args.trace, gpus=gpus,
         micro_gemm=256 if (args.tiny or cpu) else 8192,
     ).validate()
 
 
-def _given(value: int | None, default: int) -> int:
+def _given(value, default):
     return default if value is None else value
 
 
@@ -94,13 +106,16 @@ def run(args: argparse.Namespace) -> int:
     from ccoverlap import provenance
     from ccoverlap.bench import launcher
 
-    if cfg.device == "cuda" and cfg.nproc == 1:
+    if cfg.comm == "nccl" and cfg.nproc == 1:
         print_text("note: one rank: NCCL collectives of a single rank move no data between GPUs")
+    if cfg.comm == "emulate":
+        print_text(f"EMULATION: one process stands in for rank 0 of {cfg.emulate_world}; each collective is a proxy kernel "
+                   f"paced to {cfg.busbw_gbps:g} GB/s bus bandwidth" + ("" if cfg.device == "cuda" else " (CPU: data only, no proxy)"))
     out = Path(args.json) if args.json else None
     prov = provenance.collect(backend=cfg.backend, world_size=cfg.nproc) if out else None
     rows: list[dict] = []
     with Progress(transient=True) as bar:
-        task = bar.add_task("bench", total=len(cfg.workloads) * len(cfg.strategies))
+        task = bar.add_task("bench", total=len(cfg.strategies))
         for label, new in launcher.run_iter(cfg, args.launcher):
             rows += new
             bar.update(task, advance=1, description=label)

@@ -103,6 +103,51 @@ extern "C" __global__ void comm_proxy(const float4* __restrict__ a, const float4
     stamp(stamps, t0);
 }
 
+// Emulated collective (ccoverlap bench --comm emulate): dst[j] = src[j % n_src] for every
+// j = i % n_dst, i < total, so a collective's bytes are read and written once per i, the way a
+// ring moves them through one rank. Paced: after each step a CTA waits until its own start time
+// plus (step + 1) x step_ns, so a CTA that starts late ends late, as a waiting NCCL CTA does.
+extern "C" __global__ void comm_paced(const uint4* __restrict__ src, long long n_src, uint4* __restrict__ dst,
+                                      long long n_dst, long long total, long long step_ns, int stage_slots,
+                                      unsigned long long* stamps) {
+    extern __shared__ uint4 staged[];
+    __shared__ volatile char fixed[STATIC_BYTES];
+    unsigned long long t0 = global_ns();
+    if (threadIdx.x == 0) fixed[blockIdx.x % STATIC_BYTES] = 1;
+    long long per_cta = (total + gridDim.x - 1) / gridDim.x;
+    long long begin = per_cta * blockIdx.x;
+    long long end = min(begin + per_cta, total);
+    long long step = (long long)blockDim.x * UNROLL;
+    unsigned long long k = 0;
+    for (long long i0 = begin + threadIdx.x; i0 - threadIdx.x < end; i0 += step, ++k) {
+        uint4 v[UNROLL];
+        long long j[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            long long i = i0 + (long long)u * blockDim.x;
+            j[u] = i < n_dst ? i : i % n_dst;
+            if (i < end) v[u] = src[j[u] < n_src ? j[u] : j[u] % n_src];
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            if (i0 + (long long)u * blockDim.x < end) {
+                int slot = (threadIdx.x + u * blockDim.x) % stage_slots;
+                staged[slot] = v[u];
+                dst[j[u]] = staged[slot];
+            }
+        }
+        if (step_ns > 0) {
+            if (threadIdx.x == 0) {
+                unsigned long long due = t0 + (k + 1) * (unsigned long long)step_ns;
+                while (global_ns() < due) __nanosleep(256);
+            }
+            __syncthreads();
+        }
+    }
+    if (threadIdx.x == 0 && fixed[blockIdx.x % STATIC_BYTES] != 1) dst[0].x = 0;  // keeps `fixed` alive
+    stamp(stamps, t0);
+}
+
 // Delays a stream by `ns` nanoseconds: the "delayed" launch order puts it before comm.
 extern "C" __global__ void sleep_kernel(unsigned long long ns) {
     unsigned long long t0 = global_ns();

@@ -8,6 +8,7 @@ compiled kernel is within 8 registers of the target without spilling.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -29,6 +30,7 @@ class Kernel:
     name: str
     regs: int
     static_smem: int
+    unroll: int = 0  # comm proxies: elements in flight per thread (UNROLL); 0 for the others
 
     def footprint(self, threads: int, dynamic_smem: int = 0, grid: int = 1, cluster: int = 1) -> KernelFootprint:
         return KernelFootprint(threads, self.regs, self.static_smem, dynamic_smem, grid, cluster, self.name)
@@ -63,19 +65,20 @@ def build_compute(arch: str, fma_regs: int) -> dict[str, Kernel]:
 
 
 @cache  # one build per footprint: every case of a run uses the same proxy
-def build_comm_proxy(arch: str, regs: int, static_smem: int) -> Kernel:
-    """The reduce-copy proxy with `static_smem` bytes of static shared memory and ~`regs` registers."""
+def build_comm_proxy(arch: str, regs: int, static_smem: int, name: str = "comm_proxy") -> Kernel:
+    """A communication proxy (`comm_proxy`: the lab's reduce-copy; `comm_paced`: the bench's paced
+    emulated collective) with `static_smem` bytes of static shared memory and ~`regs` registers."""
     best = None
     for unroll in (1, 2, 3, 4, 5, 6, 7, 8):
         opts = (f"-DSTATIC_BYTES={max(static_smem, 16)}", f"-DUNROLL={unroll}", f"--maxrregcount={regs}")
-        kernel = build(arch, ["comm_proxy"], opts)["comm_proxy"]
+        kernel = dataclasses.replace(build(arch, [name], opts)[name], unroll=unroll)
         if cu.driver().kernel_attribute(FUNC_LOCAL_SIZE_BYTES, kernel.handle, 0):
             break  # spilling: more unrolling only spills more
         best = kernel
         if abs(kernel.regs - regs) <= REGISTER_TOLERANCE:
             break
     if best is None:
-        raise RuntimeError(f"could not build a comm proxy of {regs} registers without spills")
+        raise RuntimeError(f"could not build {name} with {regs} registers without spills")
     return best
 
 
