@@ -17,7 +17,7 @@ class CDevice(ctypes.Structure):
         "warp_size", "max_threads_per_block", "max_threads_per_sm", "max_blocks_per_sm",
         "regs_per_sm", "regs_per_block", "reg_alloc_unit", "max_regs_per_thread",
         "reg_subpartitions", "smem_per_sm", "smem_per_block_optin",
-        "smem_reserved_per_block", "smem_alloc_unit",
+        "smem_reserved_per_block", "smem_alloc_unit", "sm_count",
     )]
 
     @classmethod
@@ -43,6 +43,7 @@ class COccupancy(ctypes.Structure):
 class CPlan(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int) for n in (
         "feasible", "pad_bytes", "compute_blocks", "compute_blocks_before", "binding", "comm_alone_fits",
+        "drain", "multiwave_grid",
     )]
 
 
@@ -61,4 +62,5 @@ def lib() -> ctypes.CDLL:
     so.ccov_coresident.argtypes = [P(CDevice), P(CKernel), ctypes.c_int, P(CKernel), ctypes.c_int, P(ctypes.c_int)]
     so.ccov_pad_for_blocks.argtypes = [P(CDevice), P(CKernel), ctypes.c_int]
     so.ccov_plan_pad_drain.argtypes = [P(CDevice), P(CKernel), P(CKernel), ctypes.c_int, ctypes.c_int, P(CPlan)]
+    so.ccov_plan_auto.argtypes = [P(CDevice), P(CKernel), P(CKernel), ctypes.c_int, ctypes.c_longlong, P(CPlan)]
     return so

@@ -71,13 +71,19 @@ class Plan:
 
 
 def _plan_raw(
-    dev: DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int, drain: int = 0
+    dev: DeviceLimits, compute: KernelFootprint, comm: KernelFootprint, per_sm: int, drain: int | None = 0
 ) -> _native.CPlan:
+    """The C planner: a fixed drain, or None for the drain chosen by the grid (ccov_plan_auto,
+    exactly what the interposer's auto mode runs)."""
     out = _native.CPlan()
-    rc = _native.lib().ccov_plan_pad_drain(
+    args = (
         ctypes.byref(_native.CDevice.of(dev)), ctypes.byref(_native.CKernel.of(compute)),
-        ctypes.byref(_native.CKernel.of(comm)), per_sm, drain, ctypes.byref(out),
+        ctypes.byref(_native.CKernel.of(comm)), per_sm,
     )
+    if drain is None:
+        rc = _native.lib().ccov_plan_auto(*args, compute.grid, ctypes.byref(out))
+    else:
+        rc = _native.lib().ccov_plan_pad_drain(*args, drain, ctypes.byref(out))
     if rc != 0:
         raise AssertionError(f"C core rejected validated input: {compute}, {comm}, per_sm={per_sm}")
     return out
@@ -95,19 +101,17 @@ def plan(
     `drain` compute blocks per SM may have to retire first (0: resident at once).
     None chooses: 1 when the padded compute grid still spans two or more waves
     (a block retires soon, and a higher-priority comm CTA takes its place), else 0.
+    That choice is occupancy.c's ccov_plan_auto, the code the interposer's auto mode runs.
     """
     dev = get_device(device)
     compute.validate(dev, "compute")
     comm.validate(dev, "comm")
     if per_sm < 1 or per_sm > dev.max_blocks_per_sm:
         raise ValueError(f"per_sm={per_sm} is out of range: valid 1..{dev.max_blocks_per_sm}")
-    if drain is None:
-        relaxed = _plan_raw(dev, compute, comm, per_sm, 1)
-        waves = compute.grid / (dev.sm_count * max(relaxed.compute_blocks, 1))
-        drain = 1 if relaxed.feasible and waves >= 2 else 0
-    if not 0 <= drain <= dev.max_blocks_per_sm:
+    if drain is not None and not 0 <= drain <= dev.max_blocks_per_sm:
         raise ValueError(f"drain={drain} is out of range: valid 0..{dev.max_blocks_per_sm}")
     raw = _plan_raw(dev, compute, comm, per_sm, drain)
+    drain = raw.drain
     binding = Resource.from_flags(raw.binding)
     result = Plan(
         device=dev.name,

@@ -157,6 +157,8 @@ int ccov_plan_pad_drain(const ccov_device *d, const ccov_kernel *compute, const 
     out->compute_blocks_before = occ.blocks;
     out->comm_alone_fits = binding == CCOV_RES_NONE;
     out->binding = binding;
+    out->drain = drain;
+    out->multiwave_grid = 0;
     if (!out->comm_alone_fits) return CCOV_OK;
     if (occ.blocks == 0) { out->binding = occ.limiting; return CCOV_OK; }
 
@@ -183,5 +185,24 @@ int ccov_plan_pad_drain(const ccov_device *d, const ccov_kernel *compute, const 
         }
         out->binding = binding;
     }
+    return CCOV_OK;
+}
+
+int ccov_plan_auto(const ccov_device *d, const ccov_kernel *compute, const ccov_kernel *comm,
+                   int comm_ctas, long long grid, ccov_plan *out) {
+    ccov_plan relaxed;
+    if (!d || d->sm_count < 1 || grid < 0) return CCOV_EINVAL;
+    int rc = ccov_plan_pad_drain(d, compute, comm, comm_ctas, 1, &relaxed);
+    if (rc != CCOV_OK) return rc;
+    /* two waves of the drain-1 plan: a compute block retires soon after a comm CTA waits */
+    long long boundary = relaxed.feasible ? 2LL * d->sm_count * (relaxed.compute_blocks > 1 ? relaxed.compute_blocks : 1) : 0;
+    if (boundary > INT_MAX) boundary = 0;
+    if (boundary && grid >= boundary) {
+        *out = relaxed;
+    } else {
+        rc = ccov_plan_pad_drain(d, compute, comm, comm_ctas, 0, out);
+        if (rc != CCOV_OK) return rc;
+    }
+    out->multiwave_grid = (int)boundary;
     return CCOV_OK;
 }

@@ -30,6 +30,7 @@ typedef struct {
     int smem_per_block_optin;  /* bytes, excluding the reservation */
     int smem_reserved_per_block;
     int smem_alloc_unit;
+    int sm_count;              /* SMs (CUs) on the device: only ccov_plan_auto needs it */
 } ccov_device;
 
 typedef struct {
@@ -66,6 +67,9 @@ typedef struct {
     int compute_blocks_before;
     int binding;              /* CCOV_RES_* that forbids co-residency (infeasible) */
     int comm_alone_fits;      /* k comm CTAs fit on an empty SM */
+    int drain;                /* compute blocks per SM that retire before the comm CTAs fit */
+    int multiwave_grid;       /* ccov_plan_auto: grids of at least this many blocks get the
+                                 drain-1 plan; 0 when none does (0 from the other planners) */
 } ccov_plan;
 
 /* Return codes. */
@@ -96,6 +100,15 @@ int ccov_plan_pad(const ccov_device *dev, const ccov_kernel *compute,
  * retirement comes soon, so drain 1 keeps more compute resident. */
 int ccov_plan_pad_drain(const ccov_device *dev, const ccov_kernel *compute,
                         const ccov_kernel *comm, int comm_ctas, int drain, ccov_plan *out);
+
+/* The drain chosen by the launch's grid (planner.plan(..., drain=None) and the
+ * interposer's auto mode): drain 1 when the drain-1 plan is feasible and a
+ * grid of `grid` blocks spans at least two waves of it (grid >= 2 * sm_count *
+ * its compute blocks per SM), else drain 0. out->multiwave_grid says where
+ * that boundary lies for this shape, so a caller can tell the wave class of
+ * another grid without planning again. Needs dev->sm_count >= 1. */
+int ccov_plan_auto(const ccov_device *dev, const ccov_kernel *compute,
+                   const ccov_kernel *comm, int comm_ctas, long long grid, ccov_plan *out);
 
 #ifdef __cplusplus
 }
