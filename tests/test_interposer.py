@@ -95,7 +95,8 @@ def test_blocks_mode_pads_by_the_python_arithmetic(fake):
 
 def test_auto_learns_the_first_communication_kernel_and_pads_by_the_planner(fake, tmp_path):
     stats = tmp_path / "s.json"
-    rows, _ = launch(fake, "auto", CCOVERLAP_MODE="auto", CCOVERLAP_STATS=stats)
+    # the comm kernel's event stays pending, so its gate lets compute be padded (test_interposer_gating.py)
+    rows, _ = launch(fake, "auto", CCOVERLAP_MODE="auto", CCOVERLAP_STATS=stats, FAKE_CUDA_HOLD_EVENTS=1)
     before = {r["kernel"]: r["shared"] - r["requested"] for r in rows if r["path"] == "before_comm"}
     after = {r["kernel"]: r["shared"] - r["requested"] for r in rows if r["path"] == "after_comm"}
     assert set(before.values()) == {0}  # nothing learned yet
@@ -190,6 +191,11 @@ BAD_POLICIES = [
     ({"policy": '{"mode": "pad", "pad_bytes": "12"}'}, '"pad_bytes" must be a whole number'),
     ({"policy": '{"pad": 12}'}, 'unknown key "pad"'),
     ({"policy": "[1]"}, "not a JSON object"),
+    ({"CCOVERLAP_DRAIN": "some"}, "CCOVERLAP_DRAIN=some is not auto or a whole number: valid auto or 0..64"),
+    ({"CCOVERLAP_DRAIN": "65"}, "CCOVERLAP_DRAIN=65 is out of range: valid auto or 0..64"),
+    ({"CCOVERLAP_GATE": "sometimes"}, "CCOVERLAP_GATE=sometimes is not a gate: valid comm, always"),
+    ({"policy": '{"mode": "auto", "drain": 1.5}'}, '"drain" must be a whole number or "auto"'),
+    ({"policy": '{"mode": "auto", "gate": 1}'}, '"gate" must be a string'),
 ]
 
 

@@ -5,6 +5,7 @@ and reads its policy from the environment and an optional JSON file. `Policy`
 reads the same sources with the same rules, so `ccoverlap run` refuses bad
 input before the program starts; the library, preloaded by hand with a bad
 policy, says so on stderr and passes every launch through unchanged.
+`set_policy` switches the mode of the library preloaded into this process.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 
 from ccoverlap.errors import UsageError, check_range
 
-MODES = ("off", "pad", "blocks", "auto")
+MODES = ("off", "pad", "blocks", "auto")  # index = the mode argument of ccoverlap_set_policy
+GATES = ("comm", "always")
 POLICY_ENV = "CCOVERLAP_POLICY"
 #: policy field -> environment variable (csrc/interposer.c: field_envs)
 ENV = {
@@ -25,6 +27,8 @@ ENV = {
     "pad_bytes": "CCOVERLAP_PAD_BYTES",
     "blocks": "CCOVERLAP_BLOCKS",
     "comm_per_sm": "CCOVERLAP_COMM_PER_SM",
+    "drain": "CCOVERLAP_DRAIN",
+    "gate": "CCOVERLAP_GATE",
     "include": "CCOVERLAP_INCLUDE",
     "exclude": "CCOVERLAP_EXCLUDE",
     "comm": "CCOVERLAP_COMM",
@@ -32,6 +36,8 @@ ENV = {
 }
 #: valid ranges of the numeric fields (csrc/interposer.c: PAD_MAX, BLOCKS_MAX, PER_SM_MAX)
 RANGES = {"pad_bytes": (1, 1048575), "blocks": (1, 2048), "comm_per_sm": (1, 64)}
+#: drain: "auto" or a whole number in this range (csrc/interposer.c: DRAIN_MAX)
+DRAIN_RANGE = (0, 64)
 _REGEX_FIELDS = ("include", "exclude", "comm")
 _WHOLE = re.compile(r"-?[0-9]+")
 _POLICY_FILE_MAX = 65535
@@ -53,6 +59,8 @@ class Policy:
     pad_bytes: int | None = None  # mode pad: bytes added to every compute launch
     blocks: int | None = None  # mode blocks: target compute blocks per SM
     comm_per_sm: int = 1  # mode auto: communication CTAs to fit beside compute on each SM
+    drain: int | None = None  # mode auto: compute blocks that may retire first; None: by the launch's grid
+    gate: str | None = None  # "comm": pad only while communication is in flight, "always"; None: comm in auto
     include: str | None = None  # POSIX extended regexes on kernel names
     exclude: str | None = None
     comm: str | None = None  # more communication kernels, besides names containing nccl or rccl
@@ -77,6 +85,12 @@ class Policy:
                 if not _WHOLE.fullmatch(text):
                     raise UsageError(f"{ENV[field]}={text} is not a whole number")
                 values[field] = check_range(ENV[field], int(text), lo, hi)
+        if "drain" in raw:
+            values["drain"] = _parse_drain(raw["drain"])
+        if "gate" in raw:
+            if raw["gate"] not in GATES:
+                raise UsageError(f"CCOVERLAP_GATE={raw['gate']} is not a gate: valid {', '.join(GATES)}")
+            values["gate"] = raw["gate"]
         mode = raw.get("mode")
         if mode is None:
             if "pad_bytes" in raw and "blocks" in raw:
@@ -98,6 +112,17 @@ class Policy:
     def to_environ(self) -> dict[str, str]:
         """Environment variables that give the library exactly this policy."""
         return {ENV[f]: str(v) for f, v in vars(self).items() if v is not None}
+
+
+def _parse_drain(text: str) -> int | None:
+    lo, hi = DRAIN_RANGE
+    if text == "auto":
+        return None
+    if not _WHOLE.fullmatch(text):
+        raise UsageError(f"CCOVERLAP_DRAIN={text} is not auto or a whole number: valid auto or {lo}..{hi}")
+    if not lo <= int(text) <= hi:
+        raise UsageError(f"CCOVERLAP_DRAIN={int(text)} is out of range: valid auto or {lo}..{hi}")
+    return int(text)
 
 
 def _read_policy_file(path: str) -> dict[str, str]:
@@ -124,9 +149,12 @@ def _read_policy_file(path: str) -> dict[str, str]:
         if key not in ENV:
             raise UsageError(f'{where}: unknown key "{key}": valid {", ".join(ENV)}')
         numeric = key in RANGES
-        if numeric and not (isinstance(value, int) and not isinstance(value, bool)):
+        if key == "drain":
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise UsageError(f'{where}: "drain" must be a whole number or "auto"')
+        elif numeric and not (isinstance(value, int) and not isinstance(value, bool)):
             raise UsageError(f'{where}: "{key}" must be a whole number')
-        if not numeric and not isinstance(value, str):
+        if not numeric and key != "drain" and not isinstance(value, str):
             raise UsageError(f'{where}: "{key}" must be a string')
         out[key] = str(value)
     return out
@@ -145,3 +173,39 @@ def _check_regex(var: str, pattern: str) -> None:
         libc.regerror(rc, regex_t, why, len(why))
         raise UsageError(f"{var}={pattern} is not a valid POSIX extended regex: {why.value.decode()}")
     libc.regfree(regex_t)
+
+
+def set_policy(mode: str, value: int | None = None) -> None:
+    """Switch the interposer preloaded into this process to `mode`, at once, for every thread.
+
+    `value` is the pad in bytes for "pad" and the blocks per SM for "blocks" (same ranges as
+    Policy), and must be None for "off" and "auto". The other fields keep what the process
+    started with; memoised decisions are dropped, stats keep counting. For programs that run
+    several strategies in one process (`ccoverlap run --mode off -- python lab.py`).
+    """
+    if mode not in MODES:
+        raise UsageError(f"mode {mode!r} is not a mode: valid {', '.join(MODES)}")
+    field = {"pad": "pad_bytes", "blocks": "blocks"}.get(mode)
+    if field is None:
+        if value is not None:
+            raise UsageError(f"mode {mode} takes no value: only pad (bytes) and blocks (per SM) do")
+        value = 0
+    else:
+        lo, hi = RANGES[field]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"mode {mode} needs a whole number: {ENV[field]} valid {lo}..{hi}")
+        check_range(ENV[field], value, lo, hi)
+    try:
+        switch = ctypes.CDLL(None).ccoverlap_set_policy
+    except AttributeError:
+        raise RuntimeError(
+            "the interposer is not preloaded into this process: start it with `ccoverlap run -- CMD` "
+            "(or LD_PRELOAD=$(ccoverlap interposer --path))"
+        ) from None
+    switch.argtypes = [ctypes.c_int, ctypes.c_int]
+    switch.restype = ctypes.c_int
+    if switch(MODES.index(mode), value) != 0:
+        raise RuntimeError(
+            "the interposer refused the switch: the policy it started with is invalid, so every launch "
+            "passes through unchanged (see its line on stderr)"
+        )

@@ -6,7 +6,8 @@
 
 #define MAGIC 0xC0DAF00Du
 #define OPTIN 232448
-enum { SUCCESS = 0, INVALID_VALUE = 1, INVALID_HANDLE = 400, NOT_FOUND = 500 };
+enum { SUCCESS = 0, INVALID_VALUE = 1, INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600,
+       CAPTURE_UNSUPPORTED = 900 };
 
 _Atomic long fake_name_calls, fake_attr_calls;
 
@@ -103,6 +104,100 @@ CUresult cuLaunchKernel_ptsz(void *h, unsigned gx, unsigned gy, unsigned gz, uns
 
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long flags, int *status);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
+
+/* ---------- events and stream capture ----------
+ * An event recorded while events are held (fake_cuda_hold_events, or
+ * FAKE_CUDA_HOLD_EVENTS=1 at start) is not ready until
+ * fake_cuda_complete_events(); otherwise it completes at once. Streams marked
+ * by fake_cuda_capture are capturing. As in the real driver's global capture
+ * mode, while any stream captures, an event call from a thread whose capture
+ * mode is not relaxed fails and invalidates the captures (fake_capture_invalidated). */
+#define EVENT_MAGIC 0xE7E7u
+typedef struct { unsigned magic; _Atomic long seq; _Atomic int held; } fake_event; /* thread-safe, like the driver's */
+static _Atomic long event_seq, events_done_upto;
+static _Atomic int events_held = -1;
+static void *capturing_streams[8];
+static _Atomic int captures;
+static _Thread_local int capture_mode; /* 0 global, 1 thread-local, 2 relaxed */
+_Atomic long fake_event_queries, fake_event_records, fake_events_created, fake_recorded_in_capture;
+_Atomic int fake_capture_invalidated;
+
+void fake_cuda_hold_events(int hold) { atomic_store(&events_held, hold); }
+void fake_cuda_complete_events(void) { atomic_store(&events_done_upto, atomic_load(&event_seq)); }
+void fake_cuda_capture(void *stream, int on) {
+    for (int i = 0; i < 8; ++i)
+        if (on ? !capturing_streams[i] : capturing_streams[i] == stream) {
+            capturing_streams[i] = on ? stream : NULL;
+            atomic_fetch_add(&captures, on ? 1 : -1);
+            return;
+        }
+}
+int fake_last_shared(void *h) { fake_fn *f = h; return f && f->magic == MAGIC ? atomic_load(&f->last_shared) : -1; }
+
+static int is_capturing(void *stream) {
+    for (int i = 0; i < 8; ++i)
+        if (stream && capturing_streams[i] == stream) return 1;
+    return 0;
+}
+
+/* A potentially unsafe call during a global-mode capture: refused, and the capture is lost. */
+static int prohibited(void) {
+    if (atomic_load(&captures) == 0 || capture_mode == 2) return 0;
+    atomic_store(&fake_capture_invalidated, 1);
+    return 1;
+}
+
+static int held(void) {
+    if (atomic_load(&events_held) < 0) {
+        const char *v = getenv("FAKE_CUDA_HOLD_EVENTS");
+        atomic_store(&events_held, v && *v == '1');
+    }
+    return atomic_load(&events_held);
+}
+
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0xC7C; return SUCCESS; }
+CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+    int old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return SUCCESS;
+}
+CUresult cuStreamIsCapturing(void *stream, int *status) { *status = is_capturing(stream); return SUCCESS; }
+CUresult cuEventCreate(void **ev, unsigned flags) {
+    if (flags != 2) return INVALID_VALUE; /* the interposer asks for CU_EVENT_DISABLE_TIMING */
+    if (prohibited()) return CAPTURE_UNSUPPORTED;
+    fake_event *e = calloc(1, sizeof *e);
+    e->magic = EVENT_MAGIC;
+    *ev = e;
+    atomic_fetch_add(&fake_events_created, 1);
+    return SUCCESS;
+}
+CUresult cuEventRecord(void *ev, void *stream) {
+    fake_event *e = ev;
+    if (!e || e->magic != EVENT_MAGIC) return INVALID_HANDLE;
+    if (getenv("FAKE_CUDA_FAIL_EVENT_RECORD")) return INVALID_VALUE;
+    if (is_capturing(stream)) atomic_fetch_add(&fake_recorded_in_capture, 1);
+    else if (prohibited()) return CAPTURE_UNSUPPORTED;
+    atomic_store(&e->held, held());
+    atomic_store(&e->seq, atomic_fetch_add(&event_seq, 1) + 1);
+    atomic_fetch_add(&fake_event_records, 1);
+    return SUCCESS;
+}
+CUresult cuEventQuery(void *ev) {
+    fake_event *e = ev;
+    atomic_fetch_add(&fake_event_queries, 1);
+    if (!e || e->magic != EVENT_MAGIC) return INVALID_HANDLE;
+    if (prohibited()) return CAPTURE_UNSUPPORTED;
+    return atomic_load(&e->held) && atomic_load(&e->seq) > atomic_load(&events_done_upto) ? NOT_READY : SUCCESS;
+}
+CUresult cuEventDestroy_v2(void *ev) {
+    fake_event *e = ev;
+    if (!e || e->magic != EVENT_MAGIC) return INVALID_HANDLE;
+    e->magic = 0;
+    free(e);
+    return SUCCESS;
+}
+CUresult cuEventDestroy(void *ev) { return cuEventDestroy_v2(ev); }
 
 static void *lookup(const char *sym, int version, unsigned long long flags) {
     int ptds = (flags & 2) != 0;

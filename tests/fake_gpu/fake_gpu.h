@@ -21,6 +21,13 @@ typedef struct fake_fn {
 } fake_fn;
 
 extern _Atomic long fake_name_calls, fake_attr_calls;
+/* events and stream capture (fake_cuda.c) */
+extern _Atomic long fake_event_queries, fake_event_records, fake_events_created, fake_recorded_in_capture;
+extern _Atomic int fake_capture_invalidated;
+void fake_cuda_hold_events(int hold);
+void fake_cuda_complete_events(void);
+void fake_cuda_capture(void *stream, int on);
+int fake_last_shared(void *f);
 fake_fn *fake_function(const char *name, int is_kernel, int regs, int static_smem, int max_dynamic);
 /* HIP: a module function, or a host stub address for hipLaunchKernel */
 fake_fn *fake_hip_function(const void *host_stub, const char *name, int regs, int static_smem);

@@ -6,7 +6,7 @@
 
 #define MAGIC 0xA3DF00Du
 #define LDS 65536
-enum { SUCCESS = 0, INVALID_VALUE = 1, INVALID_HANDLE = 400 };
+enum { SUCCESS = 0, INVALID_VALUE = 1, INVALID_HANDLE = 400, NOT_READY = 600 };
 
 typedef struct { int binaryVersion, cacheModeCA; size_t constSizeBytes, localSizeBytes;
                  int maxDynamicSharedSizeBytes, maxThreadsPerBlock, numRegs, preferredShmemCarveout, ptxVersion;
@@ -31,10 +31,37 @@ static fake_fn *stub_fn(const void *p) {
 
 int hipGetDevice(int *d) { *d = 0; return SUCCESS; }
 int hipDeviceGetAttribute(int *v, int a, int d) {
-    if (a != 10002 || d != 0) return INVALID_VALUE;
-    *v = LDS;
+    if ((a != 10002 && a != 63) || d != 0) return INVALID_VALUE;
+    *v = a == 63 ? 110 : LDS;
     return SUCCESS;
 }
+
+/* Events: not ready while FAKE_HIP_HOLD_EVENTS=1 and until fake_hip_complete_events(). */
+typedef struct { unsigned magic; long seq; } fake_event;
+static _Atomic long event_seq, events_done_upto;
+void fake_hip_complete_events(void) { atomic_store(&events_done_upto, atomic_load(&event_seq)); }
+int hipEventCreateWithFlags(void **ev, unsigned flags) {
+    if (flags != 2) return INVALID_VALUE;
+    fake_event *e = calloc(1, sizeof *e);
+    e->magic = MAGIC;
+    *ev = e;
+    return SUCCESS;
+}
+int hipEventRecord(void *ev, void *stream) {
+    (void)stream;
+    fake_event *e = ev;
+    if (!e || e->magic != MAGIC) return INVALID_HANDLE;
+    e->seq = atomic_fetch_add(&event_seq, 1) + 1;
+    return SUCCESS;
+}
+int hipEventQuery(void *ev) {
+    fake_event *e = ev;
+    if (!e || e->magic != MAGIC) return INVALID_HANDLE;
+    const char *hold = getenv("FAKE_HIP_HOLD_EVENTS");
+    return hold && *hold == '1' && e->seq > atomic_load(&events_done_upto) ? NOT_READY : SUCCESS;
+}
+int hipStreamIsCapturing(void *stream, int *status) { (void)stream; *status = 0; return SUCCESS; }
+int hipThreadExchangeStreamCaptureMode(int *mode) { (void)mode; return SUCCESS; }
 int hipFuncGetAttribute(int *v, int a, void *h) {
     fake_fn *f = module_fn(h);
     if (!f) return INVALID_HANDLE;

@@ -5,10 +5,15 @@
  *   launcher auto               compute, then communication, then compute again
  *   launcher repeat N           N launches of one kernel: look-ups must be cached
  *   launcher threads T N        T threads x N launches of two kernels
- *   launcher bench N REPS       median ns per cached launch
+ *   launcher bench N REPS [comm] median ns per cached launch (comm: after one comm launch, for auto mode)
  *   launcher hip                every HIP path
  *   launcher big                a kernel whose pad would pass the opt-in maximum
- *   launcher raised             the program raises a kernel's attribute after its first launch */
+ *   launcher raised             the program raises a kernel's attribute after its first launch
+ *   launcher waves G...         the H200 DDP comm kernel, then three compute kernels at each grid G
+ *   launcher gate               compute while comm events are pending, complete, and captured
+ *   launcher switch             ccoverlap_set_policy between launches
+ *   launcher switch_threads T N T threads launching while the policy flips
+ *   launcher gate_threads T N   T threads launching comm and compute while events complete */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -131,17 +136,169 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void bench(long n, int reps) {
+static void bench(long n, int reps, int after_comm) {
     double ns[64];
+    if (after_comm) cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, (void *)0x1000, NULL, NULL);
     for (int r = 0; r < reps && r < 64; ++r) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (long i = 0; i < n; ++i) cuLaunchKernel_ptsz(kernel, 132, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
+        for (long i = 0; i < n; ++i) /* after comm: a kernel auto mode pads */
+            cuLaunchKernel_ptsz(after_comm ? compute : kernel, 132, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         ns[r] = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
     }
     qsort(ns, reps, sizeof *ns, by_value);
     printf("{\"ns_per_launch\": %.2f, \"launches\": %ld, \"reps\": %d}\n", ns[reps / 2], n, reps);
+}
+
+/* ---------- gating, waves and the runtime switch ---------- */
+
+#define COMM_STREAM ((void *)0x1000)
+#define CAPTURED_STREAM ((void *)0x2000)
+#define COMPUTE_STREAM ((void *)0x3000)
+
+static void step(const char *path, fake_fn *f, unsigned grid, unsigned threads, unsigned dyn, void *stream) {
+    int rc = f == comm || strncmp(f->name, "nccl", 4) == 0
+                 ? cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, dyn, stream, NULL, NULL) /* re-enters Ex: nested */
+                 : cuLaunchKernel_ptsz(f, grid, 1, 1, threads, 1, 1, dyn, stream, NULL, NULL);
+    printf("{\"path\": \"%s\", \"kernel\": \"%s\", \"grid\": %u, \"rc\": %d, \"requested\": %u, \"shared\": %d}\n",
+           path, f->name, grid, rc, dyn, atomic_load(&f->last_shared));
+}
+
+static void compute_step(const char *path) { step(path, compute, 132, 256, 1024, COMPUTE_STREAM); }
+static void comm_step(const char *path, void *stream) { step(path, comm, 16, 640, 82240, stream); }
+
+static void waves(int n, char **grids) {
+    /* the footprint auto mode learned from DDP's first NCCL kernel on two H200 */
+    fake_fn *allgather = fake_function("ncclDevKernel_AllGather_RING_LL", 0, 96, 21568, 82240);
+    fake_fn *elementwise = fake_function("elementwise_kernel", 0, 16, 0, 0);
+    step("comm", allgather, 1, 128, 82240, COMM_STREAM);
+    for (int i = 0; i < n; ++i) {
+        unsigned g = (unsigned)strtoul(grids[i], NULL, 10);
+        step(grids[i], elementwise, g, 128, 0, COMPUTE_STREAM);
+        step(grids[i], compute, g, 256, 1024, COMPUTE_STREAM);
+        step(grids[i], kernel, g, 256, 1024, COMPUTE_STREAM);
+    }
+}
+
+static void counters(void) {
+    printf("{\"path\": \"counters\", \"queries\": %ld, \"records\": %ld, \"created\": %ld, "
+           "\"recorded_in_capture\": %ld, \"invalidated\": %d}\n",
+           atomic_load(&fake_event_queries), atomic_load(&fake_event_records), atomic_load(&fake_events_created),
+           atomic_load(&fake_recorded_in_capture), atomic_load(&fake_capture_invalidated));
+}
+
+static void gate(void) {
+    fake_cuda_hold_events(1);
+    compute_step("before_comm");
+    comm_step("comm", COMM_STREAM);
+    compute_step("pending");
+    fake_cuda_complete_events();
+    compute_step("completed");
+    long q = atomic_load(&fake_event_queries);
+    for (int i = 0; i < 1000; ++i) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+    printf("{\"path\": \"idle\", \"queries\": %ld}\n", atomic_load(&fake_event_queries) - q);
+    comm_step("comm2", COMM_STREAM);
+    comm_step("comm3", COMM_STREAM); /* the same stream: supersedes comm2's event */
+    compute_step("pending2");
+    fake_cuda_complete_events();
+    compute_step("completed2");
+    comm_step("comm_before_capture", COMM_STREAM); /* still running while another stream captures */
+    fake_cuda_capture(CAPTURED_STREAM, 1);
+    comm_step("comm_captured", CAPTURED_STREAM);
+    compute_step("capturing");
+    fake_cuda_complete_events();
+    compute_step("capturing_events_done");
+    fake_cuda_capture(CAPTURED_STREAM, 0);
+    compute_step("capture_ended");
+    counters();
+}
+
+typedef int (*set_policy_fn)(int, int);
+
+static set_policy_fn find_set_policy(void) {
+    set_policy_fn set = (set_policy_fn)dlsym(RTLD_DEFAULT, "ccoverlap_set_policy");
+    if (!set) { printf("{\"path\": \"no_set_policy\"}\n"); exit(0); }
+    return set;
+}
+
+static void switch_policy(void) {
+    set_policy_fn set = find_set_policy();
+    fake_cuda_hold_events(1); /* auto's gate: communication stays in flight */
+    compute_step("start");
+    static const struct { const char *name; int mode, value; } steps[] = {
+        {"off", 0, 0}, {"pad4096", 1, 4096}, {"pad8192", 1, 8192}, {"blocks2", 2, 2}, {"bad_pad", 1, 0},
+        {"bad_blocks", 2, 2049}, {"bad_mode", 7, 1}, {"auto", 3, 0}};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; ++i) {
+        int rc = set(steps[i].mode, steps[i].value);
+        printf("{\"path\": \"set\", \"step\": \"%s\", \"set_rc\": %d}\n", steps[i].name, rc);
+        compute_step(steps[i].name);
+    }
+    comm_step("comm", COMM_STREAM);
+    compute_step("auto_after_comm");
+}
+
+static _Atomic int flipping, bad_pads;
+static void *switch_worker(void *arg) {
+    fake_fn *f = arg;
+    for (long i = 0; i < per_thread || atomic_load(&flipping); ++i) {
+        cuLaunchKernel_ptsz(f, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+        int shared = atomic_load(&f->last_shared);
+        if (shared != 1024 && shared != 1024 + 256 && shared != 1024 + 512) atomic_fetch_add(&bad_pads, 1);
+    }
+    return NULL;
+}
+
+static void switch_threads(int t, long n) {
+    set_policy_fn set = find_set_policy();
+    pthread_t tid[64];
+    fake_fn *fs[64];
+    per_thread = n;
+    atomic_store(&flipping, 1);
+    for (int i = 0; i < t && i < 64; ++i) {
+        fs[i] = fake_function("computeT_func", 0, 16, 0, 0);
+        pthread_create(&tid[i], NULL, switch_worker, fs[i]);
+    }
+    for (int i = 0; i < 3000; ++i) set(i % 3 == 0 ? 0 : 1, i % 3 == 1 ? 256 : 512);
+    set(1, 512);
+    atomic_store(&flipping, 0);
+    for (int i = 0; i < t && i < 64; ++i) pthread_join(tid[i], NULL);
+    long launches = 0, last_ok = 0;
+    for (int i = 0; i < t && i < 64; ++i) { /* after the last switch, every shape is decided afresh */
+        cuLaunchKernel_ptsz(fs[i], 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+        last_ok += atomic_load(&fs[i]->last_shared) == 1024 + 512;
+        launches += atomic_load(&fs[i]->launches);
+    }
+    printf("{\"launches\": %ld, \"bad_pads\": %d, \"last_ok\": %ld}\n", launches, atomic_load(&bad_pads), last_ok);
+}
+
+static _Atomic int gating;
+static void *gate_worker(void *arg) {
+    long id = (long)arg;
+    void *own = (void *)(0x10000 + 0x100 * id), *shared = (void *)0x5000;
+    for (long i = 0; i < per_thread; ++i) {
+        if (i % 4 == 0) cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, i % 8 ? own : shared, NULL, NULL);
+        else cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+    }
+    return NULL;
+}
+
+static void gate_threads(int t, long n) {
+    pthread_t tid[64];
+    per_thread = n;
+    fake_cuda_hold_events(1);
+    atomic_store(&gating, 1);
+    for (long i = 0; i < t && i < 64; ++i) pthread_create(&tid[i], NULL, gate_worker, (void *)i);
+    for (int i = 0; i < 2000; ++i) fake_cuda_complete_events();
+    for (int i = 0; i < t && i < 64; ++i) pthread_join(tid[i], NULL);
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+    int pending = atomic_load(&compute->last_shared) != 1024; /* events held: the last comm is in flight */
+    fake_cuda_complete_events();
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL); /* retires them all */
+    long q = atomic_load(&fake_event_queries);
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+    printf("{\"pending_padded\": %d, \"idle_shared\": %d, \"idle_queries\": %ld, \"created\": %ld}\n", pending,
+           atomic_load(&compute->last_shared), atomic_load(&fake_event_queries) - q, atomic_load(&fake_events_created));
 }
 
 static void host_stub(void) {}
@@ -174,8 +331,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "auto")) auto_mode();
     else if (!strcmp(cmd, "repeat") && argc > 2) repeat(atol(argv[2]));
     else if (!strcmp(cmd, "threads") && argc > 3) threads(atoi(argv[2]), atol(argv[3]));
-    else if (!strcmp(cmd, "bench") && argc > 3) bench(atol(argv[2]), atoi(argv[3]));
+    else if (!strcmp(cmd, "bench") && argc > 3) bench(atol(argv[2]), atoi(argv[3]), argc > 4 && !strcmp(argv[4], "comm"));
     else if (!strcmp(cmd, "hip")) hip();
+    else if (!strcmp(cmd, "waves")) waves(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "gate")) gate();
+    else if (!strcmp(cmd, "switch")) switch_policy();
+    else if (!strcmp(cmd, "switch_threads") && argc > 3) switch_threads(atoi(argv[2]), atol(argv[3]));
+    else if (!strcmp(cmd, "gate_threads") && argc > 3) gate_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "big")) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);

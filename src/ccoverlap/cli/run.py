@@ -26,7 +26,7 @@ examples:
 # option -> policy field
 _OPTIONS = {
     "policy": None, "mode": "mode", "pad_bytes": "pad_bytes", "blocks": "blocks", "per_sm": "comm_per_sm",
-    "include": "include", "exclude": "exclude", "comm": "comm", "stats": "stats",
+    "drain": "drain", "gate": "gate", "include": "include", "exclude": "exclude", "comm": "comm", "stats": "stats",
 }
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -46,6 +46,11 @@ def register(sub) -> None:
     p.add_argument("--pad-bytes", metavar="N", help="pad every compute launch by N bytes (CCOVERLAP_PAD_BYTES)")
     p.add_argument("--blocks", metavar="N", help="pad to at most N compute blocks per SM (CCOVERLAP_BLOCKS)")
     p.add_argument("--per-sm", metavar="K", help="auto: comm CTAs to fit per SM, default 1 (CCOVERLAP_COMM_PER_SM)")
+    p.add_argument("--drain", metavar="N|auto",
+                   help="auto: compute blocks per SM that may retire before comm fits; default auto: 1 for grids of "
+                   "two waves or more, else 0 (CCOVERLAP_DRAIN)")
+    p.add_argument("--gate", metavar="GATE",
+                   help="comm: pad only while a comm kernel is in flight (default in auto), always (CCOVERLAP_GATE)")
     p.add_argument("--include", metavar="REGEX", help="pad only kernels whose name matches (CCOVERLAP_INCLUDE)")
     p.add_argument("--exclude", metavar="REGEX", help="never pad kernels whose name matches (CCOVERLAP_EXCLUDE)")
     p.add_argument("--comm", metavar="REGEX", help="more communication kernels, never padded (CCOVERLAP_COMM)")

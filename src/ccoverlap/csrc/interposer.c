@@ -125,13 +125,19 @@ CCOV_EXPORT void *dlsym(void *handle, const char *symbol) {
 enum { MODE_OFF, MODE_PAD, MODE_BLOCKS, MODE_AUTO };
 static const char *const mode_names[] = {"off", "pad", "blocks", "auto"};
 
+enum { GATE_DEFAULT = -1, GATE_ALWAYS, GATE_COMM }; /* default: comm in auto mode, always otherwise */
+static const char *const gate_names[] = {"always", "comm"};
+
 #define PAD_MAX 1048575 /* ranges shared with ccoverlap.interposer.Policy */
 #define BLOCKS_MAX 2048
 #define PER_SM_MAX 64
+#define DRAIN_MAX 64
 
 typedef struct {
     int mode;
     int pad_bytes, blocks, comm_per_sm;
+    int drain; /* auto mode: -1 chooses by the launch's grid (ccov_plan_auto), else this drain */
+    int gate;  /* GATE_*: pad only while communication is in flight (comm) or always */
     regex_t include, exclude, comm;
     int has_include, has_exclude, has_comm;
     char stats[4096];
@@ -141,13 +147,14 @@ typedef struct {
 static policy_t pol;
 
 /* Raw policy fields as strings: "mode", "pad_bytes", ...; NULL when unset. */
-enum { F_MODE, F_PAD, F_BLOCKS, F_PER_SM, F_INCLUDE, F_EXCLUDE, F_COMM, F_STATS, NFIELDS };
-static const char *const field_keys[NFIELDS] = {"mode", "pad_bytes", "blocks", "comm_per_sm",
+enum { F_MODE, F_PAD, F_BLOCKS, F_PER_SM, F_DRAIN, F_GATE, F_INCLUDE, F_EXCLUDE, F_COMM, F_STATS, NFIELDS };
+static const char *const field_keys[NFIELDS] = {"mode", "pad_bytes", "blocks", "comm_per_sm", "drain", "gate",
                                                 "include", "exclude", "comm", "stats"};
 static const char *const field_envs[NFIELDS] = {
-    "CCOVERLAP_MODE", "CCOVERLAP_PAD_BYTES", "CCOVERLAP_BLOCKS", "CCOVERLAP_COMM_PER_SM",
-    "CCOVERLAP_INCLUDE", "CCOVERLAP_EXCLUDE", "CCOVERLAP_COMM", "CCOVERLAP_STATS"};
-static const int field_is_int[NFIELDS] = {0, 1, 1, 1, 0, 0, 0, 0};
+    "CCOVERLAP_MODE", "CCOVERLAP_PAD_BYTES", "CCOVERLAP_BLOCKS", "CCOVERLAP_COMM_PER_SM", "CCOVERLAP_DRAIN",
+    "CCOVERLAP_GATE", "CCOVERLAP_INCLUDE", "CCOVERLAP_EXCLUDE", "CCOVERLAP_COMM", "CCOVERLAP_STATS"};
+/* JSON value type: 0 string, 1 whole number, 2 either (drain: a number or "auto") */
+static const int field_is_int[NFIELDS] = {0, 1, 1, 1, 2, 0, 0, 0, 0, 0};
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
@@ -207,20 +214,21 @@ static int parse_json(const char *path, char values[NFIELDS][4096], int set[NFIE
         while (k < NFIELDS && strcmp(field_keys[k], key) != 0) k++;
         if (k == NFIELDS)
             return fail("CCOVERLAP_POLICY=%s: unknown key \"%s\": valid mode, pad_bytes, blocks, "
-                        "comm_per_sm, include, exclude, comm, stats", path, key);
+                        "comm_per_sm, drain, gate, include, exclude, comm, stats", path, key);
         skip_ws(&c);
         if (text[c.i++] != ':') return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i);
         skip_ws(&c);
-        if (field_is_int[k]) {
+        const char *want = field_is_int[k] == 2 ? "a whole number or \"auto\"" : field_is_int[k] ? "a whole number" : "a string";
+        if (field_is_int[k] == 1 || (field_is_int[k] == 2 && text[c.i] != '"')) {
             size_t start = c.i;
             if (text[c.i] == '-') c.i++;
             while (isdigit((unsigned char)text[c.i])) c.i++;
             if (c.i == start || c.i - start > 12 || text[c.i] == '.' || text[c.i] == 'e' || text[c.i] == 'E')
-                return fail("CCOVERLAP_POLICY=%s: \"%s\" must be a whole number", path, key);
+                return fail("CCOVERLAP_POLICY=%s: \"%s\" must be %s", path, key, want);
             memcpy(values[k], text + start, c.i - start);
             values[k][c.i - start] = '\0';
         } else if (json_string(&c, values[k], 4096) != 0) {
-            return fail("CCOVERLAP_POLICY=%s: \"%s\" must be a string", path, key);
+            return fail("CCOVERLAP_POLICY=%s: \"%s\" must be %s", path, key, want);
         }
         set[k] = 1;
         skip_ws(&c);
@@ -245,6 +253,32 @@ static int parse_int(int k, const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
+/* "auto" (-1) or a whole number 0..DRAIN_MAX. */
+static int parse_drain(const char *s) {
+    if (strcmp(s, "auto") == 0) {
+        pol.drain = -1;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || !(isdigit((unsigned char)*s) || *s == '-'))
+        return fail("CCOVERLAP_DRAIN=%s is not auto or a whole number: valid auto or 0..%d", s, DRAIN_MAX);
+    if (errno == ERANGE) return fail("CCOVERLAP_DRAIN=%s is out of range: valid auto or 0..%d", s, DRAIN_MAX);
+    if (v < 0 || v > DRAIN_MAX) return fail("CCOVERLAP_DRAIN=%ld is out of range: valid auto or 0..%d", v, DRAIN_MAX);
+    pol.drain = (int)v;
+    return 0;
+}
+
+static int parse_gate(const char *s) {
+    for (int g = GATE_ALWAYS; g <= GATE_COMM; ++g)
+        if (strcmp(s, gate_names[g]) == 0) {
+            pol.gate = g;
+            return 0;
+        }
+    return fail("CCOVERLAP_GATE=%s is not a gate: valid comm, always", s);
+}
+
 static int compile(int k, const char *pattern, regex_t *re, int *has) {
     int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
     if (rc != 0) {
@@ -260,6 +294,8 @@ static int compile(int k, const char *pattern, regex_t *re, int *has) {
 static int load_policy(void) {
     static char values[NFIELDS][4096];
     int set[NFIELDS] = {0};
+    pol.drain = -1;
+    pol.gate = GATE_DEFAULT;
     const char *file = getenv("CCOVERLAP_POLICY");
     if (file && *file && parse_json(file, values, set) != 0) return -1;
     for (int k = 0; k < NFIELDS; ++k) {
@@ -274,6 +310,8 @@ static int load_policy(void) {
     if (set[F_PAD] && parse_int(F_PAD, values[F_PAD], 1, PAD_MAX, &pol.pad_bytes)) return -1;
     if (set[F_BLOCKS] && parse_int(F_BLOCKS, values[F_BLOCKS], 1, BLOCKS_MAX, &pol.blocks)) return -1;
     if (set[F_PER_SM] && parse_int(F_PER_SM, values[F_PER_SM], 1, PER_SM_MAX, &pol.comm_per_sm)) return -1;
+    if (set[F_DRAIN] && parse_drain(values[F_DRAIN])) return -1;
+    if (set[F_GATE] && parse_gate(values[F_GATE])) return -1;
     if (set[F_MODE]) {
         pol.mode = -1;
         for (int m = 0; m < 4; ++m)
@@ -292,9 +330,32 @@ static int load_policy(void) {
     return 0;
 }
 
+/* ---------- the live policy ---------- */
+
+/* What ccoverlap_set_policy may change, in one word, so a launch reads a
+ * consistent set with one load: mode (4 bits), pad_bytes (20), blocks (12)
+ * and a generation (28) that counts the changes. */
+static _Atomic uint64_t live;
+
+static uint64_t pack_live(int mode, int pad, int blocks, uint64_t gen) {
+    return (uint64_t)mode | (uint64_t)pad << 4 | (uint64_t)blocks << 24 | (gen & 0xFFFFFFF) << 36;
+}
+static int live_mode(uint64_t w) { return (int)(w & 15); }
+static int live_pad(uint64_t w) { return (int)(w >> 4 & 0xFFFFF); }
+static int live_blocks(uint64_t w) { return (int)(w >> 24 & 0xFFF); }
+static uint64_t live_gen(uint64_t w) { return w >> 36; }
+
+/* Gate "comm": pad compute only while a communication kernel is in flight. */
+static int gated(int mode) {
+    return mode != MODE_OFF && (pol.gate == GATE_COMM || (pol.gate == GATE_DEFAULT && mode == MODE_AUTO));
+}
+
 /* ---------- per-handle cache ---------- */
 
 enum { ROLE_COMPUTE, ROLE_COMM, ROLE_EXCLUDED, ROLE_UNKNOWN };
+
+#define MEMO_SLOTS 8
+#define WAVE_SLOTS 4
 
 struct ccov_entry {
     _Atomic uintptr_t key; /* the handle; published last */
@@ -305,7 +366,8 @@ struct ccov_entry {
     ccov_kernel k; /* threads and dynamic_smem are per launch */
     int cluster;
     _Atomic int max_dynamic;
-    _Atomic uint64_t memo[4]; /* (threads, dynamic) -> decision, see remember */
+    _Atomic uint64_t memo[MEMO_SLOTS];  /* decision by tag (shape, wave class), see remember */
+    _Atomic uint64_t waves[WAVE_SLOTS]; /* auto, drain by grid: shape -> multi-wave boundary */
     /* launches by outcome (CCOV_PADDED or a reason): one atomic add per launch */
     _Atomic unsigned long counts[CCOV_NREASONS];
     _Atomic int last_pad;
@@ -317,7 +379,8 @@ struct ccov_entry {
 #define CACHE_FILL (CACHE_SIZE / 4 * 3)
 static struct ccov_entry cache[CACHE_SIZE];
 static unsigned cache_used;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* inserts, attribute raises, learning */
+/* inserts, attribute raises, learning, memo writes, policy changes */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static unsigned slot_of(uintptr_t h) { return (unsigned)(((uint64_t)h * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS)); }
 
@@ -390,8 +453,9 @@ static const ccov_device *device_limits(const ccov_backend *be, int device) {
 
 static struct { _Atomic int learned; ccov_kernel k; int cluster; unsigned grid; char name[256]; } comm;
 
+/* Learned in every mode, so a switch to auto (ccoverlap_set_policy) finds it. */
 static void learn_comm(const ccov_entry *e, int threads, unsigned dynamic, const ccov_launch_info *li) {
-    if (pol.mode != MODE_AUTO || atomic_load_explicit(&comm.learned, memory_order_acquire)) return;
+    if (atomic_load_explicit(&comm.learned, memory_order_acquire)) return;
     pthread_mutex_lock(&lock);
     if (!atomic_load(&comm.learned)) {
         comm.k = e->k;
@@ -405,38 +469,201 @@ static void learn_comm(const ccov_entry *e, int threads, unsigned dynamic, const
     pthread_mutex_unlock(&lock);
 }
 
+/* ---------- communication in flight ---------- */
+
+/* Gate "comm" pads compute only while communication may run beside it: a
+ * communication kernel waits for an event recorded on the compute stream when
+ * it is enqueued, so only compute enqueued after it can share its SMs. Each
+ * communication launch reserves a slot before the launch and records an event
+ * on its stream after it; a compute launch asks whether any slot's event is
+ * still running. One slot per stream (a stream runs in order: its newest
+ * event completes last), 64 streams at most; the common case, nothing in
+ * flight, costs one load of `ring_active`. A slot's state carries a sequence
+ * number, so a thread that looked at an old state never retires a newer one. */
+#define RING 64
+enum { SLOT_FREE, SLOT_BUSY, SLOT_PENDING, SLOT_CAPTURED }; /* busy: being launched or recorded */
+
+static struct {
+    _Atomic uint64_t state; /* phase (2 bits) | sequence << 2 */
+    _Atomic uintptr_t stream;
+    _Atomic(const ccov_backend *) be;
+    _Atomic(void *) event, owner; /* the slot's ccov_event, kept for its next use */
+    int prev;                     /* phase before a busy holder took it (only the holder reads it) */
+} ring[RING];
+static _Atomic int ring_active; /* slots not free */
+static _Atomic int ring_used;   /* highest slot used + 1: scans stop there */
+static _Atomic int gate_broken; /* events unusable: compute is padded as if communication always ran */
+
+static uint64_t next_state(uint64_t st, int phase) { return ((st >> 2) + 1) << 2 | (uint64_t)phase; }
+
+static void break_gate(const char *why) {
+    atomic_store(&gate_broken, 1);
+    ccov_log_once(44, "%s: compute is padded as if communication were always in flight", why);
+}
+
+/* A slot for a communication launch on `stream`, taken busy; -1 if none. */
+static int ring_reserve(const ccov_backend *be, void *stream) {
+    if (atomic_load_explicit(&gate_broken, memory_order_relaxed)) return -1;
+    if (!be->event_record || !be->event_done || !be->capture_done) {
+        break_gate("this API has no events to tell when communication ends");
+        return -1;
+    }
+    uintptr_t s = (uintptr_t)stream;
+    int shared = s > 2; /* NULL, legacy and per-thread default streams are never shared */
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        int best = -1, best_score = -1;
+        uint64_t best_st = 0;
+        for (int i = 0; i < RING; ++i) {
+            uint64_t st = atomic_load_explicit(&ring[i].state, memory_order_acquire);
+            int phase = (int)(st & 3), same = shared && atomic_load(&ring[i].stream) == s, score;
+            if (phase == SLOT_PENDING || phase == SLOT_CAPTURED) score = same ? 4 : -1; /* supersede its last event */
+            else if (phase == SLOT_FREE) score = same ? 3 : atomic_load(&ring[i].event) ? 1 : 2;
+            else score = -1;
+            if (score > best_score) best = i, best_score = score, best_st = st;
+            if (score == 4) break;
+        }
+        if (best < 0) break;
+        if (!atomic_compare_exchange_strong(&ring[best].state, &best_st, next_state(best_st, SLOT_BUSY))) continue;
+        ring[best].prev = (int)(best_st & 3);
+        if (ring[best].prev == SLOT_FREE) {
+            atomic_fetch_add(&ring_active, 1);
+            int used = atomic_load(&ring_used);
+            while (used < best + 1 && !atomic_compare_exchange_weak(&ring_used, &used, best + 1)) {}
+        }
+        atomic_store(&ring[best].stream, s);
+        atomic_store(&ring[best].be, be);
+        return best;
+    }
+    break_gate("communication on more than 64 streams at once");
+    return -1;
+}
+
+static void ring_set(int i, int phase) {
+    uint64_t st = atomic_load(&ring[i].state);
+    if (phase == SLOT_FREE) atomic_fetch_sub(&ring_active, 1);
+    atomic_store_explicit(&ring[i].state, next_state(st, phase), memory_order_release);
+}
+
+/* After the communication launch: record its event, or give the slot back. */
+static void ring_commit(int i, int launched) {
+    if (!launched) { /* nothing new on the stream: the slot is what it was */
+        ring_set(i, ring[i].prev);
+        return;
+    }
+    const ccov_backend *be = atomic_load(&ring[i].be);
+    ccov_event ev = {atomic_load(&ring[i].event), atomic_load(&ring[i].owner)};
+    int r = be->event_record(&ev, (void *)atomic_load(&ring[i].stream));
+    atomic_store(&ring[i].event, ev.event);
+    atomic_store(&ring[i].owner, ev.owner);
+    if (r == 0) {
+        ring_set(i, SLOT_PENDING);
+    } else if (r == 1) {
+        ring_set(i, SLOT_CAPTURED); /* in flight until the capture ends: its replays carry the comm */
+    } else {
+        ring_set(i, SLOT_FREE);
+        break_gate("recording an event after a communication launch failed");
+    }
+}
+
+/* Is some communication kernel still running (or being captured)? Retires
+ * the slots that finished. Anything unknown counts as in flight. */
+static int comm_in_flight(void) {
+    if (atomic_load_explicit(&gate_broken, memory_order_relaxed)) return 1;
+    if (!atomic_load_explicit(&ring_active, memory_order_relaxed)) return 0;
+    int used = atomic_load(&ring_used);
+    for (int i = 0; i < used; ++i) {
+        uint64_t st = atomic_load_explicit(&ring[i].state, memory_order_acquire);
+        int phase = (int)(st & 3), r;
+        if (phase == SLOT_FREE) continue;
+        if (phase == SLOT_BUSY) return 1;
+        const ccov_backend *be = atomic_load(&ring[i].be);
+        if (phase == SLOT_PENDING) {
+            ccov_event ev = {atomic_load(&ring[i].event), atomic_load(&ring[i].owner)};
+            r = be->event_done(&ev);
+        } else {
+            r = be->capture_done((void *)atomic_load(&ring[i].stream));
+        }
+        if (r == 0) return 1;
+        if (r < 0) ccov_log_once(45, "a communication event could not be queried: counted as finished");
+        if (atomic_compare_exchange_strong(&ring[i].state, &st, next_state(st, SLOT_FREE)))
+            atomic_fetch_sub(&ring_active, 1);
+        if (r < 0) return 1;
+    }
+    return 0;
+}
+
 /* ---------- decisions ---------- */
 
-/* A memo slot packs (threads, dynamic) in the low 32 bits and the decision in
- * the high 32: a pad (> 0) or -reason. Four slots, chosen by the shape, so a
- * kernel launched with a few block sizes does not replan on every launch.
- * Shapes that do not fit are not memoised (key 0). */
-static uint32_t memo_key(int threads, unsigned dynamic) {
-    return threads > 0 && threads < 4096 && dynamic < (1u << 20) ? (uint32_t)threads | (uint32_t)dynamic << 12 : 0;
+/* A launch shape in 31 bits: threads (11) and dynamic shared memory (20); 0
+ * when it does not fit (then it is not memoised). A memo tag is a shape plus
+ * the wave class (WAVE_BIT: a grid of two waves or more, drain by grid). */
+#define WAVE_BIT (1u << 31)
+
+static uint32_t shape_of(int threads, unsigned dynamic) {
+    return threads > 0 && threads < 2048 && dynamic < (1u << 20) ? (uint32_t)threads | (uint32_t)dynamic << 11 : 0;
 }
 
-static _Atomic uint64_t *memo_slot(ccov_entry *e, uint32_t key) { return &e->memo[(key ^ key >> 7 ^ key >> 14) & 3]; }
+static unsigned mix(uint32_t t) { return t ^ t >> 7 ^ t >> 14 ^ t >> 31; }
+static _Atomic uint64_t *memo_slot(ccov_entry *e, uint32_t tag) { return &e->memo[mix(tag) % MEMO_SLOTS]; }
+static _Atomic uint64_t *wave_slot(ccov_entry *e, uint32_t shape) { return &e->waves[mix(shape) % WAVE_SLOTS]; }
 
-static void remember(ccov_entry *e, uint32_t key, int decision) {
-    if (key) atomic_store_explicit(memo_slot(e, key), (uint64_t)(uint32_t)decision << 32 | key, memory_order_relaxed);
+/* A memo slot packs the tag in the low 32 bits and the decision in the high
+ * 32: a pad (> 0) or -reason. Slots are chosen by the tag, so a kernel
+ * launched with a few shapes does not replan on every launch. Reads take no
+ * lock; writes take it and are dropped when the policy changed since the
+ * decision was made under `snap`: ccoverlap_set_policy clears every memo
+ * under the same lock, so no memo outlives the policy it was made under. */
+static void remember(ccov_entry *e, uint32_t tag, uint64_t snap, int decision) {
+    if (!tag) return;
+    pthread_mutex_lock(&lock);
+    if (live_gen(atomic_load(&live)) == live_gen(snap))
+        atomic_store_explicit(memo_slot(e, tag), (uint64_t)(uint32_t)decision << 32 | tag, memory_order_relaxed);
+    pthread_mutex_unlock(&lock);
 }
 
-static int decide(const ccov_entry *e, const ccov_device *d, int threads, unsigned dynamic) {
+/* The memoised decision for this launch, 1 if there is one. *tag is set either
+ * way. With the drain chosen by grid, the wave class comes from the shape's
+ * multi-wave boundary (ccov_plan.multiwave_grid), which depends on nothing
+ * ccoverlap_set_policy changes, so it is memoised apart and never cleared. */
+static int recall(ccov_entry *e, uint32_t shape, unsigned grid, int by_grid, uint32_t *tag, int *decision) {
+    *tag = shape;
+    if (!shape) return 0;
+    if (by_grid) {
+        uint64_t w = atomic_load_explicit(wave_slot(e, shape), memory_order_relaxed);
+        if ((uint32_t)w != shape) return 0;
+        uint32_t boundary = (uint32_t)(w >> 32);
+        if (boundary && grid >= boundary) *tag |= WAVE_BIT;
+    }
+    uint64_t m = atomic_load_explicit(memo_slot(e, *tag), memory_order_relaxed);
+    if ((uint32_t)m != *tag) return 0;
+    *decision = (int32_t)(m >> 32);
+    return 1;
+}
+
+/* The pad for one launch under the policy `snap`, or -reason. *boundary: the
+ * shape's multi-wave boundary when the drain is chosen by grid, else 0. */
+static int decide(const ccov_entry *e, const ccov_device *d, uint64_t snap, int threads, unsigned dynamic,
+                  unsigned grid, int *boundary) {
     ccov_kernel k = e->k;
     k.threads = threads;
     k.dynamic_smem = (int)dynamic;
+    *boundary = 0;
     ccov_occupancy occ;
     if (ccov_occupancy_compute(d, &k, &occ) != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
-    int pad;
-    if (pol.mode == MODE_PAD) {
-        pad = pol.pad_bytes;
+    int pad, mode = live_mode(snap);
+    if (mode == MODE_PAD) {
+        pad = live_pad(snap);
         if ((long)k.static_smem + k.dynamic_smem + pad > d->smem_per_block_optin) return -CCOV_R_OVER_OPTIN;
-    } else if (pol.mode == MODE_BLOCKS) {
-        pad = ccov_pad_for_blocks(d, &k, pol.blocks);
+    } else if (mode == MODE_BLOCKS) {
+        pad = ccov_pad_for_blocks(d, &k, live_blocks(snap));
         if (pad < 0) return -CCOV_R_OVER_OPTIN;
     } else {
         ccov_plan plan;
-        if (ccov_plan_pad(d, &k, &comm.k, pol.comm_per_sm, &plan) != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
+        int rc = pol.drain < 0 && d->sm_count > 0
+                     ? ccov_plan_auto(d, &k, &comm.k, pol.comm_per_sm, grid, &plan)
+                     : ccov_plan_pad_drain(d, &k, &comm.k, pol.comm_per_sm, pol.drain > 0 ? pol.drain : 0, &plan);
+        if (rc != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
+        *boundary = plan.multiwave_grid;
         if (!plan.feasible) return -CCOV_R_INFEASIBLE;
         pad = plan.pad_bytes;
     }
@@ -480,9 +707,13 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
                const ccov_launch_info *li, ccov_launch *l) {
     l->entry = NULL;
     l->pad = 0;
+    l->tag = 0;
+    l->slot = -1;
     l->nested = depth++ > 0;
     if (l->nested) return 0;
     if (pol.error[0]) return skip(l, CCOV_R_POLICY_INVALID);
+    uint64_t snap = l->snap = atomic_load_explicit(&live, memory_order_acquire);
+    int mode = live_mode(snap);
 
     int device = -1;
     ccov_entry *e = find((uintptr_t)handle, -1);
@@ -501,49 +732,81 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
     l->entry = e;
     if (e->role == ROLE_COMM) {
         learn_comm(e, threads, dynamic, li);
+        if (gated(mode)) l->slot = ring_reserve(be, li ? li->stream : NULL);
         return skip(l, CCOV_R_COMMUNICATION);
     }
-    if (pol.mode == MODE_OFF) return skip(l, CCOV_R_MODE_OFF);
+    if (mode == MODE_OFF) return skip(l, CCOV_R_MODE_OFF);
     if (e->role == ROLE_EXCLUDED) return skip(l, CCOV_R_EXCLUDED);
     if (e->role == ROLE_UNKNOWN) return skip(l, CCOV_R_UNKNOWN_KERNEL);
     if (li && li->cooperative) return skip(l, CCOV_R_COOPERATIVE);
-    if (pol.mode == MODE_AUTO && !atomic_load_explicit(&comm.learned, memory_order_acquire))
+    if (mode == MODE_AUTO && !atomic_load_explicit(&comm.learned, memory_order_acquire))
         return skip(l, CCOV_R_COMM_UNKNOWN);
 
-    uint32_t key = memo_key(threads, dynamic);
-    uint64_t memo = key ? atomic_load_explicit(memo_slot(e, key), memory_order_relaxed) : 0;
+    unsigned grid = li ? li->grid : 0;
+    int by_grid = mode == MODE_AUTO && pol.drain < 0;
+    uint32_t shape = shape_of(threads, dynamic);
     int decision;
-    if (key && (uint32_t)memo == key) {
-        decision = (int32_t)(memo >> 32);
-    } else {
+    if (!recall(e, shape, grid, by_grid, &l->tag, &decision)) {
         const ccov_device *d = device_limits(be, e->device);
         if (!d) return skip(l, CCOV_R_UNKNOWN_DEVICE);
-        decision = decide(e, d, threads, dynamic);
-        remember(e, key, decision);
+        int boundary;
+        decision = decide(e, d, snap, threads, dynamic, grid, &boundary);
+        if (by_grid && shape) {
+            atomic_store_explicit(wave_slot(e, shape), (uint64_t)(uint32_t)boundary << 32 | shape, memory_order_relaxed);
+            l->tag = boundary && grid >= (unsigned)boundary ? shape | WAVE_BIT : shape;
+        }
+        remember(e, l->tag, snap, decision);
     }
     if (decision <= 0) return skip(l, -decision);
+    if (gated(mode) && !comm_in_flight()) return skip(l, CCOV_R_COMM_IDLE);
     if (ensure_attribute(e, (int)dynamic + decision) != 0) {
-        remember(e, key, -CCOV_R_ATTRIBUTE_FAILED);
+        remember(e, l->tag, snap, -CCOV_R_ATTRIBUTE_FAILED);
         return skip(l, CCOV_R_ATTRIBUTE_FAILED);
     }
     l->pad = decision;
     return decision;
 }
 
-void ccov_failed(ccov_launch *l, int threads, unsigned dynamic) {
+void ccov_failed(ccov_launch *l) {
     if (l->entry) {
         ccov_log_once(CCOV_R_LAUNCH_RETRIED, "a padded launch of %s failed: relaunched unchanged, not padded again", l->entry->name);
-        remember(l->entry, memo_key(threads, dynamic), -CCOV_R_LAUNCH_RETRIED);
+        remember(l->entry, l->tag, l->snap, -CCOV_R_LAUNCH_RETRIED);
     }
     skip(l, CCOV_R_LAUNCH_RETRIED);
 }
 
-void ccov_end(ccov_launch *l) {
+void ccov_end(ccov_launch *l, int launched) {
     depth--;
+    if (l->slot >= 0) ring_commit(l->slot, launched);
     if (l->nested || l->pad <= 0) return;
     count(l->entry, CCOV_PADDED);
     if (atomic_load_explicit(&l->entry->last_pad, memory_order_relaxed) != l->pad)
         atomic_store_explicit(&l->entry->last_pad, l->pad, memory_order_relaxed);
+}
+
+/* ---------- the runtime switch ---------- */
+
+static _Atomic unsigned long policy_changes;
+
+/* Mode index of off, pad, blocks, auto; value: pad bytes for pad, blocks for
+ * blocks, ignored otherwise. 0, or -1 with nothing changed (out of range, or
+ * the policy read at start was invalid: every launch passes through). Launches
+ * racing with the switch get the old or the new policy, never a mix; stats
+ * keep counting. */
+CCOV_EXPORT int ccoverlap_set_policy(int mode, int value) {
+    if (pol.error[0] || mode < MODE_OFF || mode > MODE_AUTO) return -1;
+    if (mode == MODE_PAD && (value < 1 || value > PAD_MAX)) return -1;
+    if (mode == MODE_BLOCKS && (value < 1 || value > BLOCKS_MAX)) return -1;
+    pthread_mutex_lock(&lock);
+    uint64_t old = atomic_load(&live);
+    int pad = mode == MODE_PAD ? value : live_pad(old), blocks = mode == MODE_BLOCKS ? value : live_blocks(old);
+    for (unsigned i = 0; i < CACHE_SIZE; ++i)
+        if (atomic_load_explicit(&cache[i].key, memory_order_relaxed))
+            for (int j = 0; j < MEMO_SLOTS; ++j) atomic_store_explicit(&cache[i].memo[j], 0, memory_order_relaxed);
+    atomic_store_explicit(&live, pack_live(mode, pad, blocks, live_gen(old) + 1), memory_order_release);
+    atomic_fetch_add(&policy_changes, 1);
+    pthread_mutex_unlock(&lock);
+    return 0;
 }
 
 /* ---------- stats ---------- */
@@ -551,7 +814,7 @@ void ccov_end(ccov_launch *l) {
 static const char *const reason_names[CCOV_NREASONS] = {
     "padded", "communication", "excluded", "unknown_kernel", "unknown_device", "no_pad_needed",
     "over_optin", "infeasible", "comm_unknown", "cooperative", "attribute_failed", "launch_retried",
-    "mode_off", "policy_invalid", "cache_full"};
+    "mode_off", "policy_invalid", "cache_full", "comm_idle"};
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -614,10 +877,17 @@ static void write_stats(void) {
         fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", tmp, strerror(errno));
         return;
     }
-    fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"policy_error\": ", (int)getpid(), mode_names[pol.mode < 0 ? 0 : pol.mode]);
+    uint64_t now = atomic_load(&live);
+    int mode = pol.error[0] ? (pol.mode < 0 ? MODE_OFF : pol.mode) : live_mode(now);
+    fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"policy_error\": ", (int)getpid(), mode_names[mode]);
     if (pol.error[0]) json_str(f, pol.error);
     else fputs("null", f);
-    fprintf(f, ",\n  \"pad_bytes\": %d,\n  \"blocks\": %d,\n  \"comm_per_sm\": %d,\n  ", pol.pad_bytes, pol.blocks, pol.comm_per_sm);
+    fprintf(f, ",\n  \"pad_bytes\": %d,\n  \"blocks\": %d,\n  \"comm_per_sm\": %d,\n  ",
+            pol.error[0] ? pol.pad_bytes : live_pad(now), pol.error[0] ? pol.blocks : live_blocks(now), pol.comm_per_sm);
+    if (pol.drain < 0) fputs("\"drain\": \"auto\", ", f);
+    else fprintf(f, "\"drain\": %d, ", pol.drain);
+    fprintf(f, "\"gate\": \"%s\", \"gate_fallback\": %s, \"policy_changes\": %lu,\n  ", gate_names[gated(mode)],
+            atomic_load(&gate_broken) ? "true" : "false", atomic_load(&policy_changes));
     write_counts(f, totals);
     fputs(",\n  \"comm_footprint\": ", f);
     if (atomic_load(&comm.learned)) {
@@ -657,6 +927,12 @@ static void before_fork(void) { pthread_mutex_lock(&lock); }
 static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
 static void after_fork_child(void) {
     pthread_mutex_init(&lock, NULL);
+    for (int i = 0; i < RING; ++i) { /* the parent's events mean nothing here */
+        atomic_store(&ring[i].state, SLOT_FREE);
+        atomic_store(&ring[i].event, NULL);
+        atomic_store(&ring[i].owner, NULL);
+    }
+    atomic_store(&ring_active, 0);
     for (int r = 0; r < CCOV_NREASONS; ++r) {
         atomic_store(&loose[r], 0);
         for (unsigned i = 0; i < CACHE_SIZE; ++i) atomic_store(&cache[i].counts[r], 0);
@@ -666,7 +942,9 @@ static void after_fork_child(void) {
 __attribute__((constructor)) static void init(void) {
     real_dlsym();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-    if (load_policy() != 0) {
+    if (load_policy() == 0) {
+        atomic_store(&live, pack_live(pol.mode, pol.pad_bytes, pol.blocks, 0));
+    } else {
         fprintf(stderr, "ccoverlap interposer: invalid policy, every launch passes through unchanged: %s\n", pol.error);
         if (!pol.stats[0]) {
             const char *s = getenv("CCOVERLAP_STATS");

@@ -32,6 +32,7 @@ enum ccov_reason {
     CCOV_R_MODE_OFF,
     CCOV_R_POLICY_INVALID,
     CCOV_R_CACHE_FULL,
+    CCOV_R_COMM_IDLE,        /* gate "comm": no communication kernel in flight */
     CCOV_NREASONS
 };
 
@@ -45,6 +46,14 @@ typedef struct {
     int per_device;  /* the handle is shared by devices (CUkernel, host function) */
 } ccov_info;
 
+/* A communication launch's completion event, owned by one ring slot (see
+ * interposer.c: comm in flight). `owner` is the context (CUDA) or device
+ * (HIP) the event was created in. */
+typedef struct {
+    void *event;
+    void *owner;
+} ccov_event;
+
 typedef struct {
     const char *api; /* "cuda" or "hip", for the stats */
     /* 0 on success for each; any failure makes the launch go out unchanged. */
@@ -54,30 +63,46 @@ typedef struct {
     /* Both NULL where no opt-in is needed (HIP: LDS is available up to the maximum). */
     int (*get_max_dynamic)(void *handle, int per_device, int device, int *bytes);
     int (*set_max_dynamic)(void *handle, int per_device, int device, int bytes);
+    /* Communication in flight (gate "comm"); all NULL where the API has no
+     * events: compute is then padded as if communication always ran.
+     * event_record: record `ev` (created on first use, no timing) on `stream`
+     * after a comm launch: 0 recorded, 1 the stream is capturing (nothing
+     * recorded), -1 failed. event_done: 1 complete, 0 not yet, -1 error.
+     * capture_done: 1 when `stream` no longer captures, 0 while it does, -1 error.
+     * None of them may invalidate a capture underway in any thread. */
+    int (*event_record)(ccov_event *ev, void *stream);
+    int (*event_done)(ccov_event *ev);
+    int (*capture_done)(void *stream);
 } ccov_backend;
 
 typedef struct ccov_entry ccov_entry;
 
-/* One launch, between ccov_begin and ccov_end. */
+/* One launch, between ccov_begin and ccov_end; the core's own, on the caller's stack. */
 typedef struct {
     ccov_entry *entry;
-    int pad;    /* bytes added; 0: unchanged */
-    int nested; /* a launch inside an intercepted launch: passed through, not counted */
+    int pad;       /* bytes added; 0: unchanged */
+    int nested;    /* a launch inside an intercepted launch: passed through, not counted */
+    uint32_t tag;  /* memo tag of the decision (shape and wave class), 0: not memoised */
+    uint64_t snap; /* the live policy the decision was made under */
+    int slot;      /* comm launch: ring slot reserved for its event, -1 none */
+    void *stream;
 } ccov_launch;
 
 /* Launch-side facts that only the launch call carries. */
 typedef struct {
-    unsigned grid;   /* blocks in the launch */
+    unsigned grid;   /* blocks in the launch (saturated at UINT_MAX) */
     int cluster;     /* blocks per cluster from launch attributes, 0 if none */
     int cooperative;
+    void *stream;    /* as event_record takes it (CUDA: the per-thread stream made explicit) */
 } ccov_launch_info;
 
 /* Decide the pad of one launch of `handle` (kind: front-end specific). */
 int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsigned dynamic,
                const ccov_launch_info *li, ccov_launch *l);
 /* The padded launch failed: it is relaunched unchanged, and this shape is not padded again. */
-void ccov_failed(ccov_launch *l, int threads, unsigned dynamic);
-void ccov_end(ccov_launch *l);
+void ccov_failed(ccov_launch *l);
+/* After the launch; `launched`: it succeeded (a comm launch then records its event). */
+void ccov_end(ccov_launch *l, int launched);
 
 void ccov_log_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -8,6 +8,7 @@
 #include "interposer.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -15,8 +16,14 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef void *CUfunction; /* also a CUkernel: cudart launches those */
 typedef void *CUstream;
+typedef void *CUevent;
+typedef void *CUcontext;
 
-enum { CUDA_SUCCESS = 0, CUDA_ERROR_NOT_FOUND = 500 };
+enum { CUDA_SUCCESS = 0, CUDA_ERROR_NOT_FOUND = 500, CUDA_ERROR_NOT_READY = 600 };
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+enum { CU_EVENT_DISABLE_TIMING = 0x2 };
+enum { CU_STREAM_CAPTURE_STATUS_NONE = 0 };
+enum { CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
 enum { CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1 };
 enum {
     CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
@@ -27,7 +34,7 @@ enum {
 enum { CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
 /* Device attributes, the ones limits.read_live reads. */
 enum {
-    A_MAX_THREADS_PER_BLOCK = 1, A_WARP_SIZE = 10, A_MAX_REGISTERS_PER_BLOCK = 12,
+    A_MAX_THREADS_PER_BLOCK = 1, A_WARP_SIZE = 10, A_MAX_REGISTERS_PER_BLOCK = 12, A_MULTIPROCESSOR_COUNT = 16,
     A_MAX_THREADS_PER_MULTIPROCESSOR = 39, A_COMPUTE_CAPABILITY_MAJOR = 75,
     A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81, A_MAX_REGISTERS_PER_MULTIPROCESSOR = 82,
     A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97, A_MAX_BLOCKS_PER_MULTIPROCESSOR = 106,
@@ -70,6 +77,12 @@ static struct {
     CUresult (*KernelSetAttribute)(int, int, CUfunction, CUdevice);
     CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
     CUresult (*CtxGetDevice)(CUdevice *);
+    CUresult (*CtxGetCurrent)(CUcontext *);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventQuery)(CUevent);
+    CUresult (*StreamIsCapturing)(CUstream, int *);
+    CUresult (*ThreadExchangeStreamCaptureMode)(int *);
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
@@ -89,6 +102,12 @@ static void load_driver(void) {
     LOAD(KernelSetAttribute, "cuKernelSetAttribute");
     LOAD(DeviceGetAttribute, "cuDeviceGetAttribute");
     LOAD(CtxGetDevice, "cuCtxGetDevice");
+    LOAD(CtxGetCurrent, "cuCtxGetCurrent");
+    LOAD(EventCreate, "cuEventCreate");
+    LOAD(EventRecord, "cuEventRecord");
+    LOAD(EventQuery, "cuEventQuery");
+    LOAD(StreamIsCapturing, "cuStreamIsCapturing");
+    LOAD(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
 #undef LOAD
 }
 
@@ -135,7 +154,8 @@ static int device_limits(int device, ccov_device *d) {
     static const int attrs[] = {
         A_WARP_SIZE, A_MAX_THREADS_PER_BLOCK, A_MAX_THREADS_PER_MULTIPROCESSOR, A_MAX_BLOCKS_PER_MULTIPROCESSOR,
         A_MAX_REGISTERS_PER_MULTIPROCESSOR, A_MAX_REGISTERS_PER_BLOCK, A_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-        A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, A_RESERVED_SHARED_MEMORY_PER_BLOCK, A_COMPUTE_CAPABILITY_MAJOR};
+        A_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, A_RESERVED_SHARED_MEMORY_PER_BLOCK, A_COMPUTE_CAPABILITY_MAJOR,
+        A_MULTIPROCESSOR_COUNT};
     int v[sizeof attrs / sizeof *attrs];
     for (size_t i = 0; i < sizeof attrs / sizeof *attrs; ++i)
         if (!drv.DeviceGetAttribute || drv.DeviceGetAttribute(&v[i], attrs[i], device) != CUDA_SUCCESS) return -1;
@@ -143,13 +163,66 @@ static int device_limits(int device, ccov_device *d) {
     *d = (ccov_device){
         .warp_size = v[0], .max_threads_per_block = v[1], .max_threads_per_sm = v[2], .max_blocks_per_sm = v[3],
         .regs_per_sm = v[4], .regs_per_block = v[5], .smem_per_sm = v[6], .smem_per_block_optin = v[7],
-        .smem_reserved_per_block = v[8],
+        .smem_reserved_per_block = v[8], .sm_count = v[10],
         .reg_alloc_unit = 256, .max_regs_per_thread = 255, .reg_subpartitions = 4, .smem_alloc_unit = 128,
     };
     return 0;
 }
 
-static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, get_max_dynamic, set_max_dynamic};
+/* Communication in flight. While any thread captures a graph in the global
+ * mode, event calls are "potentially unsafe" and would invalidate that
+ * capture: they run with this thread's capture mode set to relaxed, the
+ * driver's way for a library to make calls it knows are safe (the events are
+ * never recorded into a capture: a capturing comm stream is only asked
+ * cuStreamIsCapturing, which is always allowed). */
+static int relaxed_begin(void) {
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (drv.ThreadExchangeStreamCaptureMode && drv.ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS) return mode;
+    return -1;
+}
+static void relaxed_end(int mode) {
+    if (mode >= 0) drv.ThreadExchangeStreamCaptureMode(&mode);
+}
+
+static int capturing(CUstream s) {
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!drv.StreamIsCapturing || drv.StreamIsCapturing(s, &status) != CUDA_SUCCESS) return -1;
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static int event_record(ccov_event *ev, void *stream) {
+    pthread_once(&drv_once, load_driver);
+    if (capturing(stream) == 1) return 1;
+    CUcontext ctx = NULL;
+    if (!drv.EventCreate || !drv.EventRecord || !drv.EventQuery || !drv.CtxGetCurrent ||
+        drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return -1;
+    int mode = relaxed_begin();
+    CUresult rc = CUDA_SUCCESS;
+    if (!ev->event || ev->owner != ctx) { /* one of another context stays with it (never destroyed under a query) */
+        CUevent e = NULL;
+        rc = drv.EventCreate(&e, CU_EVENT_DISABLE_TIMING);
+        if (rc == CUDA_SUCCESS) *ev = (ccov_event){e, ctx};
+    }
+    if (rc == CUDA_SUCCESS) rc = drv.EventRecord(ev->event, stream);
+    relaxed_end(mode);
+    return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int event_done(ccov_event *ev) {
+    int mode = relaxed_begin();
+    CUresult rc = drv.EventQuery(ev->event);
+    relaxed_end(mode);
+    return rc == CUDA_SUCCESS ? 1 : rc == CUDA_ERROR_NOT_READY ? 0 : -1;
+}
+
+static int capture_done(void *stream) {
+    int c = capturing(stream);
+    return c < 0 ? -1 : !c;
+}
+
+static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, get_max_dynamic,
+                                  set_max_dynamic, event_record, event_done, capture_done};
 
 /* ---------- hooks ---------- */
 
@@ -161,20 +234,32 @@ static int threads_of(unsigned x, unsigned y, unsigned z) {
     return t > 1u << 30 ? 1 << 30 : (int)t;
 }
 
+static unsigned grid_of(unsigned x, unsigned y, unsigned z) {
+    unsigned long long g = (unsigned long long)x * y * z;
+    return g > UINT_MAX ? UINT_MAX : (unsigned)g;
+}
+
+/* The launch's stream as any call takes it: NULL on a _ptsz entry point is
+ * the calling thread's default stream. */
+static CUstream stream_of(const ccov_hook *h, CUstream s) {
+    int ptsz = h == &ccov_cuda_hooks[H_LAUNCH_PTSZ] || h == &ccov_cuda_hooks[H_LAUNCH_EX_PTSZ];
+    return !s && ptsz ? CU_STREAM_PER_THREAD : s;
+}
+
 static CUresult launch(ccov_hook *h, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
     launch_fn real = (launch_fn)ccov_real(h);
     if (!real) return CUDA_ERROR_NOT_FOUND;
-    ccov_launch_info li = {gx * gy * gz, 0, 0};
+    ccov_launch_info li = {grid_of(gx, gy, gz), 0, 0, stream_of(h, s)};
     int threads = threads_of(bx, by, bz);
     ccov_launch l;
     int pad = ccov_begin(&cuda, f, 0, threads, shmem, &li, &l);
     CUresult rc = real(f, gx, gy, gz, bx, by, bz, shmem + (unsigned)pad, s, params, extra);
     if (rc != CUDA_SUCCESS && pad) {
-        ccov_failed(&l, threads, shmem);
+        ccov_failed(&l);
         rc = real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
     }
-    ccov_end(&l);
+    ccov_end(&l, rc == CUDA_SUCCESS);
     return rc;
 }
 
@@ -182,7 +267,7 @@ static CUresult launch_ex(ccov_hook *h, const CUlaunchConfig *c, CUfunction f, v
     launch_ex_fn real = (launch_ex_fn)ccov_real(h);
     if (!real) return CUDA_ERROR_NOT_FOUND;
     if (!c) return real(c, f, params, extra);
-    ccov_launch_info li = {c->gridDimX * c->gridDimY * c->gridDimZ, 0, 0};
+    ccov_launch_info li = {grid_of(c->gridDimX, c->gridDimY, c->gridDimZ), 0, 0, stream_of(h, c->hStream)};
     for (unsigned i = 0; c->attrs && i < c->numAttrs; ++i) {
         const CUlaunchAttribute *a = &c->attrs[i];
         if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a->value.cooperative) li.cooperative = 1;
@@ -198,13 +283,13 @@ static CUresult launch_ex(ccov_hook *h, const CUlaunchConfig *c, CUfunction f, v
         padded.sharedMemBytes += (unsigned)pad;
         rc = real(&padded, f, params, extra);
         if (rc != CUDA_SUCCESS) {
-            ccov_failed(&l, threads, c->sharedMemBytes);
+            ccov_failed(&l);
             rc = real(c, f, params, extra);
         }
     } else {
         rc = real(c, f, params, extra);
     }
-    ccov_end(&l);
+    ccov_end(&l, rc == CUDA_SUCCESS);
     return rc;
 }
 

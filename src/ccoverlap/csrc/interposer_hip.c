@@ -24,9 +24,10 @@ typedef struct {
     size_t sharedSizeBytes;
 } hipFuncAttributes;
 
-enum { hipSuccess = 0, hipErrorNotFound = 500 };
+enum { hipSuccess = 0, hipErrorNotFound = 500, hipErrorNotReady = 600 };
 enum { HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1, HIP_FUNC_ATTRIBUTE_NUM_REGS = 4 };
-enum { hipDeviceAttributeMaxSharedMemoryPerMultiprocessor = 10002 };
+enum { hipDeviceAttributeMultiprocessorCount = 63, hipDeviceAttributeMaxSharedMemoryPerMultiprocessor = 10002 };
+enum { hipEventDisableTiming = 0x2, hipStreamCaptureStatusNone = 0, hipStreamCaptureModeRelaxed = 2 };
 enum { KIND_MODULE = 1, KIND_HOST_FUNCTION = 2 }; /* hipFunction_t vs the host stub's address */
 
 static struct {
@@ -36,6 +37,11 @@ static struct {
     hipError_t (*FuncGetAttributes)(hipFuncAttributes *, const void *);
     const char *(*KernelNameRef)(hipFunction_t);
     const char *(*KernelNameRefByPtr)(const void *, hipStream_t);
+    hipError_t (*EventCreateWithFlags)(hipEvent_t *, unsigned);
+    hipError_t (*EventRecord)(hipEvent_t, hipStream_t);
+    hipError_t (*EventQuery)(hipEvent_t);
+    hipError_t (*StreamIsCapturing)(hipStream_t, int *);
+    hipError_t (*ThreadExchangeStreamCaptureMode)(int *);
 } hip;
 static pthread_once_t hip_once = PTHREAD_ONCE_INIT;
 
@@ -53,6 +59,11 @@ static void load_hip(void) {
     LOAD(FuncGetAttributes, "hipFuncGetAttributes");
     LOAD(KernelNameRef, "hipKernelNameRef");
     LOAD(KernelNameRefByPtr, "hipKernelNameRefByPtr");
+    LOAD(EventCreateWithFlags, "hipEventCreateWithFlags");
+    LOAD(EventRecord, "hipEventRecord");
+    LOAD(EventQuery, "hipEventQuery");
+    LOAD(StreamIsCapturing, "hipStreamIsCapturing");
+    LOAD(ThreadExchangeStreamCaptureMode, "hipThreadExchangeStreamCaptureMode");
 #undef LOAD
 }
 
@@ -86,20 +97,72 @@ static int describe(void *f, int kind, int device, ccov_info *out) {
  * with 512 VGPRs per lane in blocks of 8, 16 workgroups per CU, 512-byte LDS
  * units, no reservation), with LDS per CU read from the device. */
 static int device_limits(int device, ccov_device *d) {
-    int lds = 0;
+    int lds = 0, cus = 0;
     if (!hip.DeviceGetAttribute ||
         hip.DeviceGetAttribute(&lds, hipDeviceAttributeMaxSharedMemoryPerMultiprocessor, device) || lds <= 0)
         lds = 65536;
+    if (!hip.DeviceGetAttribute || hip.DeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, device))
+        cus = 0; /* unknown: auto mode then plans with drain 0 */
     *d = (ccov_device){
         .warp_size = 64, .max_threads_per_block = 1024, .max_threads_per_sm = 2048, .max_blocks_per_sm = 16,
         .regs_per_sm = 4 * 512 * 64, .regs_per_block = 4 * 512 * 64, .reg_alloc_unit = 8 * 64,
         .max_regs_per_thread = 512, .reg_subpartitions = 4, .smem_per_sm = lds, .smem_per_block_optin = lds,
-        .smem_reserved_per_block = 0, .smem_alloc_unit = 512,
+        .smem_reserved_per_block = 0, .smem_alloc_unit = 512, .sm_count = cus,
     };
     return 0;
 }
 
-static const ccov_backend hip_backend = {"hip", current_device, describe, device_limits, NULL, NULL};
+/* Communication in flight: as in interposer_cuda.c, with HIP's events; the
+ * owner of an event is its device (+1, so device 0 is not NULL). */
+static int relaxed_begin(void) {
+    int mode = hipStreamCaptureModeRelaxed;
+    if (hip.ThreadExchangeStreamCaptureMode && hip.ThreadExchangeStreamCaptureMode(&mode) == hipSuccess) return mode;
+    return -1;
+}
+static void relaxed_end(int mode) {
+    if (mode >= 0) hip.ThreadExchangeStreamCaptureMode(&mode);
+}
+
+static int capturing(hipStream_t s) {
+    int status = hipStreamCaptureStatusNone;
+    if (!hip.StreamIsCapturing || hip.StreamIsCapturing(s, &status) != hipSuccess) return -1;
+    return status != hipStreamCaptureStatusNone;
+}
+
+static int event_record(ccov_event *ev, void *stream) {
+    pthread_once(&hip_once, load_hip);
+    if (capturing(stream) == 1) return 1;
+    int device = -1;
+    if (!hip.EventCreateWithFlags || !hip.EventRecord || !hip.EventQuery || !hip.GetDevice ||
+        hip.GetDevice(&device) != hipSuccess)
+        return -1;
+    void *owner = (void *)(intptr_t)(device + 1);
+    int mode = relaxed_begin();
+    hipError_t rc = hipSuccess;
+    if (!ev->event || ev->owner != owner) {
+        hipEvent_t e = NULL;
+        rc = hip.EventCreateWithFlags(&e, hipEventDisableTiming);
+        if (rc == hipSuccess) *ev = (ccov_event){e, owner};
+    }
+    if (rc == hipSuccess) rc = hip.EventRecord(ev->event, stream);
+    relaxed_end(mode);
+    return rc == hipSuccess ? 0 : -1;
+}
+
+static int event_done(ccov_event *ev) {
+    int mode = relaxed_begin();
+    hipError_t rc = hip.EventQuery(ev->event);
+    relaxed_end(mode);
+    return rc == hipSuccess ? 1 : rc == hipErrorNotReady ? 0 : -1;
+}
+
+static int capture_done(void *stream) {
+    int c = capturing(stream);
+    return c < 0 ? -1 : !c;
+}
+
+static const ccov_backend hip_backend = {"hip", current_device, describe, device_limits, NULL, NULL,
+                                         event_record, event_done, capture_done};
 
 enum { H_MODULE, H_EXT_MODULE, H_LAUNCH };
 static const char *const libhip[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", NULL};
@@ -111,19 +174,19 @@ typedef hipError_t (*ext_module_fn)(hipFunction_t, uint32_t, uint32_t, uint32_t,
 typedef hipError_t (*launch_fn)(const void *, dim3, dim3, void **, size_t, hipStream_t);
 
 /* Every HIP launch has the same shape: decide, launch padded, relaunch unchanged on failure. */
-#define PADDED_LAUNCH(handle, kind, threads, grid, shmem, CALL)                                  \
+#define PADDED_LAUNCH(handle, kind, threads, grid, shmem, stream, CALL)                          \
     do {                                                                                         \
-        ccov_launch_info li = {(grid), 0, 0};                                                    \
+        ccov_launch_info li = {(grid), 0, 0, (stream)};                                          \
         ccov_launch l;                                                                           \
         size_t pad = (size_t)ccov_begin(&hip_backend, (void *)(handle), kind, threads, (unsigned)(shmem), &li, &l); \
         size_t smem = (shmem) + pad;                                                             \
         hipError_t rc = CALL;                                                                    \
         if (rc != hipSuccess && pad) {                                                           \
-            ccov_failed(&l, threads, (unsigned)(shmem));                                         \
+            ccov_failed(&l);                                                                     \
             smem = (shmem);                                                                      \
             rc = CALL;                                                                           \
         }                                                                                        \
-        ccov_end(&l);                                                                            \
+        ccov_end(&l, rc == hipSuccess);                                                          \
         return rc;                                                                               \
     } while (0)
 
@@ -132,7 +195,7 @@ CCOV_EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsig
                                              void **params, void **extra) {
     module_fn real = (module_fn)ccov_real(&ccov_hip_hooks[H_MODULE]);
     if (!real) return hipErrorNotFound;
-    PADDED_LAUNCH(f, KIND_MODULE, (int)(bx * by * bz), gx * gy * gz, shmem,
+    PADDED_LAUNCH(f, KIND_MODULE, (int)(bx * by * bz), gx * gy * gz, shmem, s,
                   real(f, gx, gy, gz, bx, by, bz, (unsigned)smem, s, params, extra));
 }
 
@@ -144,7 +207,7 @@ CCOV_EXPORT hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, ui
     ext_module_fn real = (ext_module_fn)ccov_real(&ccov_hip_hooks[H_EXT_MODULE]);
     if (!real) return hipErrorNotFound;
     unsigned grid = lx && ly && lz ? (gx / lx) * (gy / ly) * (gz / lz) : 0;
-    PADDED_LAUNCH(f, KIND_MODULE, (int)(lx * ly * lz), grid, shmem,
+    PADDED_LAUNCH(f, KIND_MODULE, (int)(lx * ly * lz), grid, shmem, s,
                   real(f, gx, gy, gz, lx, ly, lz, smem, s, params, extra, start, stop, flags));
 }
 
@@ -152,7 +215,7 @@ CCOV_EXPORT hipError_t hipLaunchKernel(const void *fn, dim3 grid, dim3 block, vo
                                        hipStream_t s) {
     launch_fn real = (launch_fn)ccov_real(&ccov_hip_hooks[H_LAUNCH]);
     if (!real) return hipErrorNotFound;
-    PADDED_LAUNCH(fn, KIND_HOST_FUNCTION, (int)(block.x * block.y * block.z), grid.x * grid.y * grid.z, shmem,
+    PADDED_LAUNCH(fn, KIND_HOST_FUNCTION, (int)(block.x * block.y * block.z), grid.x * grid.y * grid.z, shmem, s,
                   real(fn, grid, block, args, smem, s));
 }
 
