@@ -142,3 +142,37 @@ def test_recorded_lab_run_covers_every_family_and_strategy():
             assert len(r["samples"]["total_ms"]) >= 10 and r["total_ms_min"] <= r["total_ms"] <= r["total_ms_max"]
             if r["strategy"] not in ("compute-alone", "comm-alone"):
                 assert r["outputs_match"] and r["comm_wrong"] == 0
+
+
+def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatch, capsys):
+    """Shaping gemm/attention/transformer needs the interposer: the lab re-executes itself under it
+    (mode off, the proxy counted as communication), once."""
+    import os
+
+    from ccoverlap import cuda_driver
+    from ccoverlap.cli import main
+    from ccoverlap.interposer import Policy, library_path
+    from ccoverlap.lab.config import LabConfig, needs_interposer
+
+    assert needs_interposer(LabConfig(computes=("fma", "gemm"), strategies=("naive", "shape")))
+    assert not needs_interposer(LabConfig(computes=("gemm",), strategies=("naive", "priority")))
+    assert not needs_interposer(LabConfig(computes=("fma",), strategies=("shape",)))
+
+    class Exec(Exception):
+        pass
+
+    seen = {}
+
+    def fake_execve(path, argv, env):
+        seen.update(argv=argv, env=env)
+        raise Exec
+
+    monkeypatch.setattr(cuda_driver, "driver", lambda: object())
+    monkeypatch.setattr(os, "execve", fake_execve)
+    monkeypatch.delenv("CCOVERLAP_LAB_CHILD", raising=False)
+    with pytest.raises(Exec):
+        main(["lab", "--quick", "--compute", "gemm"])
+    assert seen["argv"][1:] == ["-m", "ccoverlap", "lab", "--quick", "--compute", "gemm"]
+    env = seen["env"]
+    assert env["LD_PRELOAD"].split()[0] == library_path() and env["CCOVERLAP_LAB_CHILD"] == "1"
+    assert Policy.from_environ(env) == Policy(mode="off", comm="^comm_proxy$", gate="always")

@@ -26,7 +26,7 @@ POLICIES = {
     "pad_8k": ["--pad-bytes", "8192"],
     "pad_64k": ["--pad-bytes", "65536"],  # above 48 KiB: the interposer raises the attribute
     "blocks_2": ["--blocks", "2"],
-    "auto": ["--mode", "auto", "--comm", "sin_kernel"],
+    "auto": ["--mode", "auto", "--comm", "sin_kernel", "--gate", "always"],  # sin is not in flight: gate off
 }
 
 

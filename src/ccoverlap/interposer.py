@@ -175,6 +175,11 @@ def _check_regex(var: str, pattern: str) -> None:
     libc.regfree(regex_t)
 
 
+def preloaded() -> bool:
+    """Is the interposer loaded into this process (so set_policy can switch it)?"""
+    return hasattr(ctypes.CDLL(None), "ccoverlap_set_policy")
+
+
 def set_policy(mode: str, value: int | None = None) -> None:
     """Switch the interposer preloaded into this process to `mode`, at once, for every thread.
 
@@ -195,13 +200,12 @@ def set_policy(mode: str, value: int | None = None) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise UsageError(f"mode {mode} needs a whole number: {ENV[field]} valid {lo}..{hi}")
         check_range(ENV[field], value, lo, hi)
-    try:
-        switch = ctypes.CDLL(None).ccoverlap_set_policy
-    except AttributeError:
+    if not preloaded():
         raise RuntimeError(
             "the interposer is not preloaded into this process: start it with `ccoverlap run -- CMD` "
             "(or LD_PRELOAD=$(ccoverlap interposer --path))"
-        ) from None
+        )
+    switch = ctypes.CDLL(None).ccoverlap_set_policy
     switch.argtypes = [ctypes.c_int, ctypes.c_int]
     switch.restype = ctypes.c_int
     if switch(MODES.index(mode), value) != 0:

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.cli_argv = list(sys.argv[1:] if argv is None else argv)  # for commands that re-run themselves
     try:
         return args.run(args) or 0
     except UsageError as exc:

@@ -7,6 +7,7 @@ from ccoverlap.errors import UsageError, check_range
 from ccoverlap.lab.strategies import BY_NAME, ORDERS, STRATEGIES
 
 FAMILIES = ("fma", "elementwise", "gemm", "attention", "transformer")
+LIBRARY_FAMILIES = ("gemm", "attention", "transformer")  # torch's kernels: shaped through the interposer
 PROXIES = ("nccl", "light")
 
 
@@ -55,3 +56,7 @@ def cells(cfg: LabConfig) -> int:
     per_case = sum(len(cfg.orders) if BY_NAME[s].concurrent else 1 for s in cfg.strategies)
     return per_case * len(cfg.computes) * len(cfg.comms)
 
+
+def needs_interposer(cfg: LabConfig) -> bool:
+    """Library kernels are to be shaped: the lab must run with the launch interposer preloaded."""
+    return any(c in LIBRARY_FAMILIES for c in cfg.computes) and any(BY_NAME[s].shape for s in cfg.strategies)

@@ -8,6 +8,7 @@ import torch
 
 from ccoverlap import cuda_driver as cu
 from ccoverlap.errors import UsageError
+from ccoverlap.interposer import preloaded, set_policy
 from ccoverlap.lab import kernels, metrics, workloads
 from ccoverlap.lab.config import LabConfig
 from ccoverlap.lab.strategies import BY_NAME, Strategy, not_applicable
@@ -79,7 +80,7 @@ class Lab:
         return self._green[comm_sms][1]
 
     # --- one timed repetition -------------------------------------------------------------------
-    def _rep(self, phase, proxy, streams, concurrent, order, pad=0, comm_threads=None, carveout=None):
+    def _rep(self, phase, proxy, streams, concurrent, order, pad=0, comm_threads=None, carveout=None, interposed=False):
         """One run: (total, comm done, compute) in ms; either side may be None (alone runs)."""
         sc, sm = streams
         torch.cuda.synchronize()
@@ -94,7 +95,11 @@ class Lab:
         def compute():
             if carveout is not None:
                 torch._C._set_sm_carveout_experimental(carveout)
+            if interposed:  # the library's own launches, padded by the interposer's plan
+                set_policy("auto")
             phase.enqueue(sc, pad)
+            if interposed:
+                set_policy("off")
             if carveout is not None:
                 torch._C._set_sm_carveout_experimental(None)
             compute_end.record(sc.torch)
@@ -149,9 +154,12 @@ class Lab:
     def _strategy(self, phase, proxy, strategy: Strategy, order, reference, samples=None) -> dict:
         threads = self.cfg.shrink_threads if strategy.shrink else proxy.threads
         info = {"comm_threads": threads, "pad_bytes": 0, "comm_priority": strategy.priority}
-        if reason := not_applicable(strategy, phase.footprint is not None, phase.uses_cublas):
+        interposed = strategy.shape and phase.footprint is None and preloaded()
+        if reason := not_applicable(strategy, phase.footprint is not None or interposed, phase.uses_cublas):
             return {"info": info, "status": f"n/a: {reason}"}
-        if strategy.shape:
+        if interposed:
+            info["shaped_by"] = "interposer: auto plan per library kernel against the proxy it saw, drain by grid"
+        elif strategy.shape:
             p = plan(self.device, phase.footprint, proxy.footprint(threads), drain=None)
             if not p.feasible:
                 return {"info": info, "status": f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"}
@@ -170,7 +178,7 @@ class Lab:
             info["green_comm_sms"] = self.comm_sms(proxy)
         if samples is None:
             samples = self._measure(lambda: self._rep(
-                phase, proxy, streams, strategy.concurrent, order, info["pad_bytes"], threads, carveout))
+                phase, proxy, streams, strategy.concurrent, order, info["pad_bytes"], threads, carveout, interposed))
         info["outputs_match"] = _same(reference, phase.snapshot(), phase.exact)
         info["comm_wrong"] = proxy.wrong()
         timeline = self.timelines[(phase.name, proxy.name, strategy.name, order)] = _timeline(phase, proxy)

@@ -36,7 +36,7 @@ ORDERS = ("before", "with", "delayed")  # comm launched before compute, right af
 def not_applicable(strategy: Strategy, shapeable: bool, uses_cublas: bool) -> str | None:
     """Why `strategy` cannot run on a compute phase, or None when it can."""
     if strategy.shape and not shapeable:
-        return "library kernels are shaped by the interposer (ccoverlap run), not inside the lab"
+        return "library kernels are shaped by the launch interposer, which is not preloaded into this process"
     if strategy.carveout and not uses_cublas:
         return "SM carveout applies to cuBLAS matmuls only"
     return None
