@@ -10,3 +10,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """NVRTC and cuobjdump results are cached on disk: keep the tests' cache to themselves."""
+    import os
+
+    os.environ["CCOVERLAP_CACHE"] = str(tmp_path_factory.mktemp("ccoverlap-cache"))

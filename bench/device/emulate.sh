@@ -10,9 +10,9 @@ exec > >(tee "$OUT/log") 2>&1
 save() { tar czf "$OUT/results.tgz" -C "$R" .; date; }  # after every step: a cut run keeps what it measured
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader; date
-timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tee "$R/pytest-gpu.log" | tail -12; save
-timeout 90 ccoverlap lab --quick --out "$R/lab-quick.json" 2>&1 | tail -60; save
-MODEL="--layers 4 --d-model 2048 --heads 16 --seq 1024 --batch 4 --steps 10 --warmup 3"
-timeout 200 ccoverlap bench --comm emulate --emulate-world 8 --workload all $MODEL --json "$R/bench-emulate-w8.json"; save
-timeout 100 ccoverlap bench --comm emulate --emulate-world 2 --workload all $MODEL \
+timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_*_gpu.py 2>&1 | tee "$R/pytest-gpu.log" | tail -12; save
+timeout 70 ccoverlap lab --quick --out "$R/lab-quick.json" 2>&1 | tail -60; save
+MODEL="--layers 4 --d-model 2048 --heads 16 --seq 1024 --batch 4 --steps ${STEPS:-20} --warmup 5"
+timeout 230 ccoverlap bench --comm emulate --emulate-world 8 --workload all $MODEL --json "$R/bench-emulate-w8.json"; save
+timeout 120 ccoverlap bench --comm emulate --emulate-world 2 --workload all $MODEL \
   --strategies no-overlap,default,priority,shape,priority+shape --json "$R/bench-emulate-w2.json"; save

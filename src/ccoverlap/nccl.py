@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from ccoverlap.cache import cached
 from ccoverlap.footprint import KernelFootprint
 
 # NCCL 2.28.9, sm_90, measured on the H200 (../shared/NOTES.md): 96 registers
@@ -72,7 +73,7 @@ def parse_resource_usage(text: str) -> list[KernelResources]:
             arch = m.group(1)
         elif m := _FUNC.match(line):
             func = m.group(1)
-        elif func and (usage := dict((k, int(v)) for k, v in _USAGE.findall(line))):
+        elif func and (usage := {k: int(v) for k, v in _USAGE.findall(line)}):
             out.append(KernelResources(func, arch, usage.get("REG", 0), usage.get("SHARED", 0), usage.get("STACK", 0)))
             func = None
     return out
@@ -98,12 +99,17 @@ def find_cuobjdump() -> str | None:
 
 
 def read_resource_usage(library: str, cuobjdump: str) -> list[KernelResources]:
-    proc = subprocess.run(
-        [cuobjdump, "--dump-resource-usage", library], capture_output=True, text=True, timeout=600
-    )
+    """cuobjdump's reading of `library`, cached on disk by the library's path, size and mtime."""
+    st = os.stat(library)
+    key = f"{library}\0{st.st_size}\0{st.st_mtime_ns}\0{cuobjdump}"
+    return parse_resource_usage(cached("cuobjdump", key, lambda: _dump(library, cuobjdump)).decode())
+
+
+def _dump(library: str, cuobjdump: str) -> bytes:
+    proc = subprocess.run([cuobjdump, "--dump-resource-usage", library], capture_output=True, timeout=600, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"cuobjdump failed on {library}: {proc.stderr.strip()[:200]}")
-    return parse_resource_usage(proc.stdout)
+        raise RuntimeError(f"cuobjdump failed on {library}: {proc.stderr.decode(errors='replace').strip()[:200]}")
+    return proc.stdout
 
 
 def footprint_from_resources(kernels: list[KernelResources], arch: str) -> tuple[int, int] | None:

@@ -8,6 +8,7 @@ import os
 import sys
 from functools import cache
 
+from ccoverlap.cache import cached
 from ccoverlap.errors import UsageError
 
 
@@ -32,7 +33,13 @@ def _lib() -> ctypes.CDLL:
 
 
 def compile_cubin(source: str, arch: str, options: tuple[str, ...] = ()) -> bytes:
-    """Compile `source` for `arch` (e.g. 'sm_90') and return the cubin; raise with the log on error."""
+    """Compile `source` for `arch` (e.g. 'sm_90') and return the cubin; raise with the log on error.
+    Cached on disk by source, arch, options and NVRTC library."""
+    key = "\0".join((source, arch, *options, _lib()._name))
+    return cached("cubin", key, lambda: _compile(source, arch, options))
+
+
+def _compile(source: str, arch: str, options: tuple[str, ...]) -> bytes:
     lib = _lib()
     prog = ctypes.c_void_p()
     _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"ccoverlap.cu", 0, None, None))

@@ -144,7 +144,7 @@ def _print(rows: list[dict]) -> None:
                 [r["strategy"], r["order"], f"{r['total_ms']:.2f} ({r['total_ms_min']:.2f}-{r['total_ms_max']:.2f})",
                  _fmt(r["comm_done_ms"]), _fmt(r["compute_slowdown"]), _fmt(100 * r["reduction_vs_sequential"], "+.1f") + "%",
                  _fmt(r["efficiency"]), r.get("pad_bytes", 0),
-                 "yes" if r.get("outputs_match") and not r.get("comm_wrong") else "NO"]
+                 "-" if "outputs_match" not in r else "yes" if r["outputs_match"] and not r.get("comm_wrong") else "NO"]
                 if r["status"] == "ok" else [r["strategy"], r["order"], r["status"][:70], "", "", "", "", "", ""]
                 for r in mine
             ],

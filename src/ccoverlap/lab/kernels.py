@@ -36,7 +36,7 @@ class Kernel:
         return KernelFootprint(threads, self.regs, self.static_smem, dynamic_smem, grid, cluster, self.name)
 
     def launch(self, grid: int, block: int, stream: int, args: list, shared_mem: int = 0, cluster: int = 1) -> None:
-        if shared_mem > 48 * 1024:
+        if shared_mem + self.static_smem > 48 * 1024:  # the default limit counts static and dynamic
             _allow_all_dynamic_smem(self.handle, self.static_smem)
         cu.driver().launch(self.handle, grid, block, shared_mem, stream, args, cluster)
 
@@ -69,7 +69,7 @@ def build_comm_proxy(arch: str, regs: int, static_smem: int, name: str = "comm_p
     """A communication proxy (`comm_proxy`: the lab's reduce-copy; `comm_paced`: the bench's paced
     emulated collective) with `static_smem` bytes of static shared memory and ~`regs` registers."""
     best = None
-    for unroll in (1, 2, 3, 4, 5, 6, 7, 8):
+    for unroll in range(1, 17):
         opts = (f"-DSTATIC_BYTES={max(static_smem, 16)}", f"-DUNROLL={unroll}", f"--maxrregcount={regs}")
         kernel = dataclasses.replace(build(arch, [name], opts)[name], unroll=unroll)
         if cu.driver().kernel_attribute(FUNC_LOCAL_SIZE_BYTES, kernel.handle, 0):
