@@ -95,8 +95,10 @@ def test_blocks_mode_pads_by_the_python_arithmetic(fake):
 
 def test_auto_learns_the_first_communication_kernel_and_pads_by_the_planner(fake, tmp_path):
     stats = tmp_path / "s.json"
-    # the comm kernel's event stays pending, so its gate lets compute be padded (test_interposer_gating.py)
-    rows, _ = launch(fake, "auto", CCOVERLAP_MODE="auto", CCOVERLAP_STATS=stats, FAKE_CUDA_HOLD_EVENTS=1)
+    # the comm kernel's event stays pending, so its gate lets compute be padded (test_interposer_gating.py);
+    # the cost cap is off, so the 8 -> 1 block plan is applied (test_interposer_keep.py)
+    rows, _ = launch(fake, "auto", CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0, CCOVERLAP_STATS=stats,
+                     FAKE_CUDA_HOLD_EVENTS=1)
     before = {r["kernel"]: r["shared"] - r["requested"] for r in rows if r["path"] == "before_comm"}
     after = {r["kernel"]: r["shared"] - r["requested"] for r in rows if r["path"] == "after_comm"}
     assert set(before.values()) == {0}  # nothing learned yet

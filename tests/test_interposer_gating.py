@@ -4,6 +4,8 @@ and the runtime policy switch. CPU only, against tests/fake_gpu (see test_interp
 The fake driver's events complete at once unless held (FAKE_CUDA_HOLD_EVENTS=1, or the launcher's
 fake_cuda_hold_events), and a stream can be marked capturing; an event call made during a capture
 from a thread not in relaxed capture mode invalidates it, as in the real driver's global mode.
+Auto mode's cost cap is off here (CCOVERLAP_KEEP=0), so each plan is applied: test_interposer_keep.py
+tests the cap.
 """
 import dataclasses
 import json
@@ -63,7 +65,8 @@ def test_the_h200_elementwise_kernel_needs_no_pad_once_one_block_may_drain():
 def test_auto_pads_multi_wave_grids_by_the_drain_1_plan_and_agrees_with_the_planner(fake, tmp_path):
     stats = tmp_path / "s.json"
     grids = [132, ONE_WAVE, TWO_WAVES, 100000, 132]  # back to one wave: the memo keeps the classes apart
-    rows, err = launch(fake, "waves", *grids, CCOVERLAP_MODE="auto", CCOVERLAP_GATE="always", CCOVERLAP_STATS=stats)
+    rows, err = launch(fake, "waves", *grids, CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0, CCOVERLAP_GATE="always",
+                       CCOVERLAP_STATS=stats)
     assert err == "" and all(r["rc"] == 0 for r in rows)
     by_grid = {g: pads(rows, str(g)) for g in grids}
     assert [by_grid[g]["elementwise_kernel"] for g in grids] == [115713, 115713, 0, 0, 115713]
@@ -81,7 +84,7 @@ def test_auto_pads_multi_wave_grids_by_the_drain_1_plan_and_agrees_with_the_plan
 
 @pytest.mark.parametrize("drain", [0, 1])
 def test_a_fixed_drain_ignores_the_grid(fake, drain):
-    rows, _ = launch(fake, "waves", 132, 100000, CCOVERLAP_MODE="auto", CCOVERLAP_GATE="always",
+    rows, _ = launch(fake, "waves", 132, 100000, CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0, CCOVERLAP_GATE="always",
                      CCOVERLAP_DRAIN=drain)
     for g in (132, 100000):
         for kernel, pad in pads(rows, str(g)).items():
@@ -108,7 +111,7 @@ def test_plan_auto_in_c_is_the_rule_planner_py_had(threads, regs, dyn, grid, com
 
 def test_auto_pads_only_while_a_comm_event_is_pending(fake, tmp_path):
     stats = tmp_path / "s.json"
-    rows, err = launch(fake, "gate", CCOVERLAP_MODE="auto", CCOVERLAP_STATS=stats)
+    rows, err = launch(fake, "gate", CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0, CCOVERLAP_STATS=stats)
     assert err == ""
     strict = STRICT_132
     assert strict == plan("h200", COMPUTE, COMM, drain=0).pad_bytes > 0
@@ -137,7 +140,7 @@ def test_auto_pads_only_while_a_comm_event_is_pending(fake, tmp_path):
 
 
 def test_gate_always_pads_as_before_and_records_nothing(fake):
-    rows, _ = launch(fake, "gate", CCOVERLAP_MODE="auto", CCOVERLAP_GATE="always")
+    rows, _ = launch(fake, "gate", CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0, CCOVERLAP_GATE="always")
     got = {r["path"]: r["shared"] - r["requested"] for r in rows if r.get("kernel") == "computeA_func"}
     assert got["before_comm"] == 0 and set(got.values()) - {0} == {got["completed"]} and got["completed"] > 0
     (counters,) = [r for r in rows if r["path"] == "counters"]
@@ -155,7 +158,8 @@ def test_pad_mode_is_ungated_unless_asked(fake):
 
 def test_failed_event_record_pads_as_if_comm_always_ran(fake, tmp_path):
     stats = tmp_path / "s.json"
-    rows, err = launch(fake, "gate", CCOVERLAP_MODE="auto", CCOVERLAP_STATS=stats, FAKE_CUDA_FAIL_EVENT_RECORD=1)
+    rows, err = launch(fake, "gate", CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0, CCOVERLAP_STATS=stats,
+                       FAKE_CUDA_FAIL_EVENT_RECORD=1)
     got = {r["path"]: r["shared"] - r["requested"] for r in rows if r.get("kernel") == "computeA_func"}
     assert got["completed"] == got["pending"] > 0 and got["capture_ended"] > 0
     assert err.count("\n") == 1 and "recording an event after a communication launch failed" in err
@@ -178,7 +182,7 @@ def test_hip_gates_on_its_events(fake, hold):
 
 def test_set_policy_switches_mode_and_numbers_mid_process(fake, tmp_path):
     stats = tmp_path / "s.json"
-    rows, err = launch(fake, "switch", CCOVERLAP_PAD_BYTES=512, CCOVERLAP_STATS=stats)
+    rows, err = launch(fake, "switch", CCOVERLAP_PAD_BYTES=512, CCOVERLAP_KEEP=0, CCOVERLAP_STATS=stats)
     assert err == ""
     got = {r["path"]: r["shared"] - r["requested"] for r in rows if r.get("kernel") == "computeA_func"}
     rc = {r["step"]: r["set_rc"] for r in rows if r["path"] == "set"}
@@ -293,7 +297,7 @@ def test_drain_and_gate_round_trip(tmp_path):
 def test_run_passes_drain_and_gate(fake, tmp_path):
     stats = tmp_path / "s.json"
     out = subprocess.run(
-        [sys.executable, "-m", "ccoverlap", "run", "--mode", "auto", "--drain", "0", "--gate", "always",
+        [sys.executable, "-m", "ccoverlap", "run", "--mode", "auto", "--drain", "0", "--gate", "always", "--keep", "0",
          "--stats", str(stats), "--", str(fake / "launcher"), "waves", "100000"],
         env=clean_env(), capture_output=True, text=True, timeout=120, check=False,
     )
@@ -311,7 +315,8 @@ def test_comm_events_from_many_threads_end_idle(fake, tmp_path):
     have completed the count of slots in use is back to zero: idle costs no query again."""
     stats = tmp_path / "s.json"
     threads, per = 8, 4000
-    ((r,), err) = launch(fake, "gate_threads", threads, per, CCOVERLAP_MODE="auto", CCOVERLAP_STATS=stats)
+    ((r,), err) = launch(fake, "gate_threads", threads, per, CCOVERLAP_MODE="auto", CCOVERLAP_KEEP=0,
+                         CCOVERLAP_STATS=stats)
     assert err == ""
     assert r == {"pending_padded": 1, "idle_shared": 1024, "idle_queries": 0, "created": r["created"]}
     assert threads + 1 <= r["created"] <= 64  # about one event per stream

@@ -29,13 +29,14 @@ ENV = {
     "comm_per_sm": "CCOVERLAP_COMM_PER_SM",
     "drain": "CCOVERLAP_DRAIN",
     "gate": "CCOVERLAP_GATE",
+    "keep": "CCOVERLAP_KEEP",
     "include": "CCOVERLAP_INCLUDE",
     "exclude": "CCOVERLAP_EXCLUDE",
     "comm": "CCOVERLAP_COMM",
     "stats": "CCOVERLAP_STATS",
 }
-#: valid ranges of the numeric fields (csrc/interposer.c: PAD_MAX, BLOCKS_MAX, PER_SM_MAX)
-RANGES = {"pad_bytes": (1, 1048575), "blocks": (1, 2048), "comm_per_sm": (1, 64)}
+#: valid ranges of the numeric fields (csrc/interposer.c: PAD_MAX, BLOCKS_MAX, PER_SM_MAX, KEEP_MAX)
+RANGES = {"pad_bytes": (1, 1048575), "blocks": (1, 2048), "comm_per_sm": (1, 64), "keep": (0, 100)}
 #: drain: "auto" or a whole number in this range (csrc/interposer.c: DRAIN_MAX)
 DRAIN_RANGE = (0, 64)
 _REGEX_FIELDS = ("include", "exclude", "comm")
@@ -61,6 +62,7 @@ class Policy:
     comm_per_sm: int = 1  # mode auto: communication CTAs to fit beside compute on each SM
     drain: int | None = None  # mode auto: compute blocks that may retire first; None: by the launch's grid
     gate: str | None = None  # "comm": pad only while communication is in flight, "always"; None: comm in auto
+    keep: int = 50  # mode auto: skip a pad leaving fewer than keep% of the unpadded blocks per SM; 0: no cap
     include: str | None = None  # POSIX extended regexes on kernel names
     exclude: str | None = None
     comm: str | None = None  # more communication kernels, besides names containing nccl or rccl

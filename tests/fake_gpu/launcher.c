@@ -13,7 +13,8 @@
  *   launcher gate               compute while comm events are pending, complete, and captured
  *   launcher switch             ccoverlap_set_policy between launches
  *   launcher switch_threads T N T threads launching while the policy flips
- *   launcher gate_threads T N   T threads launching comm and compute while events complete */
+ *   launcher gate_threads T N   T threads launching comm and compute while events complete
+ *   launcher keep NAME:THREADS:REGS:DYN:GRID...  the Hopper NCCL comm kernel (in flight), then each kernel */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -301,6 +302,20 @@ static void gate_threads(int t, long n) {
            atomic_load(&compute->last_shared), atomic_load(&fake_event_queries) - q, atomic_load(&fake_events_created));
 }
 
+/* Auto's cost cap: compute kernels made to order, launched while the comm kernel (640 threads x 96
+ * registers, 104,832 B of shared memory: NCCL's Hopper footprint) is in flight. */
+static void keep(int n, char **specs) {
+    fake_cuda_hold_events(1);
+    comm_step("comm", COMM_STREAM);
+    for (int i = 0; i < n; ++i) {
+        char name[64];
+        unsigned threads, regs, dyn, grid;
+        if (sscanf(specs[i], "%63[^:]:%u:%u:%u:%u", name, &threads, &regs, &dyn, &grid) != 5) exit(2);
+        fake_fn *f = fake_function(strdup(name), 0, (int)regs, 0, (int)dyn); /* the program raised its attribute */
+        step(specs[i], f, grid, threads, dyn, COMPUTE_STREAM);
+    }
+}
+
 static void host_stub(void) {}
 
 static void hip(void) {
@@ -338,6 +353,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "switch")) switch_policy();
     else if (!strcmp(cmd, "switch_threads") && argc > 3) switch_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "gate_threads") && argc > 3) gate_threads(atoi(argv[2]), atol(argv[3]));
+    else if (!strcmp(cmd, "keep")) keep(argc - 2, argv + 2);
     else if (!strcmp(cmd, "big")) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);

@@ -26,7 +26,8 @@ examples:
 # option -> policy field
 _OPTIONS = {
     "policy": None, "mode": "mode", "pad_bytes": "pad_bytes", "blocks": "blocks", "per_sm": "comm_per_sm",
-    "drain": "drain", "gate": "gate", "include": "include", "exclude": "exclude", "comm": "comm", "stats": "stats",
+    "drain": "drain", "gate": "gate", "keep": "keep", "include": "include", "exclude": "exclude", "comm": "comm",
+    "stats": "stats",
 }
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -51,6 +52,9 @@ def register(sub) -> None:
                    "two waves or more, else 0 (CCOVERLAP_DRAIN)")
     p.add_argument("--gate", metavar="GATE",
                    help="comm: pad only while a comm kernel is in flight (default in auto), always (CCOVERLAP_GATE)")
+    p.add_argument("--keep", metavar="N",
+                   help="auto: skip a pad that leaves fewer than N%% of a kernel's blocks per SM, 0..100, default 50; "
+                   "0: no cap (CCOVERLAP_KEEP)")
     p.add_argument("--include", metavar="REGEX", help="pad only kernels whose name matches (CCOVERLAP_INCLUDE)")
     p.add_argument("--exclude", metavar="REGEX", help="never pad kernels whose name matches (CCOVERLAP_EXCLUDE)")
     p.add_argument("--comm", metavar="REGEX", help="more communication kernels, never padded (CCOVERLAP_COMM)")

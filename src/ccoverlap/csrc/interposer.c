@@ -132,12 +132,15 @@ static const char *const gate_names[] = {"always", "comm"};
 #define BLOCKS_MAX 2048
 #define PER_SM_MAX 64
 #define DRAIN_MAX 64
+#define KEEP_MAX 100
+#define KEEP_DEFAULT 50
 
 typedef struct {
     int mode;
     int pad_bytes, blocks, comm_per_sm;
     int drain; /* auto mode: -1 chooses by the launch's grid (ccov_plan_auto), else this drain */
     int gate;  /* GATE_*: pad only while communication is in flight (comm) or always */
+    int keep;  /* auto: skip a pad that keeps fewer than keep% of the unpadded blocks per SM; 0: no cap */
     regex_t include, exclude, comm;
     int has_include, has_exclude, has_comm;
     char stats[4096];
@@ -147,14 +150,14 @@ typedef struct {
 static policy_t pol;
 
 /* Raw policy fields as strings: "mode", "pad_bytes", ...; NULL when unset. */
-enum { F_MODE, F_PAD, F_BLOCKS, F_PER_SM, F_DRAIN, F_GATE, F_INCLUDE, F_EXCLUDE, F_COMM, F_STATS, NFIELDS };
+enum { F_MODE, F_PAD, F_BLOCKS, F_PER_SM, F_DRAIN, F_GATE, F_KEEP, F_INCLUDE, F_EXCLUDE, F_COMM, F_STATS, NFIELDS };
 static const char *const field_keys[NFIELDS] = {"mode", "pad_bytes", "blocks", "comm_per_sm", "drain", "gate",
-                                                "include", "exclude", "comm", "stats"};
+                                                "keep", "include", "exclude", "comm", "stats"};
 static const char *const field_envs[NFIELDS] = {
     "CCOVERLAP_MODE", "CCOVERLAP_PAD_BYTES", "CCOVERLAP_BLOCKS", "CCOVERLAP_COMM_PER_SM", "CCOVERLAP_DRAIN",
-    "CCOVERLAP_GATE", "CCOVERLAP_INCLUDE", "CCOVERLAP_EXCLUDE", "CCOVERLAP_COMM", "CCOVERLAP_STATS"};
+    "CCOVERLAP_GATE", "CCOVERLAP_KEEP", "CCOVERLAP_INCLUDE", "CCOVERLAP_EXCLUDE", "CCOVERLAP_COMM", "CCOVERLAP_STATS"};
 /* JSON value type: 0 string, 1 whole number, 2 either (drain: a number or "auto") */
-static const int field_is_int[NFIELDS] = {0, 1, 1, 1, 2, 0, 0, 0, 0, 0};
+static const int field_is_int[NFIELDS] = {0, 1, 1, 1, 2, 0, 1, 0, 0, 0, 0};
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
@@ -214,7 +217,7 @@ static int parse_json(const char *path, char values[NFIELDS][4096], int set[NFIE
         while (k < NFIELDS && strcmp(field_keys[k], key) != 0) k++;
         if (k == NFIELDS)
             return fail("CCOVERLAP_POLICY=%s: unknown key \"%s\": valid mode, pad_bytes, blocks, "
-                        "comm_per_sm, drain, gate, include, exclude, comm, stats", path, key);
+                        "comm_per_sm, drain, gate, keep, include, exclude, comm, stats", path, key);
         skip_ws(&c);
         if (text[c.i++] != ':') return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i);
         skip_ws(&c);
@@ -296,6 +299,7 @@ static int load_policy(void) {
     int set[NFIELDS] = {0};
     pol.drain = -1;
     pol.gate = GATE_DEFAULT;
+    pol.keep = KEEP_DEFAULT;
     const char *file = getenv("CCOVERLAP_POLICY");
     if (file && *file && parse_json(file, values, set) != 0) return -1;
     for (int k = 0; k < NFIELDS; ++k) {
@@ -312,6 +316,7 @@ static int load_policy(void) {
     if (set[F_PER_SM] && parse_int(F_PER_SM, values[F_PER_SM], 1, PER_SM_MAX, &pol.comm_per_sm)) return -1;
     if (set[F_DRAIN] && parse_drain(values[F_DRAIN])) return -1;
     if (set[F_GATE] && parse_gate(values[F_GATE])) return -1;
+    if (set[F_KEEP] && parse_int(F_KEEP, values[F_KEEP], 0, KEEP_MAX, &pol.keep)) return -1;
     if (set[F_MODE]) {
         pol.mode = -1;
         for (int m = 0; m < 4; ++m)
@@ -666,6 +671,10 @@ static int decide(const ccov_entry *e, const ccov_device *d, uint64_t snap, int 
         *boundary = plan.multiwave_grid;
         if (!plan.feasible) return -CCOV_R_INFEASIBLE;
         pad = plan.pad_bytes;
+        /* The cost cap: a comm CTA that needs most of an SM (NCCL's on Hopper) leaves room
+         * for one compute block, a slowdown on every SM for comm that uses a few of them. */
+        if (pad > 0 && pol.keep > 0 && (long)plan.compute_blocks * 100 < (long)pol.keep * plan.compute_blocks_before)
+            return -CCOV_R_TOO_COSTLY;
     }
     return pad > 0 ? pad : -CCOV_R_NO_PAD_NEEDED;
 }
@@ -814,7 +823,7 @@ CCOV_EXPORT int ccoverlap_set_policy(int mode, int value) {
 static const char *const reason_names[CCOV_NREASONS] = {
     "padded", "communication", "excluded", "unknown_kernel", "unknown_device", "no_pad_needed",
     "over_optin", "infeasible", "comm_unknown", "cooperative", "attribute_failed", "launch_retried",
-    "mode_off", "policy_invalid", "cache_full", "comm_idle"};
+    "mode_off", "policy_invalid", "cache_full", "comm_idle", "too_costly"};
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -886,6 +895,7 @@ static void write_stats(void) {
             pol.error[0] ? pol.pad_bytes : live_pad(now), pol.error[0] ? pol.blocks : live_blocks(now), pol.comm_per_sm);
     if (pol.drain < 0) fputs("\"drain\": \"auto\", ", f);
     else fprintf(f, "\"drain\": %d, ", pol.drain);
+    fprintf(f, "\"keep\": %d, ", pol.keep);
     fprintf(f, "\"gate\": \"%s\", \"gate_fallback\": %s, \"policy_changes\": %lu,\n  ", gate_names[gated(mode)],
             atomic_load(&gate_broken) ? "true" : "false", atomic_load(&policy_changes));
     write_counts(f, totals);

@@ -33,6 +33,7 @@ enum ccov_reason {
     CCOV_R_POLICY_INVALID,
     CCOV_R_CACHE_FULL,
     CCOV_R_COMM_IDLE,        /* gate "comm": no communication kernel in flight */
+    CCOV_R_TOO_COSTLY,       /* auto: the pad keeps fewer than `keep`% of the compute blocks */
     CCOV_NREASONS
 };
 
