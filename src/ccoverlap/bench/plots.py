@@ -17,13 +17,17 @@ def bars(rows: list[dict], path: Path) -> Path:
         if workload == "micro":  # one bar per strategy: the largest size's step
             largest = max((r["size_bytes"] for r in mine), default=0)
             mine = [r for r in mine if r["size_bytes"] == largest]
-        ax.barh([r["strategy"] for r in mine], [r["step_ms"] for r in mine], color="#4c72b0")
+        # whiskers: the fastest and slowest step (micro rows carry only the median)
+        spread = [[r["step_ms"] - r.get("step_ms_min", r["step_ms"]) for r in mine],
+                  [r.get("step_ms_max", r["step_ms"]) - r["step_ms"] for r in mine]]
+        ax.barh([r["strategy"] for r in mine], [r["step_ms"] for r in mine], color="#4c72b0",
+                xerr=spread, error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "#333333"})
         exposed = [(r["strategy"], r["exposed_comm_ms"]) for r in mine if r.get("exposed_comm_ms") is not None]
         if exposed:
             ax.barh([s for s, _ in exposed], [e for _, e in exposed], color="#c44e52", label="exposed comm")
             ax.legend(fontsize=7)
         ax.set_title(workload if workload != "micro" else "micro (largest size)", fontsize=10)
-        ax.set_xlabel("step ms (median)")
+        ax.set_xlabel("step ms (median; whiskers: fastest and slowest step)")
         ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
