@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-GPU validation (issue: multi-GPU validation) in ONE device call: every bench workload under
 # every strategy at world size = all GPUs, real NCCL with multicast off, a torch.profiler trace per
-# rank, strategy and workload, and the interposer's stats (in the shaped rows). One set of fresh
+# rank, strategy and workload (ddp's brought back), and the interposer's stats (in the shaped rows). One set of fresh
 # ranks per strategy runs all five workloads, so eight start-ups fit the call's 10 minutes. The JSON
 # is rewritten after every strategy, so a run cut by the timeout keeps what it measured.
 # usage (device tool, nvidia-h200-x2 or larger): CCOVERLAP_COMMIT=<sha> bash bench/device/multi_gpu_all.sh
@@ -15,4 +15,5 @@ timeout ${BENCH_TIMEOUT:-480} ccoverlap bench --workload all --comm nccl --strat
   --layers 4 --d-model 2048 --heads 16 --seq 1024 --batch 4 --steps 10 --warmup 3 \
   --trace "$R/traces" --json "$R/bench-x$N.json"
 echo "bench exit: $?"; date
-tar czf "$OUT/results.tgz" -C "$R" .
+# every workload is traced, but only ddp's traces (about 3.5 MB) fit what a device call brings back
+tar czf "$OUT/results.tgz" -C "$R" --exclude='traces/fsdp' --exclude='traces/tp' --exclude='traces/moe' --exclude='traces/micro' .
