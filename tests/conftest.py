@@ -18,3 +18,16 @@ def _private_cache(tmp_path_factory):
     import os
 
     os.environ["CCOVERLAP_CACHE"] = str(tmp_path_factory.mktemp("ccoverlap-cache"))
+
+
+@pytest.fixture(scope="session")
+def fake(tmp_path_factory):
+    """The fake CUDA and HIP drivers and their launcher (tests/fake_gpu), built once a session."""
+    from fake_gpu.build import build
+
+    d = tmp_path_factory.mktemp("fake_gpu")
+    try:
+        build(d)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    return d

@@ -133,3 +133,13 @@ def test_results_are_written_after_every_strategy(tmp_path, monkeypatch):
     assert main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--steps", "1", "--tiny",
                  "--strategies", "no-overlap,default,priority", "--json", str(tmp_path / "r.json")]) == 0
     assert seen == [(False, 1), (False, 2), (False, 3), (True, 3)]
+
+
+def test_missing_torchrun_is_one_line_exit_2(monkeypatch, capsys):
+    import shutil
+
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["bench", "--workload", "ddp", "--device", "cpu", "--strategies", "default", "--launcher", "torchrun"]) == 2
+    err = capsys.readouterr().err
+    assert "torchrun is not on PATH" in err and err.count("\n") == 1

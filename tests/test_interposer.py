@@ -19,22 +19,12 @@ from ccoverlap.footprint import KernelFootprint
 from ccoverlap.interposer import ENV, Policy, library_path
 from ccoverlap.occupancy import pad_for_blocks
 from ccoverlap.planner import plan
-from fake_gpu.build import build
 
 COMPUTE = KernelFootprint(256, 16, 0, 1024)  # launcher.c: computeA_func
 KERNEL = KernelFootprint(256, 32, 1024, 1024)  # computeK_cudart_kernel (a CUkernel)
 COMM = KernelFootprint(640, 96, 22592, 82240)  # ncclDevKernel_...
 V_LEGACY, V_PTSZ, V_EX, V_EX_PTSZ = 1, 2, 3, 4
 
-
-@pytest.fixture(scope="session")
-def fake(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fake_gpu")
-    try:
-        build(d)
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    return d
 
 
 def clean_env(**policy) -> dict:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-from fake_gpu.build import build
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_interposer import COMM, COMPUTE, KERNEL, clean_env, launch
@@ -32,15 +31,6 @@ FOOTPRINTS = {"elementwise_kernel": ELEMENTWISE, "computeA_func": COMPUTE, "comp
 H200 = get_device("h200")
 ONE_WAVE, TWO_WAVES = 2 * H200.sm_count * 16 - 1, 2 * H200.sm_count * 16  # of the drain-1 plan (16 blocks/SM)
 
-
-@pytest.fixture(scope="session")
-def fake(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fake_gpu_gating")
-    try:
-        build(d)
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    return d
 
 
 def pads(rows, path=None):

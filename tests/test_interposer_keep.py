@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-from fake_gpu.build import build
 from test_interposer import COMM, clean_env, launch
 
 from ccoverlap.errors import UsageError
@@ -43,15 +42,6 @@ def run_keep(fake, *names, **policy):
     assert all(r["rc"] == 0 for r in rows), rows
     return {r["kernel"]: r["shared"] - r["requested"] for r in rows if r["path"] != "comm"}, err
 
-
-@pytest.fixture(scope="session")
-def fake(tmp_path_factory):
-    d = tmp_path_factory.mktemp("fake_gpu_keep")
-    try:
-        build(d)
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    return d
 
 
 def test_the_plans_cost_what_the_cases_say():
