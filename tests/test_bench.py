@@ -42,10 +42,12 @@ def test_strategy_environments():
 
 
 def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
-    ranks = [{"rank": 0, "step_ms": [10.0, 12.0, 11.0], "compute_only_ms": [7.0, 7.0, 8.0], "losses": [2.0, 1.5], "note": ""},
-             {"rank": 1, "step_ms": [11.0, 10.0, 13.0], "compute_only_ms": [8.0, 6.0, 7.0], "losses": [2.0, 1.5], "note": ""}]
+    ranks = [{"rank": 0, "step_ms": [10.0, 12.0, 11.0], "compute_only_ms": [7.0, 7.0, 8.0], "losses": [2.0, 1.5], "note": "",
+              "wall_s": 2.0},
+             {"rank": 1, "step_ms": [11.0, 10.0, 13.0], "compute_only_ms": [8.0, 6.0, 7.0], "losses": [2.0, 1.5], "note": "",
+              "wall_s": 2.5}]
     (row,) = launcher.summarize("ddp", "default", ranks, {})
-    assert row["step_ms"] == 12.0 and row["step_ms_min"] == 11.0 and row["step_ms_max"] == 13.0
+    assert row["step_ms"] == 12.0 and row["step_ms_min"] == 11.0 and row["step_ms_max"] == 13.0 and row["wall_s"] == 2.5
     assert row["compute_only_ms"] == 8.0 and row["exposed_comm_ms"] == 4.0
     other = dict(row, strategy="priority", losses=[2.0, 1.5000001])
     verdict = launcher.compare([row, other])["ddp"]

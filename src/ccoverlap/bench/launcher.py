@@ -138,6 +138,7 @@ def summarize(workload: str, strategy: str, ranks: list[dict], stats: dict) -> l
         "exposed_comm_note": ranks[0]["note"] or None,
         "losses": ranks[0]["losses"], "interposer": stats or None,
         "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
+        "wall_s": max(r["wall_s"] for r in ranks),  # build, warm-up, timing and trace of this workload
     }]
 
 

@@ -128,10 +128,12 @@ def run(spec: dict) -> dict:
         torch._C._set_sm_carveout_experimental(spec["carveout_sms"])
     out = {"rank": rank, "world_size": world, "strategy": strategy.name, "backend": cfg.backend, "results": {}}
     for name in cfg.workloads:
+        started = time.perf_counter()
         try:
             out["results"][name] = _workload(cfg, name, strategy.name, strategy.no_overlap, rank, world, device)
         except Exception as exc:  # noqa: BLE001 - reported in the results, the next workload runs
             out["results"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+        out["results"][name]["wall_s"] = time.perf_counter() - started  # for budgeting device calls
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
