@@ -49,7 +49,7 @@ def test_a_proxy_launch_is_paced_to_the_bus_bandwidth():
 ])
 def test_emulated_data_semantics(src, dst, expected):
     s, d = torch.tensor(src, dtype=torch.float32), torch.tensor(dst, dtype=torch.float32)
-    emulate._tile(s, d)
+    emulate.tile(s, d)
     assert d.tolist() == expected
 
 

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from ccoverlap.errors import UsageError, check_range
 
@@ -177,9 +178,20 @@ def _check_regex(var: str, pattern: str) -> None:
     libc.regfree(regex_t)
 
 
+@cache
+def _switch():
+    """The preloaded interposer's ccoverlap_set_policy, or None; looked up once (the lab switches
+    around every repetition)."""
+    fn = getattr(ctypes.CDLL(None), "ccoverlap_set_policy", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int, ctypes.c_int]
+        fn.restype = ctypes.c_int
+    return fn
+
+
 def preloaded() -> bool:
     """Is the interposer loaded into this process (so set_policy can switch it)?"""
-    return hasattr(ctypes.CDLL(None), "ccoverlap_set_policy")
+    return _switch() is not None
 
 
 def set_policy(mode: str, value: int | None = None) -> None:
@@ -202,14 +214,12 @@ def set_policy(mode: str, value: int | None = None) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise UsageError(f"mode {mode} needs a whole number: {ENV[field]} valid {lo}..{hi}")
         check_range(ENV[field], value, lo, hi)
-    if not preloaded():
+    switch = _switch()
+    if switch is None:
         raise RuntimeError(
             "the interposer is not preloaded into this process: start it with `ccoverlap run -- CMD` "
             "(or LD_PRELOAD=$(ccoverlap interposer --path))"
         )
-    switch = ctypes.CDLL(None).ccoverlap_set_policy
-    switch.argtypes = [ctypes.c_int, ctypes.c_int]
-    switch.restype = ctypes.c_int
     if switch(MODES.index(mode), value) != 0:
         raise RuntimeError(
             "the interposer refused the switch: the policy it started with is invalid, so every launch "

@@ -66,10 +66,9 @@ class Emulation:
     @classmethod
     def from_env(cls, world: int, busbw_gbps: float, env=os.environ) -> Emulation:
         """The NCCL and torch variables a strategy sets apply to the proxies as they would to NCCL."""
-        e = cls(world, busbw_gbps)
         return cls(world, busbw_gbps,
-                   ctas=min(e.ctas, int(env.get("NCCL_MAX_CTAS", e.ctas))),
-                   threads=int(env.get("NCCL_NTHREADS", e.threads)),
+                   ctas=min(cls.ctas, int(env.get("NCCL_MAX_CTAS", cls.ctas))),
+                   threads=int(env.get("NCCL_NTHREADS", cls.threads)),
                    high_priority=env.get("TORCH_NCCL_HIGH_PRIORITY", "0") == "1").validate()
 
     def duration_ns(self, nbytes: int) -> int:
@@ -84,7 +83,7 @@ class CpuMover:
         self.moved_bytes = 0
 
     def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int) -> None:
-        _tile(src, dst)
+        tile(src, dst)
         self.moved_bytes += nbytes
 
     def done(self, outputs: list[torch.Tensor]) -> torch.futures.Future:
@@ -93,7 +92,7 @@ class CpuMover:
         return fut
 
 
-def _tile(src: torch.Tensor, dst: torch.Tensor) -> None:
+def tile(src: torch.Tensor, dst: torch.Tensor) -> None:
     """dst's bytes = src's bytes, repeated or truncated: the emulated data semantics."""
     if src.data_ptr() == dst.data_ptr() and src.nbytes == dst.nbytes:
         return
@@ -113,14 +112,11 @@ class EmulatedGroup(dist.ProcessGroup):
 
     def __init__(self, rank: int, world: int, mover):
         super().__init__(rank, world)
-        self._world, self.mover = world, mover
+        self.mover = mover
         self.calls: dict[str, int] = {}
 
     def getBackendName(self) -> str:
         return BACKEND
-
-    def size(self) -> int:
-        return self._world
 
     @property
     def group_name(self) -> str:  # DeviceMesh and functional collectives find groups by name
@@ -134,7 +130,7 @@ class EmulatedGroup(dist.ProcessGroup):
         self.calls[kind] = self.calls.get(kind, 0) + 1
         for src, dst in pairs:
             size = max(src.nbytes, dst.nbytes) if nbytes is None else nbytes
-            self.mover.move(src, dst, ring_bytes(kind, size, self._world))
+            self.mover.move(src, dst, ring_bytes(kind, size, self.size()))
         # the future's value is the outputs, as NCCL's is: DDP's reducer reads it
         return _create_work_from_future(self.mover.done([dst for _, dst in pairs]))
 

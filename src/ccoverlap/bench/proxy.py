@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from ccoverlap import cuda_driver as cu
-from ccoverlap.bench.emulate import Emulation, _tile
+from ccoverlap.bench.emulate import Emulation, tile
 from ccoverlap.lab import kernels
 from ccoverlap.limits import read_live
 from ccoverlap.nccl import nccl_footprint
@@ -61,7 +61,7 @@ class ProxyMover:
         aligned = all(t.data_ptr() % WORD == 0 and t.nbytes % WORD == 0 for t in (src, dst))
         if not aligned:  # rare (odd-sized views): the data by torch, the traffic by the proxy in place
             with torch.cuda.stream(self.stream):
-                _tile(src, dst)
+                tile(src, dst)
             src = dst
         launch = Launch.plan(self.emulation, self.unroll, nbytes, dst.nbytes)
         args = [ctypes.c_void_p(src.data_ptr()), ctypes.c_longlong(max(src.nbytes // WORD, 1)),

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
+import sys
 from pathlib import Path
 
 from ccoverlap.errors import UsageError
@@ -77,9 +79,6 @@ LAB_POLICY = {"mode": "off", "comm": "^comm_proxy$", "gate": "always"}
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
     """Replace this process by the same command with the interposer preloaded (mode off; the
     runner switches it to auto around each shaped library phase)."""
-    import os
-    import sys
-
     from ccoverlap.interposer import Policy, library_path
 
     env = dict(os.environ) | Policy(**LAB_POLICY).to_environ() | {
@@ -103,8 +102,6 @@ def run(args: argparse.Namespace) -> int:
         from ccoverlap.lab import plots, runner
     except ImportError as exc:
         raise UsageError(f"the lab needs PyTorch with CUDA: {exc}") from None
-    import os
-
     from ccoverlap.interposer import preloaded
     from ccoverlap.lab.config import needs_interposer
 
