@@ -8,7 +8,7 @@ pytestmark = pytest.mark.gpu
 
 def test_nccl_proxy_footprint_matches_the_installed_nccl():
     pytest.importorskip("torch")
-    from ccoverlap.lab import kernels
+    from ccoverlap import kernels
     from ccoverlap.nccl import nccl_footprint
 
     from ccoverlap.limits import get_device

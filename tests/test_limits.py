@@ -1,10 +1,14 @@
+import dataclasses
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from ccoverlap import UsageError, get_device
 from ccoverlap import cuda_driver as cu
-from ccoverlap.limits import PRESETS, read_live, read_live_rocm
+from ccoverlap.cli import main
+from ccoverlap.limits import PRESET_NAMES, PRESETS, preset_for, read_live, read_live_rocm
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -89,3 +93,35 @@ def test_bad_device_names(bad, monkeypatch):
 
 def test_arch_names_the_cuda_target():
     assert get_device("h200").arch == "sm_90" and get_device("a40").arch == "sm_86"
+
+
+def test_h200_is_the_h100_under_another_name():
+    assert PRESETS["h200"] == dataclasses.replace(PRESETS["h100"], name="h200")
+    assert PRESET_NAMES == ("a40", "a100", "h100", "h200", "mi250x")
+
+
+@pytest.mark.parametrize(("cc", "name"), [((9, 0), "h100"), ((8, 0), "a100"), ((8, 6), "a40"), ((7, 0), None),
+                                         ((None, None), None)])
+def test_a_compute_capability_stands_for_the_first_nvidia_preset_of_it(cc, name):
+    found = preset_for(cc)
+    assert (found.name if found else None) == name
+
+
+def test_an_amd_compute_capability_is_looked_up_among_amd_presets():
+    assert preset_for((9, 0), vendor="amd").name == "mi250x"  # 9.0 is gfx90a's number too
+
+
+@pytest.mark.parametrize("command", ["plan", "occupancy", "info"])
+def test_device_help_names_every_preset(command, capsys, monkeypatch):
+    monkeypatch.setattr("ccoverlap.limits.PRESET_NAMES", ("a40", "x9000"))  # the help reads the list, not a copy
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--device DEVICE preset (a40, x9000) or cuda" in help_text
+
+
+def test_the_docs_list_every_preset():
+    root = Path(__file__).parents[1]
+    readme = re.search(r"or a preset \(([^)]*)\)", (root / "README.md").read_text()).group(1)
+    occupancy_md = re.search(r"## Presets\n\n(.*?) \(one GCD\)", (root / "docs/occupancy.md").read_text()).group(1)
+    assert re.findall(r"`(\w+)`", readme) == re.findall(r"`(\w+)`", occupancy_md) == list(PRESET_NAMES)

@@ -76,38 +76,38 @@ _NVIDIA_COMMON = dict(
     stream_priority_range=(0, -5),
 )
 
-PRESETS: dict[str, DeviceLimits] = {
+# GH100 SXM5, cc 9.0: 2048 threads, 32 blocks, 228 KiB per SM, 227 KiB
+# opt-in; 132 SMs (H100 SXM datasheet); portable cluster size 8 (16 with
+# the non-portable opt-in).
+_GH100 = DeviceLimits(
+    name="h100", compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048,
+    max_blocks_per_sm=32, smem_per_sm=233472, smem_per_block_optin=232448,
+    max_cluster_size=8, **_NVIDIA_COMMON,
+)
+
+#: every preset, by name; the first of a compute capability stands for it (preset_for)
+PRESETS: dict[str, DeviceLimits] = {preset.name: preset for preset in (
     # GA102, cc 8.6: 1536 threads and 16 blocks per SM, 100 KiB shared memory
     # per SM, 99 KiB opt-in per block; 84 SMs (A40 datasheet); no clusters.
-    "a40": DeviceLimits(
+    DeviceLimits(
         name="a40", compute_capability=(8, 6), sm_count=84, max_threads_per_sm=1536,
         max_blocks_per_sm=16, smem_per_sm=102400, smem_per_block_optin=101376,
         max_cluster_size=1, **_NVIDIA_COMMON,
     ),
     # GA100, cc 8.0: 2048 threads, 32 blocks, 164 KiB per SM, 163 KiB opt-in;
     # 108 SMs (A100 datasheet); no clusters.
-    "a100": DeviceLimits(
+    DeviceLimits(
         name="a100", compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048,
         max_blocks_per_sm=32, smem_per_sm=167936, smem_per_block_optin=166912,
         max_cluster_size=1, **_NVIDIA_COMMON,
     ),
-    # GH100 SXM5, cc 9.0: 2048 threads, 32 blocks, 228 KiB per SM, 227 KiB
-    # opt-in; 132 SMs (H100 SXM datasheet); portable cluster size 8 (16 with
-    # the non-portable opt-in).
-    "h100": DeviceLimits(
-        name="h100", compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048,
-        max_blocks_per_sm=32, smem_per_sm=233472, smem_per_block_optin=232448,
-        max_cluster_size=8, **_NVIDIA_COMMON,
-    ),
-    # H200: the H100's GH100 with more memory. Read on the H200 of the device
-    # tool (../shared/NOTES.md and bench/results/occupancy-h200-*.json): 132
-    # SMs, 233472 B per SM, 232448 B opt-in, 1 KiB reserved, 2048 threads,
-    # 64K registers, 32 blocks per SM, priorities (0, -5).
-    "h200": DeviceLimits(
-        name="h200", compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048,
-        max_blocks_per_sm=32, smem_per_sm=233472, smem_per_block_optin=232448,
-        max_cluster_size=8, **_NVIDIA_COMMON,
-    ),
+    _GH100,
+    # H200: the H100's GH100 with more memory, the same per-SM limits. Read on
+    # the H200 of the device tool (../shared/NOTES.md and
+    # bench/results/occupancy-h200-*.json): 132 SMs, 233472 B per SM, 232448 B
+    # opt-in, 1 KiB reserved, 2048 threads, 64K registers, 32 blocks per SM,
+    # priorities (0, -5).
+    dataclasses.replace(_GH100, name="h200"),
     # MI250X, one GCD (gfx90a), from AMD's CDNA2 ISA guide and LLVM's AMDGPU
     # occupancy rules (llvm-calc-occupancy -mcpu=gfx90a): 110 CUs per GCD,
     # wave64, 4 SIMDs per CU with 8 waves each (32 waves = 2048 threads),
@@ -116,7 +116,7 @@ PRESETS: dict[str, DeviceLimits] = {
     # allocated in 512-byte units, no reservation; at most 16 workgroups per CU
     # for multi-wave workgroups; HIP priorities (1, -1). Not validated on AMD
     # hardware: there is none here.
-    "mi250x": DeviceLimits(
+    DeviceLimits(
         name="mi250x", vendor="amd", compute_capability=(9, 0), sm_count=110, warp_size=64,
         max_threads_per_block=1024, max_threads_per_sm=2048, max_blocks_per_sm=16,
         regs_per_sm=4 * 512 * 64, regs_per_block=4 * 512 * 64, reg_alloc_unit=8 * 64,
@@ -124,7 +124,19 @@ PRESETS: dict[str, DeviceLimits] = {
         smem_per_block_optin=65536, smem_reserved_per_block=0, smem_alloc_unit=512,
         max_cluster_size=1, stream_priority_range=(1, -1),
     ),
-}
+)}
+PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
+
+
+def device_help(otherwise: str) -> str:
+    """A --device help string that names every preset: "preset (a40, ...) or <otherwise>"."""
+    return f"preset ({', '.join(PRESET_NAMES)}) or {otherwise}"
+
+
+def preset_for(compute_capability: tuple[int, int], vendor: str = "nvidia") -> DeviceLimits | None:
+    """The first preset of `vendor` with this compute capability (9.0: h100), or None: the limits
+    to assume for a GPU known only by its compute capability (a trace's deviceProperties)."""
+    return next((p for p in PRESETS.values() if p.vendor == vendor and p.compute_capability == compute_capability), None)
 
 
 def _nvidia_arch_constants(major: int) -> dict:
@@ -147,7 +159,7 @@ def read_live(ordinal: int = 0, drv=None) -> DeviceLimits:
         props = _rocm_properties(ordinal)
         if props is not None:
             return read_live_rocm(props)
-        raise UsageError("no CUDA GPU is visible: use a preset with --device (a40, a100, h100, h200, mi250x)")
+        raise UsageError(f"no CUDA GPU is visible: use a preset with --device ({', '.join(PRESET_NAMES)})")
     count = drv.device_count()
     if not 0 <= ordinal < count:
         raise UsageError(f"device cuda:{ordinal} does not exist: valid cuda:0..cuda:{count - 1}")
@@ -220,4 +232,4 @@ def get_device(device: str | DeviceLimits | None = None) -> DeviceLimits:
         if not ordinal.isdigit():
             raise UsageError(f"--device {device!r}: the GPU index must be a number, as in cuda:0")
         return read_live(int(ordinal))
-    raise UsageError(f"unknown device {device!r}: valid {', '.join(PRESETS)}, cuda or cuda:N")
+    raise UsageError(f"unknown device {device!r}: valid {', '.join(PRESET_NAMES)}, cuda or cuda:N")

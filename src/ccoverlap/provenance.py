@@ -1,4 +1,5 @@
-"""Provenance for every recorded result: which GPU, driver, CUDA, torch and NCCL, which command, which commit."""
+"""Provenance for every recorded result: which GPU, driver, CUDA, torch and NCCL, which command, which
+commit of ccoverlap (or its version)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -6,17 +7,41 @@ import os
 import platform
 import subprocess
 import sys
+from importlib import metadata
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+UNKNOWN = "unknown"
 
 
-def _git_commit() -> str | None:
+def source_commit(package_dir: Path = PACKAGE_DIR) -> str:
+    """The commit of the git checkout that holds ccoverlap's own source, or "unknown".
+
+    Asked of the package's directory, not the working directory, and only if that repository
+    tracks the package's __init__.py: a copy of the package that sits inside some other
+    repository (unpacked, or installed into a virtual environment there) is not that
+    repository's commit. CCOVERLAP_COMMIT overrides it, for runs from a copy without git history.
+    """
     if commit := os.environ.get("CCOVERLAP_COMMIT"):
         return commit
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
+        _git(package_dir, "ls-files", "--error-unmatch", "__init__.py")  # fails unless tracked there
+        return _git(package_dir, "rev-parse", "HEAD")
     except (OSError, subprocess.SubprocessError):
-        return None
+        return UNKNOWN
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, check=True,
+                          timeout=10).stdout.strip()
+
+
+def package_version() -> str:
+    """The installed ccoverlap's version (what identifies the code when the commit is unknown)."""
+    try:
+        return metadata.version("ccoverlap")
+    except metadata.PackageNotFoundError:
+        return UNKNOWN
 
 
 def _torch_versions() -> dict:
@@ -51,7 +76,8 @@ def collect(**extra) -> dict:
         "python": platform.python_version(),
         "host": platform.node(),
         "command": " ".join(sys.argv),
-        "commit": _git_commit(),
+        "commit": source_commit(),
+        "version": package_version(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         **extra,
     }

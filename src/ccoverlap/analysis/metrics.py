@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ccoverlap.analysis.trace import Kernel, KernelClass, Trace
 from ccoverlap.errors import UsageError
-from ccoverlap.limits import PRESETS, DeviceLimits
+from ccoverlap.limits import PRESETS, DeviceLimits, preset_for
 from ccoverlap.occupancy import occupancy
 
 Interval = tuple[float, float]
@@ -211,7 +211,7 @@ def device_limits(props: dict | None) -> DeviceLimits | None:
     major, minor = props.get("computeMajor"), props.get("computeMinor")
     preset = next((p for key, p in PRESETS.items() if key in name), None)
     if preset is None:
-        preset = {(9, 0): PRESETS["h100"], (8, 0): PRESETS["a100"], (8, 6): PRESETS["a40"]}.get((major, minor))
+        preset = preset_for((major, minor))
     if preset is None:
         return None
     fields = {

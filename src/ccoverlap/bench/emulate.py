@@ -19,6 +19,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
@@ -75,6 +76,16 @@ class Emulation:
         return int(nbytes / self.busbw_gbps)  # bytes / (GB/s) = ns
 
 
+class Mover(Protocol):
+    """What carries out the emulated collectives: CpuMover here, ProxyMover (bench/proxy.py) on a GPU."""
+
+    emulation: Emulation
+
+    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int) -> None: ...
+
+    def done(self, outputs: list[torch.Tensor]) -> torch.futures.Future: ...
+
+
 class CpuMover:
     """The data part only, with torch copies: for the orchestration on machines without a GPU."""
 
@@ -110,7 +121,7 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 class EmulatedGroup(dist.ProcessGroup):
     """A process group of `world` ranks of which this process is rank 0 (see the module docstring)."""
 
-    def __init__(self, rank: int, world: int, mover):
+    def __init__(self, rank: int, world: int, mover: Mover):
         super().__init__(rank, world)
         self.mover = mover
         self.calls: dict[str, int] = {}
@@ -191,14 +202,9 @@ class EmulatedGroup(dist.ProcessGroup):
 _current: EmulatedGroup | None = None
 
 
-def init(emulation: Emulation, device: torch.device) -> EmulatedGroup:
-    """Make this process rank 0 of an emulated `emulation.world`-rank default group."""
-    if device.type == "cuda":
-        from ccoverlap.bench.proxy import ProxyMover
-
-        mover = ProxyMover(emulation, device)
-    else:
-        mover = CpuMover(emulation)
+def init(mover: Mover) -> EmulatedGroup:
+    """Make this process rank 0 of an emulated `mover.emulation.world`-rank default group. The
+    caller picks the mover, so that this module does not import proxy.py (which imports it)."""
 
     def create(store, rank, world, timeout):
         global _current
@@ -207,7 +213,7 @@ def init(emulation: Emulation, device: torch.device) -> EmulatedGroup:
 
     if BACKEND not in dist.Backend.backend_list:
         dist.Backend.register_backend(BACKEND, create, devices=["cpu", "cuda"])
-    dist.init_process_group(BACKEND, store=dist.HashStore(), rank=0, world_size=emulation.world,
+    dist.init_process_group(BACKEND, store=dist.HashStore(), rank=0, world_size=mover.emulation.world,
                             timeout=timedelta(minutes=5))
     return _current
 

@@ -1,5 +1,8 @@
 """The GPU side of `--comm emulate`: each collective becomes one launch of the paced proxy kernel
-(lab/kernels.cu: comm_paced) on a communication stream of its own, as NCCL has."""
+(kernels.cu: comm_paced) on a communication stream of its own, as NCCL has.
+
+The worker hands a ProxyMover to `emulate.init`; emulate.py does not import this module, so the
+dependency runs one way (proxy -> emulate)."""
 from __future__ import annotations
 
 import ctypes
@@ -8,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from ccoverlap import cuda_driver as cu
+from ccoverlap import kernels
 from ccoverlap.bench.emulate import Emulation, tile
-from ccoverlap.lab import kernels
 from ccoverlap.limits import read_live
 from ccoverlap.nccl import nccl_footprint
 

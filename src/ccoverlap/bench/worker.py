@@ -89,10 +89,16 @@ def _init(cfg: BenchConfig) -> tuple[torch.device, int, int]:
     if cfg.comm == "emulate":
         from ccoverlap.bench import emulate
 
-        device = torch.device("cuda", 0) if cfg.device == "cuda" else torch.device("cpu")
-        if device.type == "cuda":
+        emulation = emulate.Emulation.from_env(cfg.emulate_world, cfg.busbw_gbps)
+        if cfg.device == "cuda":
+            from ccoverlap.bench.proxy import ProxyMover
+
+            device = torch.device("cuda", 0)
             torch.cuda.set_device(device)
-        emulate.init(emulate.Emulation.from_env(cfg.emulate_world, cfg.busbw_gbps), device)
+            emulate.init(ProxyMover(emulation, device))
+        else:
+            device = torch.device("cpu")
+            emulate.init(emulate.CpuMover(emulation))
         return device, 0, cfg.emulate_world
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if cfg.device == "cuda":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ccoverlap.limits import PRESETS, DeviceLimits, get_device
+from ccoverlap.limits import PRESETS, DeviceLimits, device_help, get_device
 
 from ._output import print_json, print_table
 
@@ -27,7 +27,7 @@ def register(sub) -> None:
         description="Show the per-SM limits that decide what fits beside a communication kernel. "
         "Without --device it reads the live GPU, or lists every preset when there is none.",
     )
-    p.add_argument("--device", help="preset (a40, a100, h100, h200, mi250x) or cuda / cuda:N for a live GPU")
+    p.add_argument("--device", help=device_help("cuda / cuda:N for a live GPU"))
     p.add_argument("--nccl", action="store_true", help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)

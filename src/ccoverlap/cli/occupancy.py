@@ -5,7 +5,7 @@ import argparse
 
 from ccoverlap.errors import UsageError, check_range
 from ccoverlap.footprint import KernelFootprint
-from ccoverlap.limits import get_device
+from ccoverlap.limits import device_help, get_device
 from ccoverlap.occupancy import occupancy
 
 from ._output import print_json, print_text, write_json
@@ -27,7 +27,7 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--device", default="cuda", help="preset (a40, a100, h100, h200, mi250x) or cuda[:N] (default: live GPU)")
+    p.add_argument("--device", default="cuda", help=device_help("cuda[:N] (default: live GPU)"))
     p.add_argument("--threads", type=int, help="threads per block (1..1024)")
     p.add_argument("--regs", type=int, help="registers per thread (1..255 on NVIDIA)")
     p.add_argument("--static-smem", type=int, default=0, help="static shared memory per block, bytes (default 0)")

@@ -5,7 +5,7 @@ import argparse
 
 from ccoverlap.errors import UsageError, check_range
 from ccoverlap.footprint import KernelFootprint
-from ccoverlap.limits import get_device
+from ccoverlap.limits import device_help, get_device
 from ccoverlap.planner import plan
 
 from ._output import print_json, print_text
@@ -32,7 +32,7 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--device", default="cuda", help="preset (a40, a100, h100, h200, mi250x) or cuda[:N] (default: live GPU)")
+    p.add_argument("--device", default="cuda", help=device_help("cuda[:N] (default: live GPU)"))
     p.add_argument("--compute", required=True, metavar="SPEC", help="compute kernel footprint, e.g. threads=256,regs=32")
     p.add_argument("--comm", default="nccl", metavar="SPEC", help="communication footprint spec, or nccl[:overrides] (default: nccl)")
     p.add_argument("--per-sm", type=int, default=1, help="communication CTAs to fit beside compute on each SM (default 1)")

@@ -7,9 +7,10 @@ from collections.abc import Callable
 import torch
 
 from ccoverlap import cuda_driver as cu
+from ccoverlap import kernels
 from ccoverlap.errors import UsageError
 from ccoverlap.interposer import preloaded, set_policy
-from ccoverlap.lab import kernels, metrics, workloads
+from ccoverlap.lab import metrics, workloads
 from ccoverlap.lab.config import LabConfig
 from ccoverlap.lab.strategies import BY_NAME, Strategy, not_applicable
 from ccoverlap.limits import DeviceLimits

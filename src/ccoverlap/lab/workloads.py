@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ccoverlap.footprint import KernelFootprint
-from ccoverlap.lab.kernels import Kernel, ptr
+from ccoverlap.kernels import Kernel, ptr
 
 NULL = ctypes.c_void_p(0)
 

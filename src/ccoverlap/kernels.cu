@@ -1,8 +1,9 @@
-// Lab kernels: compute (fma, elementwise) and communication proxies, compiled with NVRTC.
+// ccoverlap's kernels: compute (fma, elementwise) and communication proxies (the lab's
+// reduce-copy, the bench emulation's paced collective), compiled with NVRTC.
 // Every kernel may stamp, per block, its start and end (%globaltimer, ns) and SM id, so the
 // lab can draw which blocks were resident where and when. `stamps` may be null.
-// Build-time macros: STATIC_BYTES (static shared memory of comm_proxy), UNROLL (its loads in
-// flight per thread: register pressure), both set by ccoverlap.lab.kernels.
+// Build-time macros: STATIC_BYTES (static shared memory of the comm proxies), UNROLL (their loads
+// in flight per thread: register pressure), both set by ccoverlap.kernels.
 
 #ifndef STATIC_BYTES
 #define STATIC_BYTES 16
@@ -32,6 +33,19 @@ __device__ __forceinline__ void stamp(unsigned long long* stamps, unsigned long 
         s[2] = sm_id();
     }
 }
+
+// The prologue of both communication proxies, a macro so that each kernel compiles to what it did
+// when the lines stood in it: declares `fixed` (STATIC_BYTES of static shared memory, written here
+// and read in the kernel's last lines so it is kept), `t0` (the start stamp), and this CTA's
+// slice [begin, end) of n elements, walked in strides of `step` (blockDim.x x UNROLL).
+#define COMM_PROLOGUE(n)                                                \
+    __shared__ volatile char fixed[STATIC_BYTES];                       \
+    unsigned long long t0 = global_ns();                                \
+    if (threadIdx.x == 0) fixed[blockIdx.x % STATIC_BYTES] = 1;         \
+    long long per_cta = (n + gridDim.x - 1) / gridDim.x;                \
+    long long begin = per_cta * blockIdx.x;                             \
+    long long end = min(begin + per_cta, n);                            \
+    long long step = (long long)blockDim.x * UNROLL
 
 // Compute-bound: a chain of dependent FMAs per thread, one element per thread.
 extern "C" __global__ void fma_kernel(const float* __restrict__ in, float* __restrict__ out, int iters,
@@ -75,13 +89,7 @@ extern "C" __global__ void comm_proxy(const float4* __restrict__ a, const float4
                                       float4* __restrict__ out, long long n4, int stage_slots,
                                       unsigned long long* stamps) {
     extern __shared__ float4 stage[];
-    __shared__ volatile char fixed[STATIC_BYTES];
-    unsigned long long t0 = global_ns();
-    if (threadIdx.x == 0) fixed[blockIdx.x % STATIC_BYTES] = 1;
-    long long per_cta = (n4 + gridDim.x - 1) / gridDim.x;
-    long long begin = per_cta * blockIdx.x;
-    long long end = min(begin + per_cta, n4);
-    long long step = (long long)blockDim.x * UNROLL;
+    COMM_PROLOGUE(n4);
     for (long long i0 = begin + threadIdx.x; i0 < end; i0 += step) {
         float4 va[UNROLL], vb[UNROLL];
 #pragma unroll
@@ -111,13 +119,7 @@ extern "C" __global__ void comm_paced(const uint4* __restrict__ src, long long n
                                       long long n_dst, long long total, long long step_ns, int stage_slots,
                                       unsigned long long* stamps) {
     extern __shared__ uint4 staged[];
-    __shared__ volatile char fixed[STATIC_BYTES];
-    unsigned long long t0 = global_ns();
-    if (threadIdx.x == 0) fixed[blockIdx.x % STATIC_BYTES] = 1;
-    long long per_cta = (total + gridDim.x - 1) / gridDim.x;
-    long long begin = per_cta * blockIdx.x;
-    long long end = min(begin + per_cta, total);
-    long long step = (long long)blockDim.x * UNROLL;
+    COMM_PROLOGUE(total);
     unsigned long long k = 0;
     for (long long i0 = begin + threadIdx.x; i0 - threadIdx.x < end; i0 += step, ++k) {
         uint4 v[UNROLL];

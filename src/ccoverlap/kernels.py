@@ -1,8 +1,9 @@
-"""Build the lab's CUDA kernels with NVRTC and launch them through the driver.
+"""Build ccoverlap's CUDA kernels (kernels.cu) with NVRTC and launch them through the driver.
 
-The communication proxy is compiled so its footprint matches a target (e.g. the
-installed NCCL's): static shared memory is a build macro, and the register count
-is reached by raising the loads in flight (UNROLL) under a register cap until the
+One module serves the lab (compute kernels, the reduce-copy proxy) and the bench's emulation
+(the paced proxy, `bench/proxy.py`). A communication proxy is compiled so its footprint matches
+a target (e.g. the installed NCCL's): static shared memory is a build macro, and the register
+count is reached by raising the loads in flight (UNROLL) under a register cap until the
 compiled kernel is within 8 registers of the target without spilling.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ccoverlap import cuda_driver as cu
 from ccoverlap.footprint import KernelFootprint
 from ccoverlap.nvrtc import compile_cubin
 
-SOURCE = resources.files("ccoverlap.lab").joinpath("kernels.cu").read_text()
+SOURCE = resources.files("ccoverlap").joinpath("kernels.cu").read_text()
 FUNC_LOCAL_SIZE_BYTES = 3
 REGISTER_TOLERANCE = 8
 

@@ -1,0 +1,123 @@
+"""No import cycle among ccoverlap's modules: each module's imports, read with `ast` (imports inside
+functions included: a lazy import hides a cycle, it does not remove one), form a graph with no cycle."""
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import ccoverlap
+
+PACKAGE = Path(ccoverlap.__file__).parent
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py below `root` (a package directory)."""
+    out = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of `known` that module `name` imports anywhere in its body.
+
+    `from a import b` depends on a.b where that is a module, else on a (its body must have run);
+    an import of another package's module names the nearest known package above it, or nothing.
+    `import a.b` and `from a import b` (b a module) do not depend on the body of the parent package
+    a: Python runs it first, and a package's __init__ importing its children would otherwise read
+    as a cycle. `from a import name` does, parent or not.
+    """
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, False) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [(f"{base}.{a.name}", False) if f"{base}.{a.name}" in known else (base, True) for a in node.names]
+        else:
+            continue
+        for target, needs_body in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and (needs_body or not name.startswith(target + ".")):
+                found.add(target)
+    return found
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as [a, b, ..., a], or None (depth-first search, colouring nodes)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def graph_of(root: Path) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def test_no_import_cycle_among_ccoverlap_modules():
+    graph = graph_of(PACKAGE)
+    assert "ccoverlap.bench.emulate" in graph and "ccoverlap.kernels" in graph["ccoverlap.bench.proxy"]
+    assert cycle(graph) is None, " -> ".join(cycle(graph))
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root / "pkg"
+
+
+def test_a_cycle_through_a_name_of_the_parent_package_is_found(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "from pkg.a import f\nVERSION = 1\n",
+        "pkg/a.py": "from pkg import VERSION\nf = VERSION\n",  # needs pkg's body, which needs a
+    })
+    assert cycle(graph_of(pkg)) == ["pkg", "pkg.a", "pkg"]
+
+
+def test_a_cycle_through_a_lazy_or_relative_import_is_found(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "from pkg.a import f\n",  # a parent importing its child is no cycle
+        "pkg/a.py": "from pkg import b\ndef f():\n    return b\n",
+        "pkg/b.py": "import os\ndef g():\n    from .sub import c\n    return c\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/c.py": "def h():\n    from ..a import f\n    return f\n",
+    })
+    assert cycle(graph_of(pkg)) == ["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"]
+
+
+def test_an_acyclic_package_passes(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "from pkg.a import f\n",
+        "pkg/a.py": "from pkg import b\nf = b.g\n",
+        "pkg/b.py": "import json\ndef g():\n    from pkg.sub import c\n    return c\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/c.py": "import pkg.sub\nimport numpy.linalg\n",
+    })
+    graph = graph_of(pkg)
+    assert graph["pkg.b"] == {"pkg.sub.c"} and graph["pkg.sub.c"] == set()
+    assert cycle(graph) is None
