@@ -3,6 +3,7 @@ computation on a time grid), bad input, the CLI and the report."""
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kineto_synth as ks
-from ccoverlap.analysis import analyze
+from ccoverlap.analysis import analyze, metrics
 from ccoverlap.analysis.metrics import (
     analysed_kernels, device_limits, exposed_intervals, intersection, length, merge, rank_metrics, subtract,
 )
@@ -338,3 +339,70 @@ def test_kernels_without_a_launch_call_are_left_out_with_a_note(tmp_path):
     (note,) = [p for p in result.problems if "no launch call" in p.message]
     assert f"{len(nccl_corr)} GPU kernel(s) (communication)" in note.message
     assert result.ranks[0].communication_us == 0 and result.ranks[0].comp_comm_overlap_pct is None
+
+
+# --- the metric table: one declaration per metric, read by the JSON, the report and the terminal ---
+
+PUBLISHED = Path(__file__).parents[1] / "bench" / "results" / "analyze-ddp-x2-h200-2026-11-30.json"
+
+
+def test_metric_table_is_consistent():
+    keys = [m.key for m in metrics.METRICS]
+    positions = [m.column.position for m in metrics.METRICS if m.column]
+    assert len(set(keys)) == len(keys) and len(set(positions)) == len(positions)
+    assert all(m.unit in ("us", "%", "x", "") for m in metrics.METRICS)
+
+
+def test_json_keeps_the_published_key_order(capsys):
+    """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order."""
+    published = json.loads(PUBLISHED.read_text())["analysis"]
+    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    data = json.loads(out)
+    assert list(data) == list(published)
+    assert list(data["ranks"][0]) == list(published["ranks"][0])
+    assert list(data["strategies"]["default"]) == list(next(iter(published["strategies"].values())))
+    (padded,) = [r for r in data["ranks"] if r["padded_kernels"]][:1]
+    (published_padded,) = [r for r in published["ranks"] if r["padded_kernels"]][:1]
+    assert list(padded["padded_kernels"][0]) == list(published_padded["padded_kernels"][0])
+
+
+def _outputs(capsys, tmp_path) -> tuple[dict, str, list[str]]:
+    """--json, the report's HTML and the terminal table's headers, on the strategies fixture with its baseline."""
+    args = (TRACES / "strategies", "--baseline", TRACES / "strategies" / "default")
+    _, out, _ = run(capsys, "analyze", *args, "--json", "--report", tmp_path / "r.html")
+    _, text, _ = run(capsys, "analyze", *args)
+    header = next(line for line in text.splitlines() if "┃ strategy" in line)
+    return json.loads(out), (tmp_path / "r.html").read_text(), [h.strip() for h in header.strip("┃ ").split("┃")]
+
+
+def test_every_metric_of_the_table_is_in_every_output(capsys, tmp_path):
+    data, report, terminal = _outputs(capsys, tmp_path)
+    for m in metrics.METRICS:
+        assert all(m.key in r for r in data["ranks"]), m.key
+        if m.combine:
+            assert all(m.key in s for s in data["strategies"].values()), m.key
+        if m.column:
+            assert f"<th>{html.escape(m.column.header)}</th>" in report, m.key
+    assert terminal == ["strategy", "rank", "overlap%", "comm", "exposed", "compute", "idle", "comp x", "comm x", "padded"]
+    assert terminal[2:] == [m.column.short for m in metrics.shown(terminal=True)]
+
+
+def test_a_metric_added_to_the_table_shows_everywhere(capsys, tmp_path, monkeypatch):
+    longest = metrics.Metric("longest_kernel_us", "longest kernel", "us", ".3f",
+                             lambda r: max(k.dur for k in r.kernels), max, metrics.Column(11, "longest kernel ms", "longest"))
+    monkeypatch.setattr(metrics, "METRICS", (*metrics.METRICS, longest))
+    data, report, terminal = _outputs(capsys, tmp_path)
+    for r in data["ranks"]:
+        path = Path(r["file"])
+        assert r["longest_kernel_us"] == max(k.dur for k in analysed_kernels(read_trace(path)))
+        assert list(r)[-2:] == ["longest_kernel_us", "padded_kernels"]
+    for name, s in data["strategies"].items():  # combined by max, not the mean
+        assert s["longest_kernel_us"] == max(r["longest_kernel_us"] for r in data["ranks"] if r["strategy"] == name)
+    assert "<th>longest kernel ms</th>" in report
+    assert f"<td>{data['ranks'][0]['longest_kernel_us'] / 1000:.3f}</td>" in report
+    assert terminal[-1] == "longest"
+
+
+def test_metric_values_as_shown():
+    pct, comm, padded = metrics.metric("comp_comm_overlap_pct"), metrics.metric("communication_us"), metrics.metric("padded_launches")
+    assert (pct.show(53.991), comm.show(22331.5669), padded.show(3), comm.show(None)) == ("53.99", "22.332", "3", "-")
