@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             "baseline": str(args.baseline) if args.baseline else None,
             "problems": [str(p) for p in result.problems],
             "report": [str(p) for p in written],
-        })
+        } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {}))  # as published when none
         return 0
     columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
     print_table("ccoverlap analyze: ms per rank (--json or --report for everything)",
