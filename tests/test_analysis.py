@@ -357,7 +357,7 @@ def test_metric_table_is_consistent():
 def test_json_keeps_the_published_key_order(capsys):
     """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order."""
     published = json.loads(PUBLISHED.read_text())["analysis"]
-    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
     data = json.loads(out)
     assert list(data) == list(published)
     assert list(data["ranks"][0]) == list(published["ranks"][0])
@@ -384,13 +384,14 @@ def test_every_metric_of_the_table_is_in_every_output(capsys, tmp_path):
             assert all(m.key in s for s in data["strategies"].values()), m.key
         if m.column:
             assert f"<th>{html.escape(m.column.header)}</th>" in report, m.key
-    assert terminal == ["strategy", "rank", "overlap%", "comm", "exposed", "compute", "idle", "comp x", "comm x", "padded"]
+    assert terminal == ["strategy", "rank", "overlap%", "comm", "exposed", "compute", "idle", "comp x", "comm x",
+                        "padded"]
     assert terminal[2:] == [m.column.short for m in metrics.shown(terminal=True)]
 
 
 def test_a_metric_added_to_the_table_shows_everywhere(capsys, tmp_path, monkeypatch):
-    longest = metrics.Metric("longest_kernel_us", "longest kernel", "us", ".3f",
-                             lambda r: max(k.dur for k in r.kernels), max, metrics.Column(11, "longest kernel ms", "longest"))
+    longest = metrics.Metric("longest_kernel_us", "longest kernel", "us", ".3f", lambda r: max(k.dur for k in r.kernels),
+                             max, metrics.Column(11, "longest kernel ms", "longest"))
     monkeypatch.setattr(metrics, "METRICS", (*metrics.METRICS, longest))
     data, report, terminal = _outputs(capsys, tmp_path)
     for r in data["ranks"]:
@@ -405,7 +406,7 @@ def test_a_metric_added_to_the_table_shows_everywhere(capsys, tmp_path, monkeypa
 
 
 def test_metric_values_as_shown():
-    pct, comm, padded = metrics.metric("comp_comm_overlap_pct"), metrics.metric("communication_us"), metrics.metric("padded_launches")
+    pct, comm, padded = (metrics.metric(k) for k in ("comp_comm_overlap_pct", "communication_us", "padded_launches"))
     assert (pct.show(53.991), comm.show(22331.5669), padded.show(3), comm.show(None)) == ("53.99", "22.332", "3", "-")
 
 
@@ -489,7 +490,8 @@ def test_a_foreign_or_truncated_file_is_one_line(capsys, tmp_path, content, why)
 def test_metadata_of_the_wrong_shape_is_ignored(tmp_path):
     kernels, steps = ks.random_run(3, 2)
     path = ks.write(tmp_path / "rank4_trace.json", None, 1, kernels, steps)
-    path.write_text(path.read_text().replace('"deviceProperties": [', '"distributedInfo": 3, "deviceProperties": [7, ', 1))
+    text = path.read_text().replace('"deviceProperties": [', '"distributedInfo": 3, "deviceProperties": [7, ', 1)
+    path.write_text(text)
     trace = read_trace(path)
     assert (trace.rank, trace.world_size, trace.device["name"]) == (4, None, "NVIDIA H200")
 
@@ -503,7 +505,8 @@ def test_metadata_of_the_wrong_shape_is_ignored(tmp_path):
 def test_missing_ranks_are_named(capsys, tmp_path, present, world, missing, line):
     kernels, steps = ks.random_run(3, 2)
     for rank in present:
-        ks.write(tmp_path / "run" / f"rank{rank}_trace.json", None if world is None else rank, world or 1, kernels, steps)
+        ks.write(tmp_path / "run" / f"rank{rank}_trace.json", None if world is None else rank, world or 1,
+                 kernels, steps)
     code, out, err = run(capsys, "analyze", tmp_path / "run", "--json")
     data = json.loads(out)
     assert code == 0 and [r["rank"] for r in data["ranks"]] == present and data["missing_ranks"] == {"run": missing}

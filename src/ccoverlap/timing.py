@@ -17,7 +17,7 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
 
 
 def elapsed_ms(fn: Callable[[], object], cuda: bool = False) -> float:
-    """Milliseconds one call of `fn` takes: CUDA events around it on the current stream (waited for), or perf_counter."""
+    """Milliseconds one call of `fn` takes: CUDA events around it on the current stream, or perf_counter."""
     if cuda:
         import torch
 

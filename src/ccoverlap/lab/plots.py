@@ -1,4 +1,4 @@
-"""Lab pictures: strategy bars per case and block-residency timelines, in the one plotting style (ccoverlap.plotting)."""
+"""Lab pictures: strategy bars per case and block-residency timelines, in ccoverlap.plotting's one style."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,8 +40,8 @@ def timeline(timelines: dict, case: tuple[str, str], strategies: list[str], path
     axes = fig.subplots(len(keys), 1, squeeze=False, sharex=True)
     for ax, key in zip(axes[:, 0], keys):
         t = timelines[key]
-        ax.add_collection(LineCollection([[(s, sm), (e, sm)] for s, e, sm in t["compute"]], colors=COLORS["compute"], lw=0.6))
-        ax.add_collection(LineCollection([[(s, sm), (e, sm)] for s, e, sm in t["comm"]], colors=COLORS["communication"], lw=2.5))
+        for side, color, width in (("compute", COLORS["compute"], 0.6), ("comm", COLORS["communication"], 2.5)):
+            ax.add_collection(LineCollection([[(s, sm), (e, sm)] for s, e, sm in t[side]], colors=color, lw=width))
         ax.autoscale()
         ax.set_ylabel("SM")
         ax.set_title(f"{key[2]}: comm CTAs (orange) among compute blocks (blue)", fontsize=TITLE_SIZE)
