@@ -2,7 +2,9 @@
 computation on a time grid), bad input, the CLI and the report."""
 from __future__ import annotations
 
+import errno
 import gzip
+import html
 import json
 import re
 from pathlib import Path
@@ -13,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kineto_synth as ks
-from ccoverlap.analysis import analyze
+from ccoverlap.analysis import analyze, metrics
 from ccoverlap.analysis.metrics import (
     analysed_kernels, device_limits, exposed_intervals, intersection, length, merge, rank_metrics, subtract,
 )
@@ -247,11 +249,11 @@ def test_bad_files_one_line_each_and_the_rest_analysed(capsys):
     code, out, err = run(capsys, "analyze", TRACES / "bad", "--json")
     assert code == 0 and [r["rank"] for r in json.loads(out)["ranks"]] == [0]
     lines = err.strip().splitlines()
-    assert len(lines) == 5 and all(line.startswith("ccoverlap analyze: ") for line in lines)
+    assert len(lines) == 6 and all(line.startswith("ccoverlap analyze: ") for line in lines)
     expect = {
         "notjson.json": "invalid or truncated JSON", "rank1_truncated.json": "invalid or truncated JSON",
         "rank2_nokernels.json": "no GPU kernels", "rank0_trace_copy.json.gz": "rank 0 again",
-        "rank3_corrupt.json.gz": "truncated or corrupt gzip",
+        "rank3_corrupt.json.gz": "truncated or corrupt gzip", "bad:": "missing rank(s) 1 (of 0-1)",  # world size 2
     }
     for name, why in expect.items():
         assert any(name in line and why in line for line in lines), name
@@ -338,3 +340,219 @@ def test_kernels_without_a_launch_call_are_left_out_with_a_note(tmp_path):
     (note,) = [p for p in result.problems if "no launch call" in p.message]
     assert f"{len(nccl_corr)} GPU kernel(s) (communication)" in note.message
     assert result.ranks[0].communication_us == 0 and result.ranks[0].comp_comm_overlap_pct is None
+
+
+# --- the metric table: one declaration per metric, read by the JSON, the report and the terminal ---
+
+PUBLISHED = Path(__file__).parents[1] / "bench" / "results" / "analyze-ddp-x2-h200-2026-11-30.json"
+
+
+def test_metric_table_is_consistent():
+    keys = [m.key for m in metrics.METRICS]
+    positions = [m.column.position for m in metrics.METRICS if m.column]
+    assert len(set(keys)) == len(keys) and len(set(positions)) == len(positions)
+    assert all(m.unit in ("us", "%", "x", "") for m in metrics.METRICS)
+
+
+def test_json_keeps_the_published_key_order(capsys):
+    """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order."""
+    published = json.loads(PUBLISHED.read_text())["analysis"]
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    data = json.loads(out)
+    assert list(data) == list(published)
+    assert list(data["ranks"][0]) == list(published["ranks"][0])
+    assert list(data["strategies"]["default"]) == list(next(iter(published["strategies"].values())))
+    (padded,) = [r for r in data["ranks"] if r["padded_kernels"]][:1]
+    (published_padded,) = [r for r in published["ranks"] if r["padded_kernels"]][:1]
+    assert list(padded["padded_kernels"][0]) == list(published_padded["padded_kernels"][0])
+
+
+def _outputs(capsys, tmp_path) -> tuple[dict, str, list[str]]:
+    """--json, the report's HTML and the terminal table's headers, on the strategies fixture with its baseline."""
+    args = (TRACES / "strategies", "--baseline", TRACES / "strategies" / "default")
+    _, out, _ = run(capsys, "analyze", *args, "--json", "--report", tmp_path / "r.html")
+    _, text, _ = run(capsys, "analyze", *args)
+    header = next(line for line in text.splitlines() if "┃ strategy" in line)
+    return json.loads(out), (tmp_path / "r.html").read_text(), [h.strip() for h in header.strip("┃ ").split("┃")]
+
+
+def test_every_metric_of_the_table_is_in_every_output(capsys, tmp_path):
+    data, report, terminal = _outputs(capsys, tmp_path)
+    for m in metrics.METRICS:
+        assert all(m.key in r for r in data["ranks"]), m.key
+        if m.combine:
+            assert all(m.key in s for s in data["strategies"].values()), m.key
+        if m.column:
+            assert f"<th>{html.escape(m.column.header)}</th>" in report, m.key
+    assert terminal == ["strategy", "rank", "overlap%", "comm", "exposed", "compute", "idle", "comp x", "comm x",
+                        "padded"]
+    assert terminal[2:] == [m.column.short for m in metrics.shown(terminal=True)]
+
+
+def test_a_metric_added_to_the_table_shows_everywhere(capsys, tmp_path, monkeypatch):
+    longest = metrics.Metric("longest_kernel_us", "longest kernel", "us", ".3f", lambda r: max(k.dur for k in r.kernels),
+                             max, metrics.Column(11, "longest kernel ms", "longest"))
+    monkeypatch.setattr(metrics, "METRICS", (*metrics.METRICS, longest))
+    data, report, terminal = _outputs(capsys, tmp_path)
+    for r in data["ranks"]:
+        path = Path(r["file"])
+        assert r["longest_kernel_us"] == max(k.dur for k in analysed_kernels(read_trace(path)))
+        assert list(r)[-2:] == ["longest_kernel_us", "padded_kernels"]
+    for name, s in data["strategies"].items():  # combined by max, not the mean
+        assert s["longest_kernel_us"] == max(r["longest_kernel_us"] for r in data["ranks"] if r["strategy"] == name)
+    assert "<th>longest kernel ms</th>" in report
+    assert f"<td>{data['ranks'][0]['longest_kernel_us'] / 1000:.3f}</td>" in report
+    assert terminal[-1] == "longest"
+
+
+def test_metric_values_as_shown():
+    pct, comm, padded = (metrics.metric(k) for k in ("comp_comm_overlap_pct", "communication_us", "padded_launches"))
+    assert (pct.show(53.991), comm.show(22331.5669), padded.show(3), comm.show(None)) == ("53.99", "22.332", "3", "-")
+
+
+# --- hardening: bad times, foreign JSON, missing ranks, a full disk ---
+
+def _trace_with(tmp_path: Path, edit, name: str = "rank0_trace.json", rank: int = 0, world: int = 1) -> Path:
+    """A synthetic trace whose events `edit` changes (in place) before it is written."""
+    kernels, steps = ks.random_run(3, 3)
+    path = ks.write(tmp_path / name, rank, world, kernels, steps)
+    data = json.loads(path.read_text())
+    edit(data["traceEvents"])
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _first(events: list[dict], cat: str, name: str | None = None) -> dict:
+    return next(e for e in events if e.get("cat") == cat and (name is None or e.get("name") == name))
+
+
+@pytest.mark.parametrize(("cat", "field", "value", "why"), [
+    ("kernel", "dur", -5.0, "GPU event {name} at ts {ts}: duration -5.0 us (valid: finite and >= 0)"),
+    ("kernel", "dur", "nan", "GPU event {name} at ts {ts}: duration nan us (valid: finite and >= 0)"),
+    ("kernel", "dur", "inf", "GPU event {name} at ts {ts}: duration inf us (valid: finite and >= 0)"),
+    ("kernel", "ts", "-inf", "event {name}: ts -inf (valid: a finite time)"),
+    ("cuda_runtime", "ts", "nan", "event {name}: ts nan (valid: a finite time)"),
+    ("user_annotation", "ts", "inf", "event {name}: ts inf (valid: a finite time)"),
+], ids=["negative-dur", "nan-dur", "inf-dur", "inf-ts", "nan-launch-ts", "inf-step-ts"])
+def test_an_event_with_an_impossible_time_refuses_its_trace(capsys, tmp_path, cat, field, value, why):
+    """Negative or non-finite times would give negative or NaN communication times: one line naming the
+    file, the event and its time, and the file is left out (exit 2 when nothing else is left)."""
+    seen = {}
+
+    def edit(events):
+        ev = _first(events, cat, ks.NCCL if cat == "kernel" else None)
+        seen.update(name=repr(ev["name"]), ts=float(ev["ts"]))
+        ev[field] = value
+
+    path = _trace_with(tmp_path, edit)
+    code, out, err = run(capsys, "analyze", tmp_path)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.splitlines() == [f"ccoverlap analyze: {path}: skipped: {why.format(**seen)}",
+                                f"ccoverlap analyze: error: nothing could be analysed in {tmp_path}"]
+
+
+def test_a_refused_trace_leaves_the_others_analysed(capsys, tmp_path):
+    def negative(events):
+        _first(events, "kernel", ks.NCCL)["dur"] = -1.0
+
+    _trace_with(tmp_path, negative, "rank1_trace.json", rank=1, world=2)
+    _trace_with(tmp_path, lambda events: None, "rank0_trace.json", rank=0, world=2)
+    code, out, err = run(capsys, "analyze", tmp_path, "--json")
+    data = json.loads(out)
+    assert code == 0 and [r["rank"] for r in data["ranks"]] == [0]
+    assert all(r["communication_us"] >= 0 and r["exposed_comm_us"] >= 0 for r in data["ranks"])
+    assert "rank1_trace.json: skipped: GPU event" in err and data["missing_ranks"] == {tmp_path.name: [1]}
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    ('{"traceEvents": [1, "x"]}', "malformed trace event"),
+    ('{"traceEvents": [{"ph": "X", "dur": 1, "ts": 1, "args": [1]}]}', "malformed trace event"),
+    ('[1, 2, 3]', "not a Chrome trace: no traceEvents"),
+    ('{"median_ms": 4.2}', "not a Chrome trace: no traceEvents"),
+    ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "args": {"stream": 7}}',
+     "invalid or truncated JSON"),
+    ("half a gzip", "truncated or corrupt gzip"),
+], ids=["events-not-objects", "args-not-an-object", "a-list", "other-json", "truncated", "truncated-gz"])
+def test_a_foreign_or_truncated_file_is_one_line(capsys, tmp_path, content, why):
+    if content == "half a gzip":
+        data = (TRACES / "handmade" / "rank1_trace.json.gz").read_bytes()
+        path = tmp_path / "rank0_trace.json.gz"
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        path = tmp_path / "rank0_trace.json"
+        path.write_text(content)
+    code, out, err = run(capsys, "analyze", tmp_path, "--json")
+    lines = err.splitlines()
+    assert code == 2 and out == "" and "Traceback" not in err and len(lines) == 2
+    assert lines[0].startswith(f"ccoverlap analyze: {path}: skipped: {why}")
+
+
+def test_metadata_of_the_wrong_shape_is_ignored(tmp_path):
+    kernels, steps = ks.random_run(3, 2)
+    path = ks.write(tmp_path / "rank4_trace.json", None, 1, kernels, steps)
+    text = path.read_text().replace('"deviceProperties": [', '"distributedInfo": 3, "deviceProperties": [7, ', 1)
+    path.write_text(text)
+    trace = read_trace(path)
+    assert (trace.rank, trace.world_size, trace.device["name"]) == (4, None, "NVIDIA H200")
+
+
+@pytest.mark.parametrize(("present", "world", "missing", "line"), [
+    ([0, 2], None, [1], "missing rank(s) 1 (of 0-2)"),  # no distributedInfo: ranks from the file names
+    ([0, 1, 3], 4, [2], "missing rank(s) 2 (of 0-3)"),
+    ([0], 8, [1, 2, 3, 4, 5, 6, 7], "missing rank(s) 1-7 (of 0-7)"),
+    ([1, 3], 6, [0, 2, 4, 5], "missing rank(s) 0, 2, 4-5 (of 0-5)"),
+])
+def test_missing_ranks_are_named(capsys, tmp_path, present, world, missing, line):
+    kernels, steps = ks.random_run(3, 2)
+    for rank in present:
+        ks.write(tmp_path / "run" / f"rank{rank}_trace.json", None if world is None else rank, world or 1,
+                 kernels, steps)
+    code, out, err = run(capsys, "analyze", tmp_path / "run", "--json")
+    data = json.loads(out)
+    assert code == 0 and [r["rank"] for r in data["ranks"]] == present and data["missing_ranks"] == {"run": missing}
+    (warning,) = [x for x in err.splitlines() if "missing rank" in x]
+    assert warning == f"ccoverlap analyze: {tmp_path / 'run'}: {line}: no usable trace, left out of every figure"
+    assert warning.split(": ", 1)[1] in data["problems"]
+
+
+def test_no_missing_ranks_no_key(capsys):
+    _, out, err = run(capsys, "analyze", TRACES / "h200", "--json")
+    assert "missing_ranks" not in json.loads(out) and "missing" not in err
+
+
+def _full_disk_after(monkeypatch, writes: int) -> None:
+    """Every file write after the first `writes` fails half-way with ENOSPC, as on a full disk."""
+    real, count = Path.write_bytes, [0]
+
+    def write_bytes(self, data):
+        count[0] += 1
+        if count[0] > writes:
+            real(self, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["first-report", "over-an-earlier-report"])
+def test_report_on_a_full_disk_leaves_no_half_report(capsys, tmp_path, monkeypatch, earlier):
+    out = tmp_path / "out"
+    report = out / "report.html"
+    if earlier:
+        assert run(capsys, "analyze", TRACES / "handmade", "--report", report)[0] == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    _full_disk_after(monkeypatch, 2)  # the third PNG fails
+    code, stdout, err = run(capsys, "analyze", TRACES / "strategies", "--report", report)
+    assert code == 2 and stdout == "" and "Traceback" not in err
+    assert err.splitlines() == [f"ccoverlap analyze: error: cannot write the report {report}: No space left on device"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing new, nothing cut
+    assert sorted(p.name for p in out.iterdir()) == (["report.html", "report_files"] if earlier else [])
+
+
+def test_report_replaces_an_earlier_one_whole(capsys, tmp_path):
+    report = tmp_path / "report.html"
+    run(capsys, "analyze", TRACES / "strategies", "--report", report)
+    code, _, _ = run(capsys, "analyze", TRACES / "handmade", "--report", report)
+    assert code == 0 and sorted(p.name for p in (tmp_path / "report_files").iterdir()) == [
+        "strategies.png", "timeline_handmade_rank0.png", "timeline_handmade_rank1.png"]  # none of the first report's
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report_files"]  # no temporary folder left

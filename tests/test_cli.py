@@ -1,11 +1,14 @@
+import fcntl
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ccoverlap import cuda_driver
-from ccoverlap.cli import main
+from ccoverlap.cli import CLOSED_PIPE_EXIT, main
 
 
 def run(capsys, *argv):
@@ -84,3 +87,33 @@ def test_argparse_errors_are_one_line_too():
 def test_every_command_has_teaching_help(command):
     proc = subprocess.run([sys.executable, "-m", "ccoverlap", command, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--device" in proc.stdout
+
+
+TRACES = Path(__file__).parent / "data" / "traces"
+
+
+def _piped(argv: list[str], read_first_line: bool) -> subprocess.CompletedProcess:
+    """Run ccoverlap into a one-page pipe; its reader takes one line (or nothing) and closes, as `| head -1` does."""
+    read, write = os.pipe()
+    fcntl.fcntl(read, fcntl.F_SETPIPE_SZ, 4096)
+    if not read_first_line:
+        os.close(read)  # a reader already gone: the first write meets a closed pipe
+    proc = subprocess.Popen([sys.executable, "-m", "ccoverlap", *argv], stdout=write, stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    if read_first_line:
+        while os.read(read, 1) not in (b"\n", b""):
+            pass
+        os.close(read)
+    _, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(argv, proc.returncode, None, err)
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="needs Linux pipes")
+@pytest.mark.parametrize(("argv", "read_first_line"), [
+    (["info", "--json"], False),  # 3.5 KB: fits a pipe, so the reader leaves before the write
+    (["analyze", str(TRACES / "h200"), "--json"], True),  # 5.2 KB: more than the pipe holds after one line
+], ids=["info", "analyze"])
+def test_a_closed_pipe_is_a_quiet_end(argv, read_first_line):
+    proc = _piped(argv, read_first_line)
+    assert "Traceback" not in proc.stderr and proc.stderr == ""
+    assert proc.returncode == CLOSED_PIPE_EXIT == 141

@@ -20,6 +20,7 @@ class Analysis:
     baseline: dict[int, Trace] | None
     ranks: list[RankMetrics]
     problems: list[Problem]
+    missing_ranks: dict[str, list[int]]  # strategy -> ranks of its world with no usable trace (only where some are)
 
 
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None) -> Analysis:
@@ -28,6 +29,7 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     found = discover(root)
     problems: list[Problem] = []
     strategies: dict[str, dict[int, Trace]] = {}
+    absent: dict[str, list[int]] = {}
     for name, files in found.items():
         traces, bad = read_traces(files, classifier)
         problems += bad
@@ -41,6 +43,10 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
                 del traces[rank]
         if traces:
             strategies[name] = traces
+            if gap := missing_ranks(traces):
+                absent[name] = gap
+                problems.append(Problem(files[0].parent, f"missing rank(s) {_spans(gap)} (of 0-{_world(traces) - 1}): "
+                                        "no usable trace, left out of every figure"))
     base = None
     if baseline is not None:
         base = _baseline(baseline, found, strategies, classifier, problems)
@@ -49,7 +55,28 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
         for name, traces in strategies.items()
         for rank, trace in traces.items()
     ]
-    return Analysis(strategies, base, ranks, problems)
+    return Analysis(strategies, base, ranks, problems, absent)
+
+
+def _world(traces: dict[int, Trace]) -> int:
+    """Ranks the job had: distributedInfo's world size, else (or if smaller) the highest rank read + 1."""
+    return max([t.world_size for t in traces.values() if t.world_size] + [max(traces) + 1])
+
+
+def missing_ranks(traces: dict[int, Trace]) -> list[int]:
+    """The ranks of the job with no usable trace: absent, unreadable, or with nothing to analyse."""
+    return [r for r in range(_world(traces)) if r not in traces]
+
+
+def _spans(ranks: list[int]) -> str:
+    """1, 3, 5-7: sorted ranks with runs joined, so a job of thousands of ranks stays one line."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _baseline(path: Path, found: dict, strategies: dict, classifier: Classifier, problems: list) -> dict[int, Trace]:

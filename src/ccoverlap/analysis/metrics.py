@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from ccoverlap.analysis.trace import Kernel, KernelClass, Trace
 from ccoverlap.errors import UsageError
@@ -223,83 +224,172 @@ def device_limits(props: dict | None) -> DeviceLimits | None:
     return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties", **read)
 
 
-# --- per-rank metrics ---
+# --- per-rank metrics: one table (METRICS), read by the JSON, the per-strategy values, the report and the terminal ---
+
+
+@dataclass(frozen=True)
+class RankTimes:
+    """One rank's analysed kernels, merged per class: what every metric of METRICS is computed from."""
+
+    kernels: tuple[Kernel, ...]
+    baseline: tuple[Kernel, ...] | None  # the baseline's analysed kernels of the same rank
+    compute: list[Interval]
+    communication: list[Interval]
+    memory: list[Interval]
+    busy: list[Interval]  # any GPU activity
+    padded: tuple[KernelStats, ...]  # the kernels with padded launches
+
+    @classmethod
+    def of(cls, trace: Trace, baseline: Trace | None = None) -> RankTimes:
+        kernels = analysed_kernels(trace)
+        stats = kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device))
+        return cls(
+            kernels=kernels,
+            baseline=analysed_kernels(baseline) if baseline else None,
+            compute=_merged(of_kind(kernels, KernelClass.COMPUTE)),
+            communication=_merged(of_kind(kernels, KernelClass.COMMUNICATION)),
+            memory=_merged(of_kind(kernels, KernelClass.MEMORY)),
+            busy=_merged(kernels),
+            padded=tuple(s for s in stats if s.padded_launches),
+        )
+
+    @cached_property
+    def compute_us(self) -> float:
+        return length(self.compute)
+
+    @cached_property
+    def communication_us(self) -> float:
+        return length(self.communication)
+
+    @cached_property
+    def overlap_us(self) -> float:
+        return intersection(self.compute, self.communication)
+
+    @property
+    def exposed_us(self) -> float:
+        return self.communication_us - self.overlap_us
+
+    @property
+    def span_us(self) -> float:
+        return self.busy[-1][1] - self.busy[0][0] if self.busy else 0.0
+
+    def slowdown(self, kind: KernelClass) -> float | None:
+        return slowdown(self.kernels, self.baseline, kind) if self.baseline else None
+
+
+Value = float | int | None
+
+
+@dataclass(frozen=True)
+class Column:
+    """Where a metric shows in the tables."""
+
+    position: int  # left to right, in the report's summary, the terminal table and the per-strategy values
+    header: str  # the report's summary column
+    short: str | None = None  # the terminal table's column (ms implied); None: not in the terminal table
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-rank metric, declared once: everything else (JSON, tables, per-strategy values, plots) reads it."""
+
+    key: str  # JSON key and RankMetrics attribute
+    label: str  # in words, for plots
+    unit: str  # of the JSON value: "us" (shown in ms), "%", "x" (a ratio) or "" (a count)
+    fmt: str  # format spec of the shown value (after us -> ms)
+    value: Callable[[RankTimes], Value]
+    combine: Callable[[list], Value] | None = None  # a strategy's ranks into one value (mean, max, sum); None: not
+    column: Column | None = None  # None: in JSON only
+
+    def show(self, value: Value) -> str:
+        """As the tables show it: '-' for None, times in ms."""
+        if value is None:
+            return "-"
+        return format(value / 1000 if self.unit == "us" else value, self.fmt)
+
+
+def mean(values: list) -> float:
+    return sum(values) / len(values)
+
+
+#: Every per-rank metric, in the JSON's order (kept as published in bench/results). A new metric is one
+#: row here; docs/analysis.md says what each means.
+METRICS: tuple[Metric, ...] = (
+    Metric("kernels", "analysed kernels", "", "d", lambda r: len(r.kernels)),
+    Metric("span_us", "span", "us", ".3f", lambda r: r.span_us, mean, Column(7, "span ms")),
+    Metric("compute_us", "compute", "us", ".3f", lambda r: r.compute_us, mean, Column(5, "compute ms", "compute")),
+    Metric("communication_us", "communication", "us", ".3f", lambda r: r.communication_us, mean,
+           Column(2, "comm ms", "comm")),
+    Metric("memory_us", "memory", "us", ".3f", lambda r: length(r.memory)),
+    Metric("overlap_us", "overlap", "us", ".3f", lambda r: r.overlap_us),
+    Metric("exposed_comm_us", "exposed communication", "us", ".3f", lambda r: r.exposed_us, mean,
+           Column(3, "exposed comm ms", "exposed")),
+    Metric("hideable_comm_us", "hideable communication", "us", ".3f",
+           lambda r: min(r.exposed_us, r.compute_us - r.overlap_us), mean, Column(4, "hideable ms")),
+    Metric("idle_us", "idle", "us", ".3f", lambda r: r.span_us - length(r.busy), mean, Column(6, "idle ms", "idle")),
+    Metric("comp_comm_overlap_pct", "comp/comm overlap", "%", ".2f",
+           lambda r: 100.0 * r.overlap_us / r.communication_us if r.communication_us > 0 else None, mean,
+           Column(1, "overlap %", "overlap%")),
+    Metric("compute_slowdown", "compute slowdown", "x", ".3f", lambda r: r.slowdown(KernelClass.COMPUTE), mean,
+           Column(8, "compute slowdown", "comp x")),
+    Metric("comm_slowdown", "communication slowdown", "x", ".3f", lambda r: r.slowdown(KernelClass.COMMUNICATION),
+           mean, Column(9, "comm slowdown", "comm x")),
+    Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
+           column=Column(10, "padded launches", "padded")),
+)
+
+
+def metric(key: str) -> Metric:
+    return next(m for m in METRICS if m.key == key)
+
+
+def shown(terminal: bool = False) -> list[Metric]:
+    """The metrics the report's summary (or, with `terminal`, the terminal table) shows, left to right."""
+    cols = sorted((m for m in METRICS if m.column), key=lambda m: m.column.position)
+    return [m for m in cols if m.column.short] if terminal else cols
 
 
 @dataclass(frozen=True)
 class RankMetrics:
-    """Times in microseconds over the analysed kernels of one rank; slowdowns vs. the baseline."""
+    """One rank's values of METRICS (times in microseconds, over its analysed kernels) and its padded kernels."""
 
     strategy: str
     rank: int
     file: str
-    kernels: int
-    span_us: float  # first kernel start to last kernel end (HTA's kernel time)
-    compute_us: float  # merged compute-kernel time
-    communication_us: float  # merged communication-kernel time
-    memory_us: float  # merged memcpy/memset time
-    overlap_us: float  # communication time covered by compute
-    exposed_comm_us: float  # communication time not covered by compute
-    hideable_comm_us: float  # exposed communication that compute not yet overlapped could have hidden
-    idle_us: float  # span not covered by any GPU activity
-    comp_comm_overlap_pct: float | None  # 100 * overlap / communication (HTA's); None without communication
-    compute_slowdown: float | None  # compute kernels' time / the same kernels' baseline mean time
-    comm_slowdown: float | None
-    padded_launches: int
+    values: dict[str, Value]  # METRICS key -> value, in METRICS order
     padded_kernels: tuple[KernelStats, ...]
 
+    def __getattr__(self, key: str) -> Value:
+        """r.compute_us: a metric's value."""
+        try:
+            return self.__dict__["values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def row(self, metrics: Sequence[Metric]) -> list[str]:
+        """Strategy, rank and the metrics as the tables show them."""
+        return [self.strategy, str(self.rank), *(m.show(self.values[m.key]) for m in metrics)]
+
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {"strategy": self.strategy, "rank": self.rank, "file": self.file, **self.values,
+                "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels]}
 
 
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None) -> RankMetrics:
-    kernels = analysed_kernels(trace)
-    base = analysed_kernels(baseline) if baseline else None
-    comp = _merged(of_kind(kernels, KernelClass.COMPUTE))
-    comm = _merged(of_kind(kernels, KernelClass.COMMUNICATION))
-    mem = _merged(of_kind(kernels, KernelClass.MEMORY))
-    busy = _merged(kernels)
-    comp_us, comm_us, both = length(comp), length(comm), intersection(comp, comm)
-    exposed = comm_us - both
-    span = busy[-1][1] - busy[0][0] if busy else 0.0
-    padded = [s for s in kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device)) if s.padded_launches]
-    return RankMetrics(
-        strategy=strategy,
-        rank=trace.rank,
-        file=str(trace.path),
-        kernels=len(kernels),
-        span_us=span,
-        compute_us=comp_us,
-        communication_us=comm_us,
-        memory_us=length(mem),
-        overlap_us=both,
-        exposed_comm_us=exposed,
-        hideable_comm_us=min(exposed, comp_us - both),
-        idle_us=span - length(busy),
-        comp_comm_overlap_pct=100.0 * both / comm_us if comm_us > 0 else None,
-        compute_slowdown=slowdown(kernels, base, KernelClass.COMPUTE) if base else None,
-        comm_slowdown=slowdown(kernels, base, KernelClass.COMMUNICATION) if base else None,
-        padded_launches=sum(s.padded_launches for s in padded),
-        padded_kernels=tuple(padded),
-    )
+    times = RankTimes.of(trace, baseline)
+    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded)
 
 
-#: Metrics averaged over a strategy's ranks (strategy_means).
-MEAN_KEYS = (
-    "comp_comm_overlap_pct", "communication_us", "exposed_comm_us", "hideable_comm_us", "compute_us", "idle_us",
-    "span_us", "compute_slowdown", "comm_slowdown",
-)
-
-
-def strategy_means(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, float | None]]:
-    """Strategy -> mean over its ranks of each of MEAN_KEYS (None where no rank has the metric)."""
-    out: dict[str, dict[str, float | None]] = {}
+def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:
+    """Strategy -> its rank count and each combined metric over its ranks (None where no rank has it)."""
+    combined = [m for m in shown() if m.combine] + [m for m in METRICS if m.combine and not m.column]
+    out: dict[str, dict[str, Value]] = {}
     for name in dict.fromkeys(r.strategy for r in ranks):
         mine = [r for r in ranks if r.strategy == name]
         out[name] = {"ranks": len(mine)}
-        for key in MEAN_KEYS:
-            vals = [v for r in mine if (v := getattr(r, key)) is not None]
-            out[name][key] = sum(vals) / len(vals) if vals else None
+        for m in combined:
+            vals = [v for r in mine if (v := r.values[m.key]) is not None]
+            out[name][m.key] = m.combine(vals) if vals else None
     return out
 
 

@@ -1,34 +1,20 @@
 """Pictures of an analysis, as PNG bytes: a timeline per rank and bars comparing strategies.
 
-matplotlib is imported here only, lazily, and used through its object API
-with the Agg canvas: library code never touches pyplot's global state or
-opens a window.
+In the one plotting style (ccoverlap.plotting): matplotlib's object API on the
+Agg canvas, imported only when a picture is drawn.
 """
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
-from ccoverlap.analysis.metrics import Interval, exposed_intervals, merge
+from ccoverlap.analysis.metrics import Interval, exposed_intervals, merge, metric
 from ccoverlap.analysis.trace import Kernel, KernelClass
+from ccoverlap.plotting import COLORS as PALETTE
+from ccoverlap.plotting import SMALL_SIZE, TITLE_SIZE, new_figure, png_bytes
 
-COLORS = {KernelClass.COMPUTE: "#4477aa", KernelClass.COMMUNICATION: "#ee7733", KernelClass.MEMORY: "#999999"}
+COLORS = {kind: PALETTE[kind.value] for kind in KernelClass}
+EXPOSED = PALETTE["exposed"]
 _PIXELS = 4000  # intervals closer than span/_PIXELS are drawn as one bar
-
-
-def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=110)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    return buf.getvalue()
 
 
 def _coarse(intervals: list[Interval], gap: float, origin: float) -> list[tuple[float, float]]:
@@ -50,7 +36,7 @@ def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str) 
     origin = min(k.ts for k in kernels)
     gap = (max(k.end for k in kernels) - origin) / _PIXELS
     streams = sorted({k.stream for k in kernels})
-    fig = _figure(12, 1.2 + 0.45 * (len(streams) + 1))
+    fig = new_figure(12, 1.2 + 0.45 * (len(streams) + 1))
     ax = fig.add_subplot()
     for lane, stream in enumerate(streams, start=1):
         mine = [k for k in kernels if k.stream == stream]
@@ -58,51 +44,51 @@ def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str) 
             bars = _coarse([(k.ts, k.end) for k in mine if k.kind is kind], gap, origin)
             ax.broken_barh(bars, (lane - 0.4, 0.8), facecolors=color, linewidth=0)
         marks = _coarse([(k.ts, k.end) for k, p in zip(kernels, padded, strict=True) if p and k.stream == stream], gap, origin)
-        ax.broken_barh(marks, (lane - 0.4, 0.8), facecolors="none", edgecolors="#cc3311", hatch="////", linewidth=0.6)
-    ax.broken_barh(_coarse(exposed_intervals(kernels), gap, origin), (-0.4, 0.8), facecolors="#cc3311", linewidth=0)
+        ax.broken_barh(marks, (lane - 0.4, 0.8), facecolors="none", edgecolors=EXPOSED, hatch="////", linewidth=0.6)
+    ax.broken_barh(_coarse(exposed_intervals(kernels), gap, origin), (-0.4, 0.8), facecolors=EXPOSED, linewidth=0)
     ax.set_yticks(range(len(streams) + 1), ["exposed comm"] + [f"stream {s}" for s in streams])
     ax.set_ylim(-0.7, len(streams) + 0.7)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the first analysed kernel")
-    ax.set_title(title, loc="left", fontsize=10)
+    ax.set_title(title, loc="left", fontsize=TITLE_SIZE)
     ax.legend(
         handles=[Patch(color=c, label=k.value) for k, c in COLORS.items()]
-        + [Patch(facecolor="none", edgecolor="#cc3311", hatch="////", label="padded"),
-           Patch(color="#cc3311", label="exposed communication")],
-        loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False,
+        + [Patch(facecolor="none", edgecolor=EXPOSED, hatch="////", label="padded"),
+           Patch(color=EXPOSED, label="exposed communication")],
+        loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL_SIZE, frameon=False,
     )
-    return _png(fig)
+    return png_bytes(fig)
 
 
+#: The per-strategy times drawn as bars (metrics.METRICS keys), with their colours.
 BAR_METRICS = (
-    ("compute_us", "compute", COLORS[KernelClass.COMPUTE]),
-    ("communication_us", "communication", COLORS[KernelClass.COMMUNICATION]),
-    ("exposed_comm_us", "exposed communication", "#cc3311"),
-    ("idle_us", "idle", "#dddddd"),
+    ("compute_us", COLORS[KernelClass.COMPUTE]), ("communication_us", COLORS[KernelClass.COMMUNICATION]),
+    ("exposed_comm_us", EXPOSED), ("idle_us", PALETTE["idle"]),
 )
+OVERLAP = "comp_comm_overlap_pct"
 
 
 def strategy_bars_png(means: dict[str, dict[str, float | None]]) -> bytes:
-    """Per strategy (metrics.strategy_means): times (ms, mean per rank) on the left, overlap % on the right."""
+    """Per strategy (metrics.strategy_values): times (ms, mean per rank) on the left, overlap % on the right."""
     names = list(means)
 
     def values(key: str, scale: float = 1.0) -> list[float]:
         return [(means[n][key] or 0.0) / scale for n in names]
 
-    fig = _figure(11, 3.6)
+    fig = new_figure(11, 3.6)
     times, pct = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 1]})
     width = 0.8 / len(BAR_METRICS)
-    for i, (key, label, color) in enumerate(BAR_METRICS):
+    for i, (key, color) in enumerate(BAR_METRICS):
         xs = [n + (i - (len(BAR_METRICS) - 1) / 2) * width for n in range(len(names))]
-        times.bar(xs, values(key, 1000), width, label=label, color=color, edgecolor="#555555")
+        times.bar(xs, values(key, 1000), width, label=metric(key).label, color=color, edgecolor=PALETTE["edge"])
     tilt = {"rotation": 30, "ha": "right", "rotation_mode": "anchor"} if len(names) > 3 else {}  # long names
     times.set_xticks(range(len(names)), names, **tilt)
     times.set_ylabel("ms per rank (mean)")
     times.margins(y=0.25)
-    times.legend(fontsize=8, frameon=False, ncols=len(BAR_METRICS), loc="upper center")
-    bars = pct.bar(range(len(names)), values("comp_comm_overlap_pct"), 0.6, color="#999933")
-    pct.bar_label(bars, fmt="%.1f", fontsize=8)
-    pct.set_xticks(range(len(names)), names, fontsize=8, **tilt)
+    times.legend(fontsize=SMALL_SIZE, frameon=False, ncols=len(BAR_METRICS), loc="upper center")
+    bars = pct.bar(range(len(names)), values(OVERLAP), 0.6, color=PALETTE["overlap"])
+    pct.bar_label(bars, fmt="%.1f", fontsize=SMALL_SIZE)
+    pct.set_xticks(range(len(names)), names, fontsize=SMALL_SIZE, **tilt)
     pct.set_ylim(0, 105)
-    pct.set_ylabel("comp/comm overlap %")
-    return _png(fig)
+    pct.set_ylabel(f"{metric(OVERLAP).label} {metric(OVERLAP).unit}")
+    return png_bytes(fig)

@@ -8,13 +8,16 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
 from ccoverlap.analysis.metrics import (
-    RankMetrics, analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for, strategy_means,
+    analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values,
 )
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 
@@ -22,23 +25,9 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:90%}"""
 
-SUMMARY = (
-    ("strategy", "strategy"), ("rank", "rank"), ("overlap %", "comp_comm_overlap_pct"),
-    ("comm ms", "communication_us"), ("exposed comm ms", "exposed_comm_us"), ("hideable ms", "hideable_comm_us"),
-    ("compute ms", "compute_us"), ("idle ms", "idle_us"), ("span ms", "span_us"),
-    ("compute slowdown", "compute_slowdown"), ("comm slowdown", "comm_slowdown"), ("padded launches", "padded_launches"),
-)
 
-
-def cell(key: str, value) -> str:
-    """A metric as shown in tables: times in ms, ratios with 3 decimals."""
-    if value is None:
-        return "-"
-    if key.endswith("_us"):
-        return f"{value / 1000:.3f}"
-    if isinstance(value, float):
-        return f"{value:.3f}" if "slowdown" in key else f"{value:.2f}"
-    return str(value)
+def _two_places(value: float | None) -> str | None:
+    return None if value is None else f"{value:.2f}"
 
 
 def short_name(name: str, width: int = 64) -> str:
@@ -46,10 +35,6 @@ def short_name(name: str, width: int = 64) -> str:
     base = re.sub(r"^void ", "", name)
     cut = re.search(r"(?<! )[<(]", base)  # "Memcpy HtoD (Pageable -> Device)" stays whole
     return base[: cut.start() if cut else len(base)][:width]
-
-
-def summary_rows(ranks: list[RankMetrics]) -> list[list[str]]:
-    return [[cell(key, getattr(r, key)) for _, key in SUMMARY] for r in ranks]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -65,13 +50,33 @@ def _image(png: bytes, path: Path, alt: str) -> str:
 
 
 def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
-    """Write the HTML report and its PNGs; returns every file written."""
+    """Write the HTML report and its PNGs (in <stem>_files/ beside it); returns every file written.
+
+    All or nothing: both are written into a temporary folder beside the report and moved into place
+    at the end, so a full disk or an interrupt leaves the previous report (or none), never half of one.
+    """
     files = path.with_name(path.stem + "_files")
-    files.mkdir(parents=True, exist_ok=True)
-    pngs: list[Path] = []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        new = tmp / "new"
+        (new / files.name).mkdir(parents=True)
+        names = _write(analysis, new / path.name, new / files.name, top)
+        if files.exists():
+            files.rename(tmp / "old")  # removed with tmp
+        (new / files.name).rename(files)
+        os.replace(new / path.name, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [path, *(files / name for name in names)]
+
+
+def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
+    """The report at `path`, its PNGs in `files`; returns the PNGs' names."""
+    names: list[str] = []
 
     def image(png: bytes, name: str, alt: str) -> str:
-        pngs.append(files / name)
+        names.append(name)
         return _image(png, files / name, alt)
 
     parts = [
@@ -79,8 +84,8 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
         f"{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
         f"baseline: {'given' if analysis.baseline is not None else 'none'}. Times are per rank over the analysed "
         "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
-        image(strategy_bars_png(strategy_means(analysis.ranks)), "strategies.png", "strategies compared"),
-        _table([h for h, _ in SUMMARY], summary_rows(analysis.ranks)),
+        image(strategy_bars_png(strategy_values(analysis.ranks)), "strategies.png", "strategies compared"),
+        _table(["strategy", "rank", *(m.column.header for m in shown())], [r.row(shown()) for r in analysis.ranks]),
     ]
     if analysis.problems:
         parts.append("<h2>Files not analysed or with notes</h2><ul>"
@@ -99,7 +104,7 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
                 ["kernel", "class", "launches", "total ms", "threads", "regs", "smem B", "pad B", "padded launches",
                  "blocks/SM (Kineto)", "resident blocks/SM before -> after"],
                 [[short_name(s.name), s.kind, s.launches, f"{s.total_us / 1000:.3f}", s.threads, s.regs, s.smem_bytes,
-                  s.pad_bytes, s.padded_launches, cell("bps", s.blocks_per_sm_kineto),
+                  s.pad_bytes, s.padded_launches, _two_places(s.blocks_per_sm_kineto),
                   f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
                  for s in stats[:top]],
             ))
@@ -110,4 +115,4 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
             ))
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ccoverlap analysis</title>"
                     f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
-    return [path, *pngs]
+    return names

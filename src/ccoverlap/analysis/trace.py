@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -172,21 +173,23 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
                     # step start: the GPU-side annotation too, which Kineto writes without a stream.
                     if "ProfilerStep" in (name := str(ev.get("name", ""))) and not (
                             type(stream) is int and stream >= 0 and args.get("correlation") is not None):
-                        steps.append((name, float(ev["ts"])))
+                        steps.append((name, _ts(ev)))
                     continue
                 if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
                     kernels.append(_kernel(ev, args, stream, classifier, seen))
                     device_id = args.get("device", device_id)
                 elif (corr := args.get("correlation")) is not None:
-                    launches[int(corr)] = float(ev["ts"])
+                    launches[int(corr)] = _ts(ev)
                 elif "ProfilerStep" in (name := str(ev.get("name", ""))):
-                    steps.append((name, float(ev["ts"])))
+                    steps.append((name, _ts(ev)))
             meta = tap.metadata()
+    except UsageError:  # a refused event, named
+        raise
     except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError) as exc:
         raise UsageError(f"invalid or truncated JSON ({_short(exc)})") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # AttributeError: an event or args not an object
         raise UsageError(f"malformed trace event ({_short(exc)})") from None
     except OSError as exc:
         raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
@@ -211,22 +214,39 @@ def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dic
             footprint = None
         shared = seen[key] = (name, classifier.classify(name, str(ev.get("cat", "")).lower()), footprint)
     name, kind, footprint = shared
+    ts, dur = _ts(ev), float(ev["dur"])
+    if not 0 <= dur < math.inf:  # NaN too
+        raise UsageError(f"GPU event {_name(ev)} at ts {ts}: duration {dur} us (valid: finite and >= 0)")
     bps = args.get("blocks per SM")
     return Kernel(
         name=name,
         kind=kind,
         stream=stream,
-        ts=float(ev["ts"]),
-        dur=float(ev["dur"]),
+        ts=ts,
+        dur=dur,
         correlation=int(args.get("correlation", -1)),
         footprint=footprint,
         blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
     )
 
 
+def _ts(ev: dict) -> float:
+    """An event's start; a time that is not finite refuses the trace (every analysis would be wrong)."""
+    ts = float(ev["ts"])
+    if not math.isfinite(ts):
+        raise UsageError(f"event {_name(ev)}: ts {ts} (valid: a finite time)")
+    return ts
+
+
+def _name(ev: dict, width: int = 100) -> str:
+    name = str(ev.get("name", ""))
+    return repr(name if len(name) <= width else name[: width - 3] + "...")
+
+
 def _rank(meta: dict, path: Path) -> tuple[int, int | None, tuple[str, ...]]:
-    info = meta.get("distributedInfo") or {}
-    world = info.get("world_size")
+    info = meta.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
     if isinstance(info.get("rank"), int):
         return info["rank"], world, ()
     if match := _RANK_IN_NAME.search(path.name):
@@ -236,7 +256,8 @@ def _rank(meta: dict, path: Path) -> tuple[int, int | None, tuple[str, ...]]:
 
 def _device(meta: dict, device_id) -> dict | None:
     """The deviceProperties entry of the GPU the kernels ran on (Kineto lists every visible GPU)."""
-    props = meta.get("deviceProperties") or []
+    props = meta.get("deviceProperties")
+    props = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     return next((p for p in props if p.get("id") == device_id), props[0] if props else None)
 
 

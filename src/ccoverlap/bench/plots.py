@@ -1,17 +1,15 @@
-"""Bench picture: step time per strategy and workload (Agg; never shows a window)."""
+"""Bench picture: step time per strategy and workload, in the one plotting style (ccoverlap.plotting)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from ccoverlap.plotting import new_figure, save_png
+
 
 def bars(rows: list[dict], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 2.4 * len(workloads)), squeeze=False)
+    fig = new_figure(9, 2.4 * len(workloads), tight=True)
+    axes = fig.subplots(len(workloads), 1, squeeze=False)
     for ax, workload in zip(axes[:, 0], workloads):
         mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
         if workload == "micro":  # one bar per strategy: the largest size's step
@@ -29,7 +27,4 @@ def bars(rows: list[dict], path: Path) -> Path:
         ax.set_title(workload if workload != "micro" else "micro (largest size)", fontsize=10)
         ax.set_xlabel("step ms (median; whiskers: fastest and slowest step)")
         ax.invert_yaxis()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)

@@ -14,36 +14,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ccoverlap import timing
 from ccoverlap.bench import workloads
 from ccoverlap.bench.config import BenchConfig, ModelSize
 from ccoverlap.bench.strategies import BY_NAME
 
 
 def _timed(fn, device: torch.device, reps: int, warmup: int, before=None) -> list[float]:
-    """Milliseconds per call: CUDA events on GPU, a host clock on CPU; ranks aligned by a barrier."""
-    for _ in range(warmup):
-        if before:
-            before()
-        fn()
-    samples = []
-    for _ in range(reps):
-        if before:
-            before()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        dist.barrier()
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
-    return samples
+    """Milliseconds per call (ccoverlap.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a barrier."""
+    return timing.timed(fn, reps, warmup, cuda=device.type == "cuda", before=before, align=dist.barrier)
 
 
 def _trace(fn, path: Path, device: torch.device) -> None:

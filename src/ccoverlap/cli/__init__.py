@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ccoverlap.errors import UsageError
@@ -47,13 +48,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: A reader that closed the pipe early (`| head`) ends the command as SIGPIPE would: quietly, 128 + 13.
+CLOSED_PIPE_EXIT = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.cli_argv = list(sys.argv[1:] if argv is None else argv)  # for commands that re-run themselves
     try:
-        return args.run(args) or 0
+        code = args.run(args) or 0
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return code
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return CLOSED_PIPE_EXIT
     except UsageError as exc:
         print(f"ccoverlap {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null, so what is still buffered goes nowhere, quietly, at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (captured): nothing will be flushed to a pipe
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

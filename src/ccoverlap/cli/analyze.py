@@ -22,14 +22,6 @@ examples:
 """
 
 
-#: The terminal table's columns (header -> metric); JSON and the report have them all.
-TEXT_COLUMNS = {
-    "strategy": "strategy", "rank": "rank", "overlap%": "comp_comm_overlap_pct", "comm": "communication_us",
-    "exposed": "exposed_comm_us", "compute": "compute_us", "idle": "idle_us", "comp x": "compute_slowdown",
-    "comm x": "comm_slowdown", "padded": "padded_launches",
-}
-
-
 def register(sub) -> None:
     p = sub.add_parser(
         "analyze",
@@ -51,8 +43,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.metrics import strategy_means
-    from ccoverlap.analysis.report import cell, short_name, write_report
+    from ccoverlap.analysis.metrics import shown, strategy_values
+    from ccoverlap.analysis.report import short_name, write_report
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
@@ -68,14 +60,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({
             "ranks": [r.to_dict() for r in result.ranks],
-            "strategies": strategy_means(result.ranks),
+            "strategies": strategy_values(result.ranks),
             "baseline": str(args.baseline) if args.baseline else None,
             "problems": [str(p) for p in result.problems],
             "report": [str(p) for p in written],
-        })
+        } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {}))  # as published when none
         return 0
-    rows = [[cell(key, getattr(r, key)) for key in TEXT_COLUMNS.values()] for r in result.ranks]
-    print_table("ccoverlap analyze: ms per rank (--json or --report for everything)", list(TEXT_COLUMNS), rows)
+    columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
+    print_table("ccoverlap analyze: ms per rank (--json or --report for everything)",
+                ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])
     padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,
                f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
               for r in result.ranks for s in r.padded_kernels]

@@ -1,11 +1,7 @@
 """Turn timing samples into the lab's numbers: medians, reduction vs sequential, overlap efficiency."""
 from __future__ import annotations
 
-import statistics
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+from ccoverlap.timing import summary
 
 
 def reduction(t_seq: float, t: float) -> float:

@@ -1,4 +1,8 @@
-"""Time every strategy on one GPU with CUDA events: warm-up, repetitions, L2 flushed outside the span."""
+"""Time every strategy on one GPU with CUDA events: warm-up, repetitions, L2 flushed outside the span.
+
+A repetition records four events (start, compute end, communication start and end) on two streams, so
+it keeps its own events; the summary of the samples is ccoverlap.timing's, as everywhere.
+"""
 from __future__ import annotations
 
 import ctypes
@@ -16,6 +20,7 @@ from ccoverlap.lab.strategies import BY_NAME, Strategy, not_applicable
 from ccoverlap.limits import DeviceLimits
 from ccoverlap.nccl import nccl_footprint
 from ccoverlap.planner import plan
+from ccoverlap.timing import summary
 
 
 class Lab:
@@ -137,9 +142,9 @@ class Lab:
         seq = self._measure(lambda: self._rep(phase, proxy, base, False, "with"))
         case = {
             "compute": compute, "comm": comm,
-            "compute_alone_ms": metrics.summary(alone_c["compute_ms"])["median"],
-            "comm_alone_ms": metrics.summary(alone_m["comm_done_ms"])["median"],
-            "sequential_ms": metrics.summary(seq["total_ms"])["median"],
+            "compute_alone_ms": summary(alone_c["compute_ms"])["median"],
+            "comm_alone_ms": summary(alone_m["comm_done_ms"])["median"],
+            "sequential_ms": summary(seq["total_ms"])["median"],
         }
         base_info = {"comm_threads": proxy.threads, "pad_bytes": 0, "comm_priority": False}
         measured = {("compute-alone", "-"): {"info": base_info, "samples": alone_c},
