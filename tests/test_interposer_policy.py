@@ -1,12 +1,21 @@
-"""The interposer's policy table and parser (csrc/policy.c) as Python sees them. CPU only."""
+"""The interposer's policy table and parser (csrc/policy.c) as Python sees them, and LD_PRELOAD
+handling. CPU only."""
 import json
+import os
+import sys
 
 import pytest
+from test_interposer import clean_env, run_cli
 
+from ccoverlap import _native
 from ccoverlap.cli import build_parser
 from ccoverlap.cli import run as run_command
 from ccoverlap.errors import UsageError
-from ccoverlap.interposer import FIELDS, POLICY_ENV, Policy, parse
+from ccoverlap.interposer import FIELDS, POLICY_ENV, Policy, library_path, parse, preload_env
+
+#: a real shared object that does nothing when preloaded: the C core Python loads
+HARMLESS_SO = _native.library_path()
+
 
 def sample(field):
     """A valid value of `field`, as the normalized JSON holds it."""
@@ -111,3 +120,34 @@ def test_ccoverlap_run_help_lists_every_field(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert all(f.option in out and f.env in out for f in FIELDS)
     assert "%p becomes the pid" in out and "N% of a kernel's" in out  # argparse's % escaped once
+
+
+def test_preload_env_puts_the_interposer_first_once_and_keeps_the_rest():
+    lib = library_path()
+    assert preload_env({}) == {"LD_PRELOAD": lib}
+    assert preload_env({"LD_PRELOAD": f"{HARMLESS_SO}:{lib}  /x.so"}) == {"LD_PRELOAD": f"{lib} {HARMLESS_SO} /x.so"}
+    once = preload_env({"LD_PRELOAD": HARMLESS_SO})
+    assert preload_env(once) == once
+
+
+def test_ccoverlap_run_keeps_the_users_preload():
+    env = clean_env(LD_PRELOAD=HARMLESS_SO)
+    out = run_cli("run", "--pad-bytes", "64", "--", "sh", "-c", 'echo "$LD_PRELOAD"', env=env)
+    assert out.returncode == 0 and out.stdout.split() == [library_path(), HARMLESS_SO]
+    maps = "import sys; sys.stdout.write(open('/proc/self/maps').read())"
+    out = run_cli("run", "--", sys.executable, "-c", maps, env=env)
+    assert out.returncode == 0 and out.stderr == ""
+    assert os.path.realpath(HARMLESS_SO) in out.stdout and os.path.realpath(library_path()) in out.stdout  # both loaded
+
+
+def test_every_bench_strategy_keeps_the_users_preload(monkeypatch):
+    pytest.importorskip("torch")
+    from ccoverlap.bench import launcher
+    from ccoverlap.bench.strategies import STRATEGIES
+
+    monkeypatch.setenv("LD_PRELOAD", HARMLESS_SO)
+    for strategy in STRATEGIES:
+        for emulated in (False, True):
+            env = os.environ | launcher.strategy_env(strategy, "/tmp/s", emulated)  # as run_ranks builds it
+            want = [library_path(), HARMLESS_SO] if strategy.shape else [HARMLESS_SO]
+            assert env["LD_PRELOAD"].split() == want, strategy.name

@@ -1,4 +1,4 @@
-"""The launch interposer from Python: where the library is, and the policy it will read.
+"""The launch interposer from Python: where the library is, the policy it will read, how to preload it.
 
 The library (csrc/interposer*.c) is preloaded into a program by `ccoverlap run`
 and reads its policy from the environment and an optional JSON file. The policy's
@@ -100,6 +100,15 @@ def library_path() -> str:
     if spec is None or not spec.origin:
         raise UsageError("the launch interposer is not built: reinstall with `pip install -e .`")
     return spec.origin
+
+
+def preload_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """{"LD_PRELOAD": ...} that puts the interposer first in `environ`'s LD_PRELOAD and keeps what was
+    there (a user's allocator, say): the loader splits on colons and spaces; the interposer appears once."""
+    lib = library_path()
+    mine = os.path.realpath(lib)
+    kept = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if os.path.realpath(p) != mine]
+    return {"LD_PRELOAD": " ".join([lib, *kept])}
 
 
 class _PolicyMethods:

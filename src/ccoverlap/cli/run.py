@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from ccoverlap.errors import UsageError
-from ccoverlap.interposer import FIELDS, POLICY_ENV, Field, library_path, parse
+from ccoverlap.interposer import FIELDS, POLICY_ENV, Field, parse, preload_env
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
@@ -61,10 +61,7 @@ def child_environ(args: argparse.Namespace, environ: dict[str, str]) -> dict[str
         if value is not None:
             env[field.env] = os.path.abspath(value) if field.kind == "path" else value
     parse(env)
-    lib = library_path()
-    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p != lib]
-    env["LD_PRELOAD"] = " ".join([lib, *preload])
-    return env
+    return env | preload_env(env)
 
 
 def run(args: argparse.Namespace) -> int:
