@@ -1,7 +1,9 @@
-"""The interposer's policy table and parser (csrc/policy.c) as Python sees them, and LD_PRELOAD
-handling. CPU only."""
+"""The interposer's policy table and parser (csrc/policy.c) as Python sees them, LD_PRELOAD
+handling, and `ccoverlap run` ending as its command ended. CPU only."""
 import json
 import os
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -151,3 +153,12 @@ def test_every_bench_strategy_keeps_the_users_preload(monkeypatch):
             env = os.environ | launcher.strategy_env(strategy, "/tmp/s", emulated)  # as run_ranks builds it
             want = [library_path(), HARMLESS_SO] if strategy.shape else [HARMLESS_SO]
             assert env["LD_PRELOAD"].split() == want, strategy.name
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=lambda s: s.name)
+def test_run_dies_of_the_signal_its_command_died_of(sig):
+    out = run_cli("run", "--", "sh", "-c", f"kill -{sig.name[3:]} $$")
+    assert out.returncode == -sig and out.stderr == ""  # no traceback: the OOM killer's SIGKILL included
+    shell = subprocess.run(["sh", "-c", f'"$0" -m ccoverlap run -- sh -c "kill -{sig.name[3:]} \\$\\$"; echo $?',
+                            sys.executable], env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert shell.stdout.split()[-1] == str(128 + sig)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -92,8 +93,10 @@ def supervise(cmd: list[str], env: dict[str, str]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if code < 0:  # killed by a signal: die of the same one
+        sig = -code
         sys.stdout.flush()
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        return 128 - code
+        with contextlib.suppress(OSError):  # SIGKILL (the OOM killer's) has no handler to reset
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig  # still here: a signal this process does not die of, as a shell reports it
     return code
