@@ -16,7 +16,7 @@ import pytest
 
 from ccoverlap.errors import UsageError
 from ccoverlap.footprint import KernelFootprint
-from ccoverlap.interposer import ENV, Policy, library_path
+from ccoverlap.interposer import FIELDS, Policy, library_path
 from ccoverlap.occupancy import pad_for_blocks
 from ccoverlap.planner import plan
 
@@ -225,7 +225,7 @@ def test_policy_round_trips_through_the_environment(tmp_path):
     p = Policy.from_environ({"CCOVERLAP_POLICY": str(path), "CCOVERLAP_EXCLUDE": "cutlass|sm90", "CCOVERLAP_STATS": ""})
     assert p == Policy(mode="auto", comm_per_sm=2, exclude="cutlass|sm90")
     assert Policy.from_environ(p.to_environ()) == p
-    assert set(p.to_environ()) <= set(ENV.values())
+    assert set(p.to_environ()) <= {f.env for f in FIELDS}
     with pytest.raises(UsageError, match="cannot read it"):
         Policy.from_environ({"CCOVERLAP_POLICY": str(tmp_path / "missing.json")})
 

@@ -170,9 +170,11 @@ def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatc
     monkeypatch.setattr(cuda_driver, "driver", lambda: object())
     monkeypatch.setattr(os, "execve", fake_execve)
     monkeypatch.delenv("CCOVERLAP_LAB_CHILD", raising=False)
+    monkeypatch.setenv("LD_PRELOAD", "/opt/user-allocator.so")
     with pytest.raises(Exec):
         main(["lab", "--quick", "--compute", "gemm"])
     assert seen["argv"][1:] == ["-m", "ccoverlap", "lab", "--quick", "--compute", "gemm"]
     env = seen["env"]
-    assert env["LD_PRELOAD"].split()[0] == library_path() and env["CCOVERLAP_LAB_CHILD"] == "1"
+    assert env["LD_PRELOAD"].split() == [library_path(), "/opt/user-allocator.so"]  # the user's preload is kept
+    assert env["CCOVERLAP_LAB_CHILD"] == "1"
     assert Policy.from_environ(env) == Policy(mode="off", comm="^comm_proxy$", gate="always")

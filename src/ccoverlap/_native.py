@@ -1,7 +1,7 @@
-"""ctypes binding to the C occupancy core (csrc/occupancy.c), built by the package's build.
+"""ctypes binding to the C core (csrc/occupancy.c, csrc/policy.c), built by the package's build.
 
-The launch interposer compiles the same C file, so Python and C can never
-disagree about what fits on an SM.
+The launch interposer compiles the same C files, so Python and C can never
+disagree about what fits on an SM, nor about what a policy means.
 """
 from __future__ import annotations
 
@@ -47,6 +47,21 @@ class CPlan(ctypes.Structure):
     )]
 
 
+class CPolicyField(ctypes.Structure):
+    """policy.h: ccov_field, one row of the interposer's policy table."""
+
+    _fields_ = [
+        ("key", ctypes.c_char_p), ("env", ctypes.c_char_p), ("option", ctypes.c_char_p),
+        ("metavar", ctypes.c_char_p), ("kind", ctypes.c_int), ("lo", ctypes.c_int), ("hi", ctypes.c_int),
+        ("choices", ctypes.POINTER(ctypes.c_char_p)), ("default", ctypes.c_char_p),
+        ("sets_mode", ctypes.c_char_p), ("help", ctypes.c_char_p),
+    ]
+
+
+#: policy.h: CCOV_KIND_*, in order
+POLICY_KINDS = ("enum", "int", "int_auto", "regex", "path")
+
+
 def library_path() -> str:
     spec = importlib.util.find_spec("ccoverlap._occupancy")
     if spec is None or not spec.origin:
@@ -63,4 +78,7 @@ def lib() -> ctypes.CDLL:
     so.ccov_pad_for_blocks.argtypes = [P(CDevice), P(CKernel), ctypes.c_int]
     so.ccov_plan_pad_drain.argtypes = [P(CDevice), P(CKernel), P(CKernel), ctypes.c_int, ctypes.c_int, P(CPlan)]
     so.ccov_plan_auto.argtypes = [P(CDevice), P(CKernel), P(CKernel), ctypes.c_int, ctypes.c_longlong, P(CPlan)]
+    so.ccov_policy_parse.argtypes = [P(ctypes.c_char_p), P(ctypes.c_char), ctypes.c_size_t]
+    so.ccov_policy_field.argtypes = [ctypes.c_int]
+    so.ccov_policy_field.restype = P(CPolicyField)
     return so

@@ -1,48 +1,97 @@
-"""The launch interposer from Python: where the library is, and the policy it will read.
+"""The launch interposer from Python: where the library is, the policy it will read, how to preload it.
 
 The library (csrc/interposer*.c) is preloaded into a program by `ccoverlap run`
-and reads its policy from the environment and an optional JSON file. `Policy`
-reads the same sources with the same rules, so `ccoverlap run` refuses bad
-input before the program starts; the library, preloaded by hand with a bad
-policy, says so on stderr and passes every launch through unchanged.
-`set_policy` switches the mode of the library preloaded into this process.
+and reads its policy from the environment and an optional JSON file. The policy's
+fields and its parser live in one place, csrc/policy.c, compiled into both the
+library and the ctypes core Python loads: `Policy` is built from that parser's
+normalized JSON, so `ccoverlap run` refuses exactly what the library would; the
+library, preloaded by hand with a bad policy, says so on stderr and passes every
+launch through unchanged. `set_policy` switches the mode of the library
+preloaded into this process.
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import importlib.util
 import json
-import re
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 
+from ccoverlap import _native
 from ccoverlap.errors import UsageError, check_range
 
-MODES = ("off", "pad", "blocks", "auto")  # index = the mode argument of ccoverlap_set_policy
-GATES = ("comm", "always")
-POLICY_ENV = "CCOVERLAP_POLICY"
-#: policy field -> environment variable (csrc/interposer.c: field_envs)
-ENV = {
-    "mode": "CCOVERLAP_MODE",
-    "pad_bytes": "CCOVERLAP_PAD_BYTES",
-    "blocks": "CCOVERLAP_BLOCKS",
-    "comm_per_sm": "CCOVERLAP_COMM_PER_SM",
-    "drain": "CCOVERLAP_DRAIN",
-    "gate": "CCOVERLAP_GATE",
-    "keep": "CCOVERLAP_KEEP",
-    "include": "CCOVERLAP_INCLUDE",
-    "exclude": "CCOVERLAP_EXCLUDE",
-    "comm": "CCOVERLAP_COMM",
-    "stats": "CCOVERLAP_STATS",
-}
-#: valid ranges of the numeric fields (csrc/interposer.c: PAD_MAX, BLOCKS_MAX, PER_SM_MAX, KEEP_MAX)
-RANGES = {"pad_bytes": (1, 1048575), "blocks": (1, 2048), "comm_per_sm": (1, 64), "keep": (0, 100)}
-#: drain: "auto" or a whole number in this range (csrc/interposer.c: DRAIN_MAX)
-DRAIN_RANGE = (0, 64)
-_REGEX_FIELDS = ("include", "exclude", "comm")
-_WHOLE = re.compile(r"-?[0-9]+")
-_POLICY_FILE_MAX = 65535
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One policy field, as the C table (csrc/policy.c: ccov_fields) defines it."""
+
+    key: str  # JSON key and Policy attribute
+    env: str  # environment variable
+    option: str  # `ccoverlap run` option
+    metavar: str
+    kind: str  # enum, int, int_auto (a whole number or "auto"), regex, path
+    lo: int  # int, int_auto: valid range
+    hi: int
+    choices: tuple[str, ...]  # enum
+    default: str | None  # the value when not given, as text
+    sets_mode: str | None  # the mode this field is the value of
+    help: str
+
+    @property
+    def valid(self) -> str:
+        """The valid values, in words ("" for a path: any)."""
+        return {
+            "enum": ", ".join(self.choices),
+            "int": f"{self.lo}..{self.hi}",
+            "int_auto": f"auto or {self.lo}..{self.hi}",
+            "regex": "POSIX extended regex",
+            "path": "",
+        }[self.kind]
+
+
+def _read_fields() -> tuple[Field, ...]:
+    lib = _native.lib()
+
+    def text(b: bytes | None) -> str | None:
+        return None if b is None else b.decode()
+
+    def row(c: _native.CPolicyField) -> Field:
+        choices = []
+        while c.choices and c.choices[len(choices)] is not None:
+            choices.append(c.choices[len(choices)].decode())
+        return Field(c.key.decode(), c.env.decode(), c.option.decode(), c.metavar.decode(), _native.POLICY_KINDS[c.kind],
+                     c.lo, c.hi, tuple(choices), text(c.default), text(c.sets_mode), c.help.decode())
+
+    return tuple(row(lib.ccov_policy_field(i).contents) for i in range(lib.ccov_policy_nfields()))
+
+
+#: every policy field, in the C table's order
+FIELDS = _read_fields()
+BY_KEY = {f.key: f for f in FIELDS}
+#: the variable naming the JSON policy file
+POLICY_ENV = ctypes.c_char_p.in_dll(_native.lib(), "ccov_policy_file_env").value.decode()
+MODES = BY_KEY["mode"].choices  # index = the mode argument of ccoverlap_set_policy
+
+
+def parse(environ: Mapping[str, str]) -> dict[str, int | str | None]:
+    """The normalized policy the library will read from `environ` (the CCOVERLAP_POLICY file, then
+    each set, non-empty variable): every field, None where it has no value. UsageError with the
+    library's message when it would refuse it."""
+    env = [os.fsencode(f"{k}={v}") for k, v in environ.items()]
+    argv = (ctypes.c_char_p * (len(env) + 1))(*env, None)
+    cap = 1 << 16
+    while True:
+        out = ctypes.create_string_buffer(cap)
+        rc = _native.lib().ccov_policy_parse(argv, out, cap)
+        if rc <= 0:
+            break
+        cap = rc  # the size the answer needs
+    text = os.fsdecode(out.value)
+    if rc < 0:
+        raise UsageError(text)
+    return json.loads(text)
 
 
 def library_path() -> str:
@@ -53,129 +102,37 @@ def library_path() -> str:
     return spec.origin
 
 
-@dataclass(frozen=True)
-class Policy:
-    """What the interposer pads: see docs/interposer.md for every field."""
+def preload_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """{"LD_PRELOAD": ...} that puts the interposer first in `environ`'s LD_PRELOAD and keeps what was
+    there (a user's allocator, say): the loader splits on colons and spaces; the interposer appears once."""
+    lib = library_path()
+    mine = os.path.realpath(lib)
+    kept = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if os.path.realpath(p) != mine]
+    return {"LD_PRELOAD": " ".join([lib, *kept])}
 
-    mode: str = "off"
-    pad_bytes: int | None = None  # mode pad: bytes added to every compute launch
-    blocks: int | None = None  # mode blocks: target compute blocks per SM
-    comm_per_sm: int = 1  # mode auto: communication CTAs to fit beside compute on each SM
-    drain: int | None = None  # mode auto: compute blocks that may retire first; None: by the launch's grid
-    gate: str | None = None  # "comm": pad only while communication is in flight, "always"; None: comm in auto
-    keep: int = 50  # mode auto: skip a pad leaving fewer than keep% of the unpadded blocks per SM; 0: no cap
-    include: str | None = None  # POSIX extended regexes on kernel names
-    exclude: str | None = None
-    comm: str | None = None  # more communication kernels, besides names containing nccl or rccl
-    stats: str | None = None  # JSON stats path written at exit; %p becomes the pid
 
+class _PolicyMethods:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Policy:
-        """The policy the library will read from `environ`: the CCOVERLAP_POLICY file, then
-        each set, non-empty variable. Raises UsageError with the library's message."""
-        raw: dict[str, str] = {}
-        if path := environ.get(POLICY_ENV):
-            raw |= _read_policy_file(path)
-        raw |= {field: environ[var] for field, var in ENV.items() if environ.get(var)}
-        return cls.from_fields(raw)
-
-    @classmethod
-    def from_fields(cls, raw: Mapping[str, str]) -> Policy:
-        values: dict[str, object] = {k: raw[k] for k in ("stats", *_REGEX_FIELDS) if k in raw}
-        for field, (lo, hi) in RANGES.items():
-            if field in raw:
-                text = raw[field]
-                if not _WHOLE.fullmatch(text):
-                    raise UsageError(f"{ENV[field]}={text} is not a whole number")
-                values[field] = check_range(ENV[field], int(text), lo, hi)
-        if "drain" in raw:
-            values["drain"] = _parse_drain(raw["drain"])
-        if "gate" in raw:
-            if raw["gate"] not in GATES:
-                raise UsageError(f"CCOVERLAP_GATE={raw['gate']} is not a gate: valid {', '.join(GATES)}")
-            values["gate"] = raw["gate"]
-        mode = raw.get("mode")
-        if mode is None:
-            if "pad_bytes" in raw and "blocks" in raw:
-                raise UsageError(
-                    "CCOVERLAP_PAD_BYTES and CCOVERLAP_BLOCKS are both set: choose one, or set CCOVERLAP_MODE"
-                )
-            mode = "pad" if "pad_bytes" in raw else "blocks" if "blocks" in raw else "off"
-        elif mode not in MODES:
-            raise UsageError(f"CCOVERLAP_MODE={mode} is not a mode: valid {', '.join(MODES)}")
-        if mode == "pad" and "pad_bytes" not in raw:
-            raise UsageError("CCOVERLAP_MODE=pad needs CCOVERLAP_PAD_BYTES")
-        if mode == "blocks" and "blocks" not in raw:
-            raise UsageError("CCOVERLAP_MODE=blocks needs CCOVERLAP_BLOCKS")
-        for field in _REGEX_FIELDS:
-            if field in raw:
-                _check_regex(ENV[field], raw[field])
-        return cls(mode=mode, **values)
+        """The policy the library will read from `environ`; UsageError with the library's message."""
+        return cls(**parse(environ))
 
     def to_environ(self) -> dict[str, str]:
         """Environment variables that give the library exactly this policy."""
-        return {ENV[f]: str(v) for f, v in vars(self).items() if v is not None}
+        return {f.env: str(v) for f in FIELDS if (v := getattr(self, f.key)) is not None}
 
 
-def _parse_drain(text: str) -> int | None:
-    lo, hi = DRAIN_RANGE
-    if text == "auto":
-        return None
-    if not _WHOLE.fullmatch(text):
-        raise UsageError(f"CCOVERLAP_DRAIN={text} is not auto or a whole number: valid auto or {lo}..{hi}")
-    if not lo <= int(text) <= hi:
-        raise UsageError(f"CCOVERLAP_DRAIN={int(text)} is out of range: valid auto or {lo}..{hi}")
-    return int(text)
-
-
-def _read_policy_file(path: str) -> dict[str, str]:
-    """A flat JSON object of the policy fields; the library accepts the same files."""
-    where = f"{POLICY_ENV}={path}"
-    try:
-        with open(path, "rb") as f:
-            data = f.read(_POLICY_FILE_MAX + 1)
-    except OSError as exc:
-        raise UsageError(f"{where}: cannot read it ({exc.strerror})") from None
-    if len(data) > _POLICY_FILE_MAX:
-        raise UsageError(f"{where}: larger than 64 KiB")
-    try:
-        text = data.decode()
-        obj = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{where}: malformed JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise UsageError(f"{where}: not a JSON object")
-    if "\\u" in text:
-        raise UsageError(f"{where}: \\u escapes are not supported")
-    out = {}
-    for key, value in obj.items():
-        if key not in ENV:
-            raise UsageError(f'{where}: unknown key "{key}": valid {", ".join(ENV)}')
-        numeric = key in RANGES
-        if key == "drain":
-            if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise UsageError(f'{where}: "drain" must be a whole number or "auto"')
-        elif numeric and not (isinstance(value, int) and not isinstance(value, bool)):
-            raise UsageError(f'{where}: "{key}" must be a whole number')
-        if not numeric and key != "drain" and not isinstance(value, str):
-            raise UsageError(f'{where}: "{key}" must be a string')
-        out[key] = str(value)
-    return out
-
-
-_REG_EXTENDED, _REG_NOSUB = 1, 8  # glibc <regex.h>
-
-
-def _check_regex(var: str, pattern: str) -> None:
-    """Compile with the C library's regcomp, as the interposer does (POSIX extended, not Python's re)."""
-    libc = ctypes.CDLL(None)
-    regex_t = ctypes.create_string_buffer(256)  # glibc's regex_t is 64 bytes
-    rc = libc.regcomp(regex_t, pattern.encode(), _REG_EXTENDED | _REG_NOSUB)
-    if rc != 0:
-        why = ctypes.create_string_buffer(128)
-        libc.regerror(rc, regex_t, why, len(why))
-        raise UsageError(f"{var}={pattern} is not a valid POSIX extended regex: {why.value.decode()}")
-    libc.regfree(regex_t)
+_DEFAULTS = parse({})
+Policy = dataclasses.make_dataclass(
+    "Policy",
+    [(f.key, int | None if f.kind.startswith("int") else str | None, dataclasses.field(default=_DEFAULTS[f.key]))
+     for f in FIELDS],
+    bases=(_PolicyMethods,),
+    frozen=True,
+)
+Policy.__module__ = __name__  # make_dataclass's own argument for it needs Python 3.12
+Policy.__doc__ = """What the interposer pads: one attribute per field of the C table (FIELDS, docs/interposer.md),
+None where the library decides (unset, drain "auto", gate by mode); the defaults are the library's."""
 
 
 @cache
@@ -197,23 +154,24 @@ def preloaded() -> bool:
 def set_policy(mode: str, value: int | None = None) -> None:
     """Switch the interposer preloaded into this process to `mode`, at once, for every thread.
 
-    `value` is the pad in bytes for "pad" and the blocks per SM for "blocks" (same ranges as
-    Policy), and must be None for "off" and "auto". The other fields keep what the process
+    `value` is the value of the modes that take one ("pad": bytes, "blocks": blocks per SM; the
+    fields' ranges), and must be None for "off" and "auto". The other fields keep what the process
     started with; memoised decisions are dropped, stats keep counting. For programs that run
     several strategies in one process (`ccoverlap run --mode off -- python lab.py`).
     """
     if mode not in MODES:
         raise UsageError(f"mode {mode!r} is not a mode: valid {', '.join(MODES)}")
-    field = {"pad": "pad_bytes", "blocks": "blocks"}.get(mode)
+    valued = {f.sets_mode: f for f in FIELDS if f.sets_mode}
+    field = valued.get(mode)
     if field is None:
         if value is not None:
-            raise UsageError(f"mode {mode} takes no value: only pad (bytes) and blocks (per SM) do")
+            takes = " and ".join(f"{m} ({f.env})" for m, f in valued.items())
+            raise UsageError(f"mode {mode} takes no value: only {takes} do")
         value = 0
     else:
-        lo, hi = RANGES[field]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UsageError(f"mode {mode} needs a whole number: {ENV[field]} valid {lo}..{hi}")
-        check_range(ENV[field], value, lo, hi)
+            raise UsageError(f"mode {mode} needs a whole number: {field.env} valid {field.valid}")
+        check_range(field.env, value, field.lo, field.hi)
     switch = _switch()
     if switch is None:
         raise RuntimeError(

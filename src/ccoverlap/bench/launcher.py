@@ -35,11 +35,11 @@ EMULATED_COMM_KERNELS = "^comm_paced$"
 def strategy_env(strategy: BenchStrategy, stats_dir: str, emulated: bool = False) -> dict[str, str]:
     env = dict(MULTICAST_OFF) | strategy.env
     if strategy.shape:
-        from ccoverlap.interposer import Policy, library_path
+        from ccoverlap.interposer import Policy, preload_env
 
         env |= Policy(mode="auto", stats=os.path.join(stats_dir, "interposer-%p.json"),
                       comm=EMULATED_COMM_KERNELS if emulated else None).to_environ()
-        env["LD_PRELOAD"] = library_path()
+        env |= preload_env(os.environ)  # keeps the user's own LD_PRELOAD
     return env
 
 

@@ -79,10 +79,10 @@ LAB_POLICY = {"mode": "off", "comm": "^comm_proxy$", "gate": "always"}
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
     """Replace this process by the same command with the interposer preloaded (mode off; the
     runner switches it to auto around each shaped library phase)."""
-    from ccoverlap.interposer import Policy, library_path
+    from ccoverlap.interposer import Policy, preload_env
 
-    env = dict(os.environ) | Policy(**LAB_POLICY).to_environ() | {
-        "LD_PRELOAD": " ".join(filter(None, (library_path(), os.environ.get("LD_PRELOAD")))), "CCOVERLAP_LAB_CHILD": "1"}
+    env = (dict(os.environ) | Policy(**LAB_POLICY).to_environ() | preload_env(os.environ)
+           | {"CCOVERLAP_LAB_CHILD": "1"})
     print_text("preloading the launch interposer to shape library kernels (gemm, attention, transformer)")
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "ccoverlap", *args.cli_argv], env)

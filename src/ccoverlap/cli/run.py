@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import sys
 
 from ccoverlap.errors import UsageError
-from ccoverlap.interposer import ENV, POLICY_ENV, Policy, library_path
+from ccoverlap.interposer import FIELDS, POLICY_ENV, Field, parse, preload_env
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
@@ -23,12 +24,6 @@ examples:
   ccoverlap run --mode auto --exclude 'gemm|cutlass' -- python train.py
 """
 
-# option -> policy field
-_OPTIONS = {
-    "policy": None, "mode": "mode", "pad_bytes": "pad_bytes", "blocks": "blocks", "per_sm": "comm_per_sm",
-    "drain": "drain", "gate": "gate", "keep": "keep", "include": "include", "exclude": "exclude", "comm": "comm",
-    "stats": "stats",
-}
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
@@ -42,41 +37,32 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--policy", metavar="FILE", help="JSON policy file (CCOVERLAP_POLICY)")
-    p.add_argument("--mode", metavar="MODE", help="off, pad, blocks or auto (CCOVERLAP_MODE)")
-    p.add_argument("--pad-bytes", metavar="N", help="pad every compute launch by N bytes (CCOVERLAP_PAD_BYTES)")
-    p.add_argument("--blocks", metavar="N", help="pad to at most N compute blocks per SM (CCOVERLAP_BLOCKS)")
-    p.add_argument("--per-sm", metavar="K", help="auto: comm CTAs to fit per SM, default 1 (CCOVERLAP_COMM_PER_SM)")
-    p.add_argument("--drain", metavar="N|auto",
-                   help="auto: compute blocks per SM that may retire before comm fits; default auto: 1 for grids of "
-                   "two waves or more, else 0 (CCOVERLAP_DRAIN)")
-    p.add_argument("--gate", metavar="GATE",
-                   help="comm: pad only while a comm kernel is in flight (default in auto), always (CCOVERLAP_GATE)")
-    p.add_argument("--keep", metavar="N",
-                   help="auto: skip a pad that leaves fewer than N%% of a kernel's blocks per SM, 0..100, default 50; "
-                   "0: no cap (CCOVERLAP_KEEP)")
-    p.add_argument("--include", metavar="REGEX", help="pad only kernels whose name matches (CCOVERLAP_INCLUDE)")
-    p.add_argument("--exclude", metavar="REGEX", help="never pad kernels whose name matches (CCOVERLAP_EXCLUDE)")
-    p.add_argument("--comm", metavar="REGEX", help="more communication kernels, never padded (CCOVERLAP_COMM)")
-    p.add_argument("--stats", metavar="PATH", help="write launch stats JSON at exit; %%p is the pid (CCOVERLAP_STATS)")
+    p.add_argument("--policy", metavar="FILE", help=f"JSON policy file ({POLICY_ENV})")
+    for field in FIELDS:  # one option per field of the interposer's policy table
+        p.add_argument(field.option, metavar=field.metavar, dest=field.key, help=option_help(field))
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
     p.set_defaults(run=run)
 
 
+def option_help(field: Field) -> str:
+    """The --help line of a field: what it does, its valid values and default, its variable."""
+    default = f"default {field.default}" if field.default else ""
+    details = "; ".join(filter(None, (field.valid, default, field.env)))
+    return f"{field.help} ({details})".replace("%", "%%")  # argparse formats help with %
+
+
 def child_environ(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, str]:
-    """`environ` with the options applied and the library preloaded; UsageError if the policy is bad."""
+    """`environ` with the options applied and the library preloaded; UsageError if the policy is bad.
+    Paths are made absolute: the command may change directory."""
     env = dict(environ)
-    for option, field in _OPTIONS.items():
-        value = getattr(args, option)
+    if args.policy is not None:
+        env[POLICY_ENV] = os.path.abspath(args.policy)
+    for field in FIELDS:
+        value = getattr(args, field.key)
         if value is not None:
-            if option in ("policy", "stats"):  # the command may change directory
-                value = os.path.abspath(value)
-            env[ENV[field] if field else POLICY_ENV] = value
-    Policy.from_environ(env)
-    lib = library_path()
-    preload = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p != lib]
-    env["LD_PRELOAD"] = " ".join([lib, *preload])
-    return env
+            env[field.env] = os.path.abspath(value) if field.kind == "path" else value
+    parse(env)
+    return env | preload_env(env)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,8 +93,10 @@ def supervise(cmd: list[str], env: dict[str, str]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if code < 0:  # killed by a signal: die of the same one
+        sig = -code
         sys.stdout.flush()
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        return 128 - code
+        with contextlib.suppress(OSError):  # SIGKILL (the OOM killer's) has no handler to reset
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig  # still here: a signal this process does not die of, as a shell reports it
     return code

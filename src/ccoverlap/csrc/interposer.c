@@ -10,8 +10,8 @@
  *   with a release store of their key and read with acquire loads. */
 #define _GNU_SOURCE
 #include "interposer.h"
+#include "policy.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -122,217 +122,16 @@ CCOV_EXPORT void *dlsym(void *handle, const char *symbol) {
 
 /* ---------- policy ---------- */
 
-enum { MODE_OFF, MODE_PAD, MODE_BLOCKS, MODE_AUTO };
-static const char *const mode_names[] = {"off", "pad", "blocks", "auto"};
+/* Read once at load (policy.c: the table and the parser `ccoverlap run` uses too);
+ * error[0]: invalid, every launch passes through. */
+static ccov_policy pol;
+static char *stats_template; /* CCOVERLAP_STATS, kept even when the policy is invalid */
 
-enum { GATE_DEFAULT = -1, GATE_ALWAYS, GATE_COMM }; /* default: comm in auto mode, always otherwise */
-static const char *const gate_names[] = {"always", "comm"};
+static int at_least_0(int v) { return v > 0 ? v : 0; } /* CCOV_NONE: 0 */
 
-#define PAD_MAX 1048575 /* ranges shared with ccoverlap.interposer.Policy */
-#define BLOCKS_MAX 2048
-#define PER_SM_MAX 64
-#define DRAIN_MAX 64
-#define KEEP_MAX 100
-#define KEEP_DEFAULT 50
-
-typedef struct {
-    int mode;
-    int pad_bytes, blocks, comm_per_sm;
-    int drain; /* auto mode: -1 chooses by the launch's grid (ccov_plan_auto), else this drain */
-    int gate;  /* GATE_*: pad only while communication is in flight (comm) or always */
-    int keep;  /* auto: skip a pad that keeps fewer than keep% of the unpadded blocks per SM; 0: no cap */
-    regex_t include, exclude, comm;
-    int has_include, has_exclude, has_comm;
-    char stats[4096];
-    char error[512]; /* non-empty: the policy is invalid, every launch passes through */
-} policy_t;
-
-static policy_t pol;
-
-/* Raw policy fields as strings: "mode", "pad_bytes", ...; NULL when unset. */
-enum { F_MODE, F_PAD, F_BLOCKS, F_PER_SM, F_DRAIN, F_GATE, F_KEEP, F_INCLUDE, F_EXCLUDE, F_COMM, F_STATS, NFIELDS };
-static const char *const field_keys[NFIELDS] = {"mode", "pad_bytes", "blocks", "comm_per_sm", "drain", "gate",
-                                                "keep", "include", "exclude", "comm", "stats"};
-static const char *const field_envs[NFIELDS] = {
-    "CCOVERLAP_MODE", "CCOVERLAP_PAD_BYTES", "CCOVERLAP_BLOCKS", "CCOVERLAP_COMM_PER_SM", "CCOVERLAP_DRAIN",
-    "CCOVERLAP_GATE", "CCOVERLAP_KEEP", "CCOVERLAP_INCLUDE", "CCOVERLAP_EXCLUDE", "CCOVERLAP_COMM", "CCOVERLAP_STATS"};
-/* JSON value type: 0 string, 1 whole number, 2 either (drain: a number or "auto") */
-static const int field_is_int[NFIELDS] = {0, 1, 1, 1, 2, 0, 1, 0, 0, 0, 0};
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(pol.error, sizeof pol.error, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* A flat JSON object of string and integer values: the policy file schema. */
-typedef struct { const char *s; size_t i; } cursor;
-
-static void skip_ws(cursor *c) { while (isspace((unsigned char)c->s[c->i])) c->i++; }
-
-static int json_string(cursor *c, char *out, size_t cap) {
-    size_t n = 0;
-    if (c->s[c->i] != '"') return -1;
-    for (c->i++; c->s[c->i] != '"'; c->i++) {
-        char ch = c->s[c->i];
-        if (ch == '\0' || (unsigned char)ch < 0x20) return -1;
-        if (ch == '\\') {
-            ch = c->s[++c->i];
-            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
-            const char *k = ch ? strchr(from, ch) : NULL;
-            if (!k) return -1; /* \u escapes are not needed for regexes and paths */
-            ch = to[k - from];
-        }
-        if (n + 1 >= cap) return -1;
-        out[n++] = ch;
-    }
-    c->i++;
-    out[n] = '\0';
-    return 0;
-}
-
-static int parse_json(const char *path, char values[NFIELDS][4096], int set[NFIELDS]) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail("CCOVERLAP_POLICY=%s: cannot read it (%s)", path, strerror(errno));
-    static char text[65536];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    int big = !feof(f);
-    fclose(f);
-    if (big) return fail("CCOVERLAP_POLICY=%s: larger than 64 KiB", path);
-    text[len] = '\0';
-    cursor c = {text, 0};
-    char key[64];
-    skip_ws(&c);
-    if (text[c.i++] != '{') return fail("CCOVERLAP_POLICY=%s: not a JSON object", path);
-    skip_ws(&c);
-    if (text[c.i] == '}') { c.i++; goto end; }
-    for (;;) {
-        skip_ws(&c);
-        if (json_string(&c, key, sizeof key) != 0)
-            return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i);
-        int k = 0;
-        while (k < NFIELDS && strcmp(field_keys[k], key) != 0) k++;
-        if (k == NFIELDS)
-            return fail("CCOVERLAP_POLICY=%s: unknown key \"%s\": valid mode, pad_bytes, blocks, "
-                        "comm_per_sm, drain, gate, keep, include, exclude, comm, stats", path, key);
-        skip_ws(&c);
-        if (text[c.i++] != ':') return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i);
-        skip_ws(&c);
-        const char *want = field_is_int[k] == 2 ? "a whole number or \"auto\"" : field_is_int[k] ? "a whole number" : "a string";
-        if (field_is_int[k] == 1 || (field_is_int[k] == 2 && text[c.i] != '"')) {
-            size_t start = c.i;
-            if (text[c.i] == '-') c.i++;
-            while (isdigit((unsigned char)text[c.i])) c.i++;
-            if (c.i == start || c.i - start > 12 || text[c.i] == '.' || text[c.i] == 'e' || text[c.i] == 'E')
-                return fail("CCOVERLAP_POLICY=%s: \"%s\" must be %s", path, key, want);
-            memcpy(values[k], text + start, c.i - start);
-            values[k][c.i - start] = '\0';
-        } else if (json_string(&c, values[k], 4096) != 0) {
-            return fail("CCOVERLAP_POLICY=%s: \"%s\" must be %s", path, key, want);
-        }
-        set[k] = 1;
-        skip_ws(&c);
-        if (text[c.i] == ',') { c.i++; continue; }
-        if (text[c.i++] == '}') break;
-        return fail("CCOVERLAP_POLICY=%s: malformed JSON at byte %zu", path, c.i - 1);
-    }
-end:
-    skip_ws(&c);
-    if (text[c.i]) return fail("CCOVERLAP_POLICY=%s: malformed JSON: trailing text at byte %zu", path, c.i);
-    return 0;
-}
-
-static int parse_int(int k, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || !(isdigit((unsigned char)*s) || *s == '-'))
-        return fail("%s=%s is not a whole number", field_envs[k], s);
-    if (v < lo || v > hi) return fail("%s=%ld is out of range: valid %d..%d", field_envs[k], v, lo, hi);
-    *out = (int)v;
-    return 0;
-}
-
-/* "auto" (-1) or a whole number 0..DRAIN_MAX. */
-static int parse_drain(const char *s) {
-    if (strcmp(s, "auto") == 0) {
-        pol.drain = -1;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || !(isdigit((unsigned char)*s) || *s == '-'))
-        return fail("CCOVERLAP_DRAIN=%s is not auto or a whole number: valid auto or 0..%d", s, DRAIN_MAX);
-    if (errno == ERANGE) return fail("CCOVERLAP_DRAIN=%s is out of range: valid auto or 0..%d", s, DRAIN_MAX);
-    if (v < 0 || v > DRAIN_MAX) return fail("CCOVERLAP_DRAIN=%ld is out of range: valid auto or 0..%d", v, DRAIN_MAX);
-    pol.drain = (int)v;
-    return 0;
-}
-
-static int parse_gate(const char *s) {
-    for (int g = GATE_ALWAYS; g <= GATE_COMM; ++g)
-        if (strcmp(s, gate_names[g]) == 0) {
-            pol.gate = g;
-            return 0;
-        }
-    return fail("CCOVERLAP_GATE=%s is not a gate: valid comm, always", s);
-}
-
-static int compile(int k, const char *pattern, regex_t *re, int *has) {
-    int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char why[128];
-        regerror(rc, re, why, sizeof why);
-        return fail("%s=%s is not a valid POSIX extended regex: %s", field_envs[k], pattern, why);
-    }
-    *has = 1;
-    return 0;
-}
-
-/* The policy file first, then each set, non-empty environment variable. */
-static int load_policy(void) {
-    static char values[NFIELDS][4096];
-    int set[NFIELDS] = {0};
-    pol.drain = -1;
-    pol.gate = GATE_DEFAULT;
-    pol.keep = KEEP_DEFAULT;
-    const char *file = getenv("CCOVERLAP_POLICY");
-    if (file && *file && parse_json(file, values, set) != 0) return -1;
-    for (int k = 0; k < NFIELDS; ++k) {
-        const char *v = getenv(field_envs[k]);
-        if (v && *v) {
-            snprintf(values[k], sizeof values[k], "%s", v);
-            set[k] = 1;
-        }
-    }
-    if (set[F_STATS]) snprintf(pol.stats, sizeof pol.stats, "%s", values[F_STATS]);
-    pol.comm_per_sm = 1;
-    if (set[F_PAD] && parse_int(F_PAD, values[F_PAD], 1, PAD_MAX, &pol.pad_bytes)) return -1;
-    if (set[F_BLOCKS] && parse_int(F_BLOCKS, values[F_BLOCKS], 1, BLOCKS_MAX, &pol.blocks)) return -1;
-    if (set[F_PER_SM] && parse_int(F_PER_SM, values[F_PER_SM], 1, PER_SM_MAX, &pol.comm_per_sm)) return -1;
-    if (set[F_DRAIN] && parse_drain(values[F_DRAIN])) return -1;
-    if (set[F_GATE] && parse_gate(values[F_GATE])) return -1;
-    if (set[F_KEEP] && parse_int(F_KEEP, values[F_KEEP], 0, KEEP_MAX, &pol.keep)) return -1;
-    if (set[F_MODE]) {
-        pol.mode = -1;
-        for (int m = 0; m < 4; ++m)
-            if (strcmp(values[F_MODE], mode_names[m]) == 0) pol.mode = m;
-        if (pol.mode < 0) return fail("CCOVERLAP_MODE=%s is not a mode: valid off, pad, blocks, auto", values[F_MODE]);
-    } else if (set[F_PAD] && set[F_BLOCKS]) {
-        return fail("CCOVERLAP_PAD_BYTES and CCOVERLAP_BLOCKS are both set: choose one, or set CCOVERLAP_MODE");
-    } else {
-        pol.mode = set[F_PAD] ? MODE_PAD : set[F_BLOCKS] ? MODE_BLOCKS : MODE_OFF;
-    }
-    if (pol.mode == MODE_PAD && !set[F_PAD]) return fail("CCOVERLAP_MODE=pad needs CCOVERLAP_PAD_BYTES");
-    if (pol.mode == MODE_BLOCKS && !set[F_BLOCKS]) return fail("CCOVERLAP_MODE=blocks needs CCOVERLAP_BLOCKS");
-    if (set[F_INCLUDE] && compile(F_INCLUDE, values[F_INCLUDE], &pol.include, &pol.has_include)) return -1;
-    if (set[F_EXCLUDE] && compile(F_EXCLUDE, values[F_EXCLUDE], &pol.exclude, &pol.has_exclude)) return -1;
-    if (set[F_COMM] && compile(F_COMM, values[F_COMM], &pol.comm, &pol.has_comm)) return -1;
-    return 0;
+static const char *process_getenv(const char *name, void *ctx) {
+    (void)ctx;
+    return getenv(name);
 }
 
 /* ---------- the live policy ---------- */
@@ -341,6 +140,8 @@ static int load_policy(void) {
  * consistent set with one load: mode (4 bits), pad_bytes (20), blocks (12)
  * and a generation (28) that counts the changes. */
 static _Atomic uint64_t live;
+
+_Static_assert(CCOV_PAD_MAX < 1 << 20 && CCOV_BLOCKS_MAX < 1 << 12, "the live word holds pad and blocks");
 
 static uint64_t pack_live(int mode, int pad, int blocks, uint64_t gen) {
     return (uint64_t)mode | (uint64_t)pad << 4 | (uint64_t)blocks << 24 | (gen & 0xFFFFFFF) << 36;
@@ -352,7 +153,8 @@ static uint64_t live_gen(uint64_t w) { return w >> 36; }
 
 /* Gate "comm": pad compute only while a communication kernel is in flight. */
 static int gated(int mode) {
-    return mode != MODE_OFF && (pol.gate == GATE_COMM || (pol.gate == GATE_DEFAULT && mode == MODE_AUTO));
+    int gate = pol.value[CCOV_F_GATE]; /* CCOV_NONE: by mode */
+    return mode != CCOV_MODE_OFF && (gate == CCOV_GATE_COMM || (gate == CCOV_NONE && mode == CCOV_MODE_AUTO));
 }
 
 /* ---------- per-handle cache ---------- */
@@ -399,13 +201,14 @@ static ccov_entry *find(uintptr_t h, int device) {
     return NULL;
 }
 
-static int matches(regex_t *re, const char *name) { return regexec(re, name, 0, NULL, 0) == 0; }
+/* 1: the regex of `field` matches `name`, 0: it does not, -1: the field is not set. */
+static int matches(int field, const char *name) {
+    return pol.compiled & 1u << field ? regexec(&pol.re[field], name, 0, NULL, 0) == 0 : -1;
+}
 
 static int role_of(const char *name) {
-    if (strcasestr(name, "nccl") || strcasestr(name, "rccl") || (pol.has_comm && matches(&pol.comm, name)))
-        return ROLE_COMM;
-    if ((pol.has_include && !matches(&pol.include, name)) || (pol.has_exclude && matches(&pol.exclude, name)))
-        return ROLE_EXCLUDED;
+    if (strcasestr(name, "nccl") || strcasestr(name, "rccl") || matches(CCOV_F_COMM, name) == 1) return ROLE_COMM;
+    if (matches(CCOV_F_INCLUDE, name) == 0 || matches(CCOV_F_EXCLUDE, name) == 1) return ROLE_EXCLUDED;
     return ROLE_COMPUTE;
 }
 
@@ -656,24 +459,26 @@ static int decide(const ccov_entry *e, const ccov_device *d, uint64_t snap, int 
     ccov_occupancy occ;
     if (ccov_occupancy_compute(d, &k, &occ) != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
     int pad, mode = live_mode(snap);
-    if (mode == MODE_PAD) {
+    if (mode == CCOV_MODE_PAD) {
         pad = live_pad(snap);
         if ((long)k.static_smem + k.dynamic_smem + pad > d->smem_per_block_optin) return -CCOV_R_OVER_OPTIN;
-    } else if (mode == MODE_BLOCKS) {
+    } else if (mode == CCOV_MODE_BLOCKS) {
         pad = ccov_pad_for_blocks(d, &k, live_blocks(snap));
         if (pad < 0) return -CCOV_R_OVER_OPTIN;
     } else {
         ccov_plan plan;
-        int rc = pol.drain < 0 && d->sm_count > 0
-                     ? ccov_plan_auto(d, &k, &comm.k, pol.comm_per_sm, grid, &plan)
-                     : ccov_plan_pad_drain(d, &k, &comm.k, pol.comm_per_sm, pol.drain > 0 ? pol.drain : 0, &plan);
+        int drain = pol.value[CCOV_F_DRAIN], per_sm = pol.value[CCOV_F_COMM_PER_SM];
+        int rc = drain == CCOV_NONE && d->sm_count > 0
+                     ? ccov_plan_auto(d, &k, &comm.k, per_sm, grid, &plan)
+                     : ccov_plan_pad_drain(d, &k, &comm.k, per_sm, drain > 0 ? drain : 0, &plan);
         if (rc != CCOV_OK) return -CCOV_R_UNKNOWN_KERNEL;
         *boundary = plan.multiwave_grid;
         if (!plan.feasible) return -CCOV_R_INFEASIBLE;
         pad = plan.pad_bytes;
         /* The cost cap: a comm CTA that needs most of an SM (NCCL's on Hopper) leaves room
          * for one compute block, a slowdown on every SM for comm that uses a few of them. */
-        if (pad > 0 && pol.keep > 0 && (long)plan.compute_blocks * 100 < (long)pol.keep * plan.compute_blocks_before)
+        int keep = pol.value[CCOV_F_KEEP];
+        if (pad > 0 && keep > 0 && (long)plan.compute_blocks * 100 < (long)keep * plan.compute_blocks_before)
             return -CCOV_R_TOO_COSTLY;
     }
     return pad > 0 ? pad : -CCOV_R_NO_PAD_NEEDED;
@@ -744,15 +549,15 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
         if (gated(mode)) l->slot = ring_reserve(be, li ? li->stream : NULL);
         return skip(l, CCOV_R_COMMUNICATION);
     }
-    if (mode == MODE_OFF) return skip(l, CCOV_R_MODE_OFF);
+    if (mode == CCOV_MODE_OFF) return skip(l, CCOV_R_MODE_OFF);
     if (e->role == ROLE_EXCLUDED) return skip(l, CCOV_R_EXCLUDED);
     if (e->role == ROLE_UNKNOWN) return skip(l, CCOV_R_UNKNOWN_KERNEL);
     if (li && li->cooperative) return skip(l, CCOV_R_COOPERATIVE);
-    if (mode == MODE_AUTO && !atomic_load_explicit(&comm.learned, memory_order_acquire))
+    if (mode == CCOV_MODE_AUTO && !atomic_load_explicit(&comm.learned, memory_order_acquire))
         return skip(l, CCOV_R_COMM_UNKNOWN);
 
     unsigned grid = li ? li->grid : 0;
-    int by_grid = mode == MODE_AUTO && pol.drain < 0;
+    int by_grid = mode == CCOV_MODE_AUTO && pol.value[CCOV_F_DRAIN] == CCOV_NONE;
     uint32_t shape = shape_of(threads, dynamic);
     int decision;
     if (!recall(e, shape, grid, by_grid, &l->tag, &decision)) {
@@ -803,12 +608,12 @@ static _Atomic unsigned long policy_changes;
  * racing with the switch get the old or the new policy, never a mix; stats
  * keep counting. */
 CCOV_EXPORT int ccoverlap_set_policy(int mode, int value) {
-    if (pol.error[0] || mode < MODE_OFF || mode > MODE_AUTO) return -1;
-    if (mode == MODE_PAD && (value < 1 || value > PAD_MAX)) return -1;
-    if (mode == MODE_BLOCKS && (value < 1 || value > BLOCKS_MAX)) return -1;
+    if (pol.error[0] || mode < CCOV_MODE_OFF || mode > CCOV_MODE_AUTO) return -1;
+    int field = mode == CCOV_MODE_PAD ? CCOV_F_PAD_BYTES : mode == CCOV_MODE_BLOCKS ? CCOV_F_BLOCKS : -1;
+    if (field >= 0 && (value < ccov_fields[field].lo || value > ccov_fields[field].hi)) return -1;
     pthread_mutex_lock(&lock);
     uint64_t old = atomic_load(&live);
-    int pad = mode == MODE_PAD ? value : live_pad(old), blocks = mode == MODE_BLOCKS ? value : live_blocks(old);
+    int pad = mode == CCOV_MODE_PAD ? value : live_pad(old), blocks = mode == CCOV_MODE_BLOCKS ? value : live_blocks(old);
     for (unsigned i = 0; i < CACHE_SIZE; ++i)
         if (atomic_load_explicit(&cache[i].key, memory_order_relaxed))
             for (int j = 0; j < MEMO_SLOTS; ++j) atomic_store_explicit(&cache[i].memo[j], 0, memory_order_relaxed);
@@ -825,17 +630,6 @@ static const char *const reason_names[CCOV_NREASONS] = {
     "over_optin", "infeasible", "comm_unknown", "cooperative", "attribute_failed", "launch_retried",
     "mode_off", "policy_invalid", "cache_full", "comm_idle", "too_costly"};
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; ++s) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static int by_name(const void *a, const void *b) {
     return strcmp((*(ccov_entry *const *)a)->name, (*(ccov_entry *const *)b)->name);
 }
@@ -843,7 +637,7 @@ static int by_name(const void *a, const void *b) {
 /* "%p" in the path becomes the pid, so every worker of a job keeps its own file. */
 static void stats_path(char *out, size_t cap) {
     size_t n = 0;
-    for (const char *s = pol.stats; *s && n + 24 < cap; ++s) {
+    for (const char *s = stats_template; *s && n + 24 < cap; ++s) {
         if (s[0] == '%' && s[1] == 'p') {
             n += (size_t)snprintf(out + n, cap - n, "%d", (int)getpid());
             ++s;
@@ -877,7 +671,7 @@ static void write_stats(void) {
         for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] += atomic_load(&cache[i].counts[r]);
     }
     for (int r = 0; r < CCOV_NREASONS; ++r) launched += totals[r];
-    if (!pol.stats[0] || launched == 0) return; /* a launcher process must not clobber its workers' file */
+    if (!stats_template || !stats_template[0] || launched == 0) return; /* a launcher process must not clobber its workers' file */
     char path[4200], tmp[4300];
     stats_path(path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
@@ -887,23 +681,26 @@ static void write_stats(void) {
         return;
     }
     uint64_t now = atomic_load(&live);
-    int mode = pol.error[0] ? (pol.mode < 0 ? MODE_OFF : pol.mode) : live_mode(now);
-    fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"policy_error\": ", (int)getpid(), mode_names[mode]);
-    if (pol.error[0]) json_str(f, pol.error);
+    int mode = pol.error[0] ? pol.value[CCOV_F_MODE] : live_mode(now);
+    fprintf(f, "{\n  \"pid\": %d,\n  \"mode\": \"%s\",\n  \"policy_error\": ", (int)getpid(),
+            ccov_fields[CCOV_F_MODE].choices[mode]);
+    if (pol.error[0]) ccov_json_str(f, pol.error, 1);
     else fputs("null", f);
     fprintf(f, ",\n  \"pad_bytes\": %d,\n  \"blocks\": %d,\n  \"comm_per_sm\": %d,\n  ",
-            pol.error[0] ? pol.pad_bytes : live_pad(now), pol.error[0] ? pol.blocks : live_blocks(now), pol.comm_per_sm);
-    if (pol.drain < 0) fputs("\"drain\": \"auto\", ", f);
-    else fprintf(f, "\"drain\": %d, ", pol.drain);
-    fprintf(f, "\"keep\": %d, ", pol.keep);
-    fprintf(f, "\"gate\": \"%s\", \"gate_fallback\": %s, \"policy_changes\": %lu,\n  ", gate_names[gated(mode)],
+            pol.error[0] ? at_least_0(pol.value[CCOV_F_PAD_BYTES]) : live_pad(now),
+            pol.error[0] ? at_least_0(pol.value[CCOV_F_BLOCKS]) : live_blocks(now), pol.value[CCOV_F_COMM_PER_SM]);
+    if (pol.value[CCOV_F_DRAIN] == CCOV_NONE) fputs("\"drain\": \"auto\", ", f);
+    else fprintf(f, "\"drain\": %d, ", pol.value[CCOV_F_DRAIN]);
+    fprintf(f, "\"keep\": %d, ", pol.value[CCOV_F_KEEP]);
+    fprintf(f, "\"gate\": \"%s\", \"gate_fallback\": %s, \"policy_changes\": %lu,\n  ",
+            ccov_fields[CCOV_F_GATE].choices[gated(mode) ? CCOV_GATE_COMM : CCOV_GATE_ALWAYS],
             atomic_load(&gate_broken) ? "true" : "false", atomic_load(&policy_changes));
     write_counts(f, totals);
     fputs(",\n  \"comm_footprint\": ", f);
     if (atomic_load(&comm.learned)) {
         fprintf(f, "{\"threads\": %d, \"regs\": %d, \"static_smem\": %d, \"dynamic_smem\": %d, \"cluster\": %d, \"grid\": %u, \"name\": ",
                 comm.k.threads, comm.k.regs, comm.k.static_smem, comm.k.dynamic_smem, comm.cluster, comm.grid);
-        json_str(f, comm.name);
+        ccov_json_str(f, comm.name, 1);
         fputc('}', f);
     } else {
         fputs("null", f);
@@ -919,7 +716,7 @@ static void write_stats(void) {
             if (atomic_load(&sorted[i]->last_pad)) pad = atomic_load(&sorted[i]->last_pad);
         }
         fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
-        json_str(f, e->name);
+        ccov_json_str(f, e->name, 1);
         fprintf(f, ", \"api\": \"%s\", \"pad_bytes\": %d, ", e->be->api, pad);
         write_counts(f, counts);
         fputc('}', f);
@@ -952,14 +749,12 @@ static void after_fork_child(void) {
 __attribute__((constructor)) static void init(void) {
     real_dlsym();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-    if (load_policy() == 0) {
-        atomic_store(&live, pack_live(pol.mode, pol.pad_bytes, pol.blocks, 0));
-    } else {
+    if (ccov_policy_load(&pol, process_getenv, NULL) == 0)
+        atomic_store(&live, pack_live(pol.value[CCOV_F_MODE], at_least_0(pol.value[CCOV_F_PAD_BYTES]),
+                                      at_least_0(pol.value[CCOV_F_BLOCKS]), 0));
+    else
         fprintf(stderr, "ccoverlap interposer: invalid policy, every launch passes through unchanged: %s\n", pol.error);
-        if (!pol.stats[0]) {
-            const char *s = getenv("CCOVERLAP_STATS");
-            if (s) snprintf(pol.stats, sizeof pol.stats, "%s", s);
-        }
-    }
+    const char *stats = pol.text[CCOV_F_STATS] ? pol.text[CCOV_F_STATS] : getenv(ccov_fields[CCOV_F_STATS].env);
+    if (stats) stats_template = strdup(stats);
     atexit(write_stats);
 }
