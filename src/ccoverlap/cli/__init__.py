@@ -7,9 +7,9 @@ import sys
 
 from ccoverlap.errors import UsageError
 
-from . import analyze, bench, info, interposer, lab, occupancy, plan, run
+from . import analyze, bench, info, interposer, lab, levers, occupancy, plan, run
 
-COMMANDS = (bench, info, occupancy, plan, lab, run, interposer, analyze)
+COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.
@@ -21,6 +21,7 @@ communication kernel, and says when shaping cannot work and what would.
 Start with:
   ccoverlap bench                     every workload under every strategy, on what is here
   ccoverlap info                      what one SM of this GPU offers
+  ccoverlap levers                    every runtime lever and whether it applies here
   ccoverlap plan --device h200 --compute threads=256,regs=32 --comm nccl
   ccoverlap lab --quick               one GPU: every strategy side by side
   ccoverlap run --mode auto -- torchrun ...   shape an unmodified program
