@@ -39,9 +39,15 @@ class DeviceLimits:
     smem_alloc_unit: int
     max_cluster_size: int  # portable cluster size; 1 where clusters do not exist
     stream_priority_range: tuple[int, int]  # (least, greatest); greatest is the highest priority
-    # Shared-memory configurations an SM can take (KiB), ascending; () where not modelled (AMD)
-    smem_configs_kb: tuple[int, ...] = ()
+    # Shared-memory configurations an SM can take (KiB, ascending). None: those of the compute
+    # capability (SMEM_CONFIGS_KB), filled in at construction; () where not modelled (AMD).
+    smem_configs_kb: tuple[int, ...] | None = None
     source: str = "preset"  # "preset" or "live: <how it was read>"
+
+    def __post_init__(self):
+        if self.smem_configs_kb is None:  # frozen: set here, once
+            configs = SMEM_CONFIGS_KB.get(self.compute_capability, ()) if self.vendor == "nvidia" else ()
+            object.__setattr__(self, "smem_configs_kb", configs)
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -57,15 +63,22 @@ class DeviceLimits:
         return dataclasses.asdict(self)
 
 
+# The L1/shared-memory splits an NVIDIA SM supports, by compute capability (KiB): the CUDA C++
+# Programming Guide's shared-memory sections for compute capability 8.x and 9.0, as in CUDA's
+# cuda_occupancy.h (cudaOccAlignUpShmemSizeVoltaPlus). An SM changes configuration only while idle.
+SMEM_CONFIGS_KB: dict[tuple[int, int], tuple[int, ...]] = {
+    (8, 0): (0, 8, 16, 32, 64, 100, 132, 164),
+    (8, 6): (0, 8, 16, 32, 64, 100),
+    (9, 0): (0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
+}
+
 # NVIDIA numbers: CUDA C++ Programming Guide, "Compute Capabilities" table
 # (threads/blocks/registers/shared memory per SM and per block, 255 registers
 # per thread), and cuda_occupancy.h of CUDA 13.0 for the allocation rules
 # (256-register units per warp, 4 register-file sub-partitions, 128-byte
 # shared-memory units, 1 KiB reserved per block from cc 8.0). SM counts and
 # priority ranges are the products' (NVIDIA A40/A100/H100 datasheets;
-# cuCtxGetStreamPriorityRange gives (0, -5) on all of them). Shared-memory
-# configurations (the L1/shared split an SM can take): the guide's
-# "Compute Capability 8.x / 9.0" shared-memory sections, as in cuda_occupancy.h.
+# cuCtxGetStreamPriorityRange gives (0, -5) on all of them).
 _NVIDIA_COMMON = dict(
     vendor="nvidia",
     warp_size=32,
@@ -80,22 +93,20 @@ _NVIDIA_COMMON = dict(
     stream_priority_range=(0, -5),
 )
 
-_SM90_SMEM_CONFIGS_KB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
-
 PRESETS: dict[str, DeviceLimits] = {
     # GA102, cc 8.6: 1536 threads and 16 blocks per SM, 100 KiB shared memory
     # per SM, 99 KiB opt-in per block; 84 SMs (A40 datasheet); no clusters.
     "a40": DeviceLimits(
         name="a40", compute_capability=(8, 6), sm_count=84, max_threads_per_sm=1536,
         max_blocks_per_sm=16, smem_per_sm=102400, smem_per_block_optin=101376,
-        max_cluster_size=1, smem_configs_kb=(0, 8, 16, 32, 64, 100), **_NVIDIA_COMMON,
+        max_cluster_size=1, **_NVIDIA_COMMON,
     ),
     # GA100, cc 8.0: 2048 threads, 32 blocks, 164 KiB per SM, 163 KiB opt-in;
     # 108 SMs (A100 datasheet); no clusters.
     "a100": DeviceLimits(
         name="a100", compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048,
         max_blocks_per_sm=32, smem_per_sm=167936, smem_per_block_optin=166912,
-        max_cluster_size=1, smem_configs_kb=(0, 8, 16, 32, 64, 100, 132, 164), **_NVIDIA_COMMON,
+        max_cluster_size=1, **_NVIDIA_COMMON,
     ),
     # GH100 SXM5, cc 9.0: 2048 threads, 32 blocks, 228 KiB per SM, 227 KiB
     # opt-in; 132 SMs (H100 SXM datasheet); portable cluster size 8 (16 with
@@ -103,7 +114,7 @@ PRESETS: dict[str, DeviceLimits] = {
     "h100": DeviceLimits(
         name="h100", compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048,
         max_blocks_per_sm=32, smem_per_sm=233472, smem_per_block_optin=232448,
-        max_cluster_size=8, smem_configs_kb=_SM90_SMEM_CONFIGS_KB, **_NVIDIA_COMMON,
+        max_cluster_size=8, **_NVIDIA_COMMON,
     ),
     # H200: the H100's GH100 with more memory. Read on the H200 of the device
     # tool (../shared/NOTES.md and bench/results/occupancy-h200-*.json): 132
@@ -112,7 +123,7 @@ PRESETS: dict[str, DeviceLimits] = {
     "h200": DeviceLimits(
         name="h200", compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048,
         max_blocks_per_sm=32, smem_per_sm=233472, smem_per_block_optin=232448,
-        max_cluster_size=8, smem_configs_kb=_SM90_SMEM_CONFIGS_KB, **_NVIDIA_COMMON,
+        max_cluster_size=8, **_NVIDIA_COMMON,
     ),
     # MI250X, one GCD (gfx90a), from AMD's CDNA2 ISA guide and LLVM's AMDGPU
     # occupancy rules (llvm-calc-occupancy -mcpu=gfx90a): 110 CUs per GCD,
@@ -140,11 +151,6 @@ def _nvidia_arch_constants(major: int) -> dict:
     return dict(reg_alloc_unit=256, max_regs_per_thread=255, reg_subpartitions=4, smem_alloc_unit=128)
 
 
-def _smem_configs_kb(cc: tuple[int, int]) -> tuple[int, ...]:
-    """The driver reports no configurations: take the NVIDIA preset's of the same compute capability."""
-    return next((p.smem_configs_kb for p in PRESETS.values() if p.vendor == "nvidia" and p.compute_capability == cc), ())
-
-
 def read_live(ordinal: int = 0, drv=None) -> DeviceLimits:
     """Read the limits of CUDA device `ordinal` through the driver API.
 
@@ -168,11 +174,10 @@ def read_live(ordinal: int = 0, drv=None) -> DeviceLimits:
         return drv.device_attribute(a, dev)
 
     major = attr(cu.ATTR_COMPUTE_CAPABILITY_MAJOR)
-    cc = (major, attr(cu.ATTR_COMPUTE_CAPABILITY_MINOR))
     return DeviceLimits(
         name=drv.device_name(dev),
         vendor="nvidia",
-        compute_capability=cc,
+        compute_capability=(major, attr(cu.ATTR_COMPUTE_CAPABILITY_MINOR)),
         sm_count=attr(cu.ATTR_MULTIPROCESSOR_COUNT),
         warp_size=attr(cu.ATTR_WARP_SIZE),
         max_threads_per_block=attr(cu.ATTR_MAX_THREADS_PER_BLOCK),
@@ -185,7 +190,6 @@ def read_live(ordinal: int = 0, drv=None) -> DeviceLimits:
         smem_reserved_per_block=attr(cu.ATTR_RESERVED_SHARED_MEMORY_PER_BLOCK),
         max_cluster_size=8 if attr(cu.ATTR_CLUSTER_LAUNCH) else 1,
         stream_priority_range=drv.stream_priority_range(dev),
-        smem_configs_kb=_smem_configs_kb(cc),
         source=f"live: CUDA driver {drv.driver_version()}, device {ordinal}",
         **_nvidia_arch_constants(major),
     )
