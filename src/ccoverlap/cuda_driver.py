@@ -28,7 +28,11 @@ FUNC_MAX_THREADS_PER_BLOCK = 0
 FUNC_SHARED_SIZE_BYTES = 1
 FUNC_NUM_REGS = 4
 FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+FUNC_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 FUNC_REQUIRED_CLUSTER_WIDTH = 11
+
+#: Shared memory a block may use before FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES is raised (static + dynamic).
+DEFAULT_SMEM_PER_BLOCK = 48 * 1024
 
 LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 STREAM_NON_BLOCKING = 1
@@ -86,11 +90,15 @@ class Driver:
     def driver_version(self) -> int:
         return self._int("cuDriverGetVersion")
 
-    def stream_priority_range(self, device: int) -> tuple[int, int]:
-        """(least, greatest) for `device`; needs its primary context, which it retains."""
+    def use_primary_context(self, device: int) -> None:
+        """Make `device`'s primary context current (retained for the life of the process)."""
         ctx = ctypes.c_void_p()
         self._check("cuDevicePrimaryCtxRetain", self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device))
         self._check("cuCtxSetCurrent", self._lib.cuCtxSetCurrent(ctx))
+
+    def stream_priority_range(self, device: int) -> tuple[int, int]:
+        """(least, greatest) for `device`; needs its primary context, which it retains."""
+        self.use_primary_context(device)
         least, greatest = ctypes.c_int(), ctypes.c_int()
         self._check(
             "cuCtxGetStreamPriorityRange",
@@ -155,6 +163,27 @@ class Driver:
             "cuLaunchKernelEx",
             self._lib.cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(kernel), params, None),
         )
+
+    def alloc(self, nbytes: int) -> int:
+        """cuMemAlloc: a device pointer to `nbytes` (the _v2 entry points take 64-bit pointers)."""
+        ptr = ctypes.c_uint64()
+        self._check("cuMemAlloc", self._lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)))
+        return ptr.value
+
+    def free(self, ptr: int) -> None:
+        self._check("cuMemFree", self._lib.cuMemFree_v2(ctypes.c_uint64(ptr)))
+
+    def zero(self, ptr: int, nbytes: int) -> None:
+        self._check("cuMemsetD8", self._lib.cuMemsetD8_v2(ctypes.c_uint64(ptr), ctypes.c_ubyte(0), ctypes.c_size_t(nbytes)))
+
+    def copy_to_host(self, ptr: int, nbytes: int) -> bytes:
+        buf = ctypes.create_string_buffer(nbytes)
+        self._check("cuMemcpyDtoH", self._lib.cuMemcpyDtoH_v2(buf, ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes)))
+        return buf.raw
+
+    def synchronize(self) -> None:
+        """cuCtxSynchronize: wait for all work of the current context."""
+        self._check("cuCtxSynchronize", self._lib.cuCtxSynchronize())
 
     def max_active_blocks(self, handle: int, threads: int, dynamic_smem: int) -> int:
         return self._int(

@@ -155,3 +155,13 @@ extern "C" __global__ void sleep_kernel(unsigned long long ns) {
     unsigned long long t0 = global_ns();
     while (global_ns() - t0 < ns) __nanosleep(2000);
 }
+
+// The carveout sweep's kernel (ccoverlap.carveout_sweep): each block spins `spin_ns` from its start,
+// then stamps. A macro that the sweep instantiates once per name, since every hint and max-dynamic
+// attribute state needs a function of its own (function attributes belong to a function).
+#define SPIN_KERNEL(NAME)                                                                       \
+    extern "C" __global__ void NAME(unsigned long long* stamps, unsigned long long spin_ns) {  \
+        unsigned long long t0 = global_ns();                                                    \
+        while (global_ns() - t0 < spin_ns) {}                                                   \
+        stamp(stamps, t0);                                                                      \
+    }

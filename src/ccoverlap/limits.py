@@ -39,7 +39,15 @@ class DeviceLimits:
     smem_alloc_unit: int
     max_cluster_size: int  # portable cluster size; 1 where clusters do not exist
     stream_priority_range: tuple[int, int]  # (least, greatest); greatest is the highest priority
+    # Shared-memory configurations an SM can take (KiB, ascending). None: those of the compute
+    # capability (SMEM_CONFIGS_KB), filled in at construction; () where not modelled (AMD).
+    smem_configs_kb: tuple[int, ...] | None = None
     source: str = "preset"  # "preset" or "live: <how it was read>"
+
+    def __post_init__(self):
+        if self.smem_configs_kb is None:  # frozen: set here, once
+            configs = SMEM_CONFIGS_KB.get(self.compute_capability, ()) if self.vendor == "nvidia" else ()
+            object.__setattr__(self, "smem_configs_kb", configs)
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -54,6 +62,15 @@ class DeviceLimits:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+
+# The L1/shared-memory splits an NVIDIA SM supports, by compute capability (KiB): the CUDA C++
+# Programming Guide's shared-memory sections for compute capability 8.x and 9.0, as in CUDA's
+# cuda_occupancy.h (cudaOccAlignUpShmemSizeVoltaPlus). An SM changes configuration only while idle.
+SMEM_CONFIGS_KB: dict[tuple[int, int], tuple[int, ...]] = {
+    (8, 0): (0, 8, 16, 32, 64, 100, 132, 164),
+    (8, 6): (0, 8, 16, 32, 64, 100),
+    (9, 0): (0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
+}
 
 # NVIDIA numbers: CUDA C++ Programming Guide, "Compute Capabilities" table
 # (threads/blocks/registers/shared memory per SM and per block, 255 registers

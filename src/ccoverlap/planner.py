@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from ccoverlap import _native
 from ccoverlap.footprint import KernelFootprint
 from ccoverlap.limits import DeviceLimits, get_device
-from ccoverlap.occupancy import Resource, occupancy
+from ccoverlap.occupancy import CARVEOUT, Beside, Resource, beside, carveout_hint, occupancy
 
 #: NCCL_NTHREADS accepts 64..512 in warps; a CTA runs one more warp than that.
 NCCL_NTHREADS_RANGE = (64, 512)
 NCCL_EXTRA_WARP = 32
+#: The lever that sets the compute kernel's preferred shared-memory carveout.
+CARVEOUT_HINT = "carveout-hint"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Plan:
     compute_blocks_after: int
     comm_blocks_alone: int  # comm CTAs that fit on an empty SM
     binding: Resource | None  # what forbids co-residency when infeasible
+    carveout: Beside | None = None  # feasible plans: the SM's shared-memory configuration against the comm CTAs
+    carveout_hint: int | None = None  # the compute kernel's preferred carveout (percent) they need; None: not needed
     suggestions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -52,8 +56,9 @@ class Plan:
             f"dynamic shared memory, {m.grid} CTAs, cluster {m.cluster} -> {self.comm_blocks_alone} CTA(s)/SM on an empty SM",
         ]
         if self.feasible and self.pad_bytes == 0:
+            fit = "already fit" if self.carveout_hint is None else "fit by capacity"
             lines.append(
-                f"plan:    no pad needed: {self.per_sm} comm CTA(s) already fit beside "
+                f"plan:    no pad needed: {self.per_sm} comm CTA(s) {fit} beside "
                 f"{self.compute_blocks_after} compute blocks per SM."
             )
         elif self.feasible:
@@ -66,6 +71,11 @@ class Plan:
         else:
             why = self.binding.value.replace("_", " ") if self.binding else "unknown"
             lines.append(f"plan:    infeasible: {why} is the binding resource; no pad of compute makes room.")
+        if self.carveout_hint is not None:
+            lines.append(
+                f"carveout: {self.carveout.explain()}, so they wait for SMs to drain. Fix: {CARVEOUT_HINT} "
+                f"{self.carveout_hint} (the compute kernel's preferred shared-memory carveout, in percent)."
+            )
         lines += [f"  - {s}" for s in self.suggestions]
         return "\n".join(lines)
 
@@ -128,7 +138,21 @@ def plan(
     )
     if not result.feasible:
         result.suggestions.extend(_suggestions(dev, result))
-    return result
+        return result
+    return _with_carveout(dev, result)
+
+
+def _with_carveout(dev: DeviceLimits, p: Plan) -> Plan:
+    """A feasible plan fits by capacity; the SM's shared-memory configuration may still keep the
+    comm CTAs out (occupancy.beside): then name the hint on the padded compute kernel that lets them in."""
+    padded = p.compute.padded(p.pad_bytes)
+    staying = max(p.compute_blocks_after - p.drain, 0)
+    fit = beside(dev, padded, p.comm, resident_per_sm=staying, comm_per_sm=p.per_sm)
+    hint = (
+        carveout_hint(dev, padded, p.comm, resident_per_sm=staying, comm_per_sm=p.per_sm)
+        if fit.blocking == CARVEOUT else None
+    )
+    return dataclasses.replace(p, carveout=fit, carveout_hint=hint)
 
 
 def _suggestions(dev: DeviceLimits, p: Plan) -> list[str]:

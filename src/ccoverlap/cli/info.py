@@ -15,6 +15,7 @@ FIELDS = [
     ("max_regs_per_thread", "registers/thread max"), ("reg_subpartitions", "register sub-partitions"),
     ("smem_per_sm", "shared memory/SM (B)"), ("smem_per_block_optin", "shared memory/block opt-in (B)"),
     ("smem_reserved_per_block", "shared memory reserved/block (B)"), ("smem_alloc_unit", "shared memory unit (B)"),
+    ("smem_configs_kb", "shared memory configurations (KB)"),
     ("max_cluster_size", "cluster size max"), ("stream_priority_range", "stream priorities (least, greatest)"),
     ("source", "source"),
 ]

@@ -15,6 +15,7 @@ examples:
   ccoverlap occupancy --device h200 --threads 256 --regs 32
   ccoverlap occupancy --device h200 --threads 640 --regs 96 --static-smem 22592 --dynamic-smem 82240
   ccoverlap occupancy --validate 80 --out occupancy.json     (live GPU + CuPy: model vs CUDA's API)
+  ccoverlap occupancy --validate-carveout --out carveout.json (live GPU: when a kernel starts beside another)
 """
 
 
@@ -36,12 +37,20 @@ def register(sub) -> None:
     v = p.add_argument_group("validation on a live GPU")
     v.add_argument("--validate", type=int, metavar="KERNELS", help="compile KERNELS kernels and compare the model with CUDA's occupancy API")
     v.add_argument("--shapes", type=int, default=16, help="launch shapes per kernel with --validate (default 16)")
-    v.add_argument("--seed", type=int, default=0, help="random seed for --validate (default 0)")
-    v.add_argument("--out", help="write the --validate table (JSON with provenance) here")
+    v.add_argument("--seed", type=int, default=0, help="random seed for --validate and --validate-carveout (default 0)")
+    v.add_argument("--out", help="write the --validate or --validate-carveout table (JSON with provenance) here")
+    v.add_argument(
+        "--validate-carveout", action="store_true",
+        help="measure when a kernel starts on SMs that another holds (shared-memory carveout) and compare with the model",
+    )
+    v.add_argument("--quick", action="store_true", help="with --validate-carveout: 14 cases, a smoke test")
+    v.add_argument("--reps", type=int, default=3, help="repetitions per case with --validate-carveout (default 3)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.validate_carveout:
+        return _validate_carveout(args)
     if args.validate is not None:
         return _validate(args)
     if args.threads is None or args.regs is None:
@@ -69,7 +78,7 @@ def _validate(args: argparse.Namespace) -> int:
 
     check_range("--validate", args.validate, 1, 10000)
     check_range("--shapes", args.shapes, 1, 10000)
-    ordinal = int(args.device.partition(":")[2] or 0) if args.device.startswith("cuda") else 0
+    ordinal = _ordinal(args.device)
     with Progress(transient=True) as bar:
         task = bar.add_task("compiling and comparing", total=args.validate)
         dev, rows = validate.validate(
@@ -83,3 +92,27 @@ def _validate(args: argparse.Namespace) -> int:
     for r in bad[:20]:
         print_text(f"  mismatch: {r}")
     return 1 if bad else 0
+
+
+def _ordinal(device: str) -> int:
+    """The GPU a validation runs on: cuda:N, else 0."""
+    return int(device.partition(":")[2] or 0) if device.startswith("cuda") else 0
+
+
+def _validate_carveout(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from ccoverlap import carveout_sweep as sweep
+    from ccoverlap import provenance
+
+    check_range("--reps", args.reps, 1, 100)
+    settings = sweep.Settings(reps=args.reps, seed=args.seed)
+    cases = sweep.cases(args.quick)
+    print_text(f"{len(cases)} cases x {args.reps} repetitions: about {settings.estimate_s(len(cases)):.1f} s")
+    with Progress(transient=True) as bar:
+        task = bar.add_task("measuring", total=len(cases) * args.reps)
+        dev, rows = sweep.sweep(cases, settings, _ordinal(args.device), lambda done, _: bar.update(task, completed=done))
+    if args.out:
+        write_json(args.out, sweep.report(dev, rows, provenance.collect(seed=args.seed, quick=args.quick), settings))
+    print_text("\n".join(sweep.summary(dev, rows)))
+    return 0 if all(r.agree and r.consistent for r in rows) else 1
