@@ -27,7 +27,7 @@ from itertools import product
 from ccoverlap import cuda_driver as cu
 from ccoverlap.errors import UsageError
 from ccoverlap.footprint import KernelFootprint
-from ccoverlap.lab.kernels import SOURCE
+from ccoverlap.kernels import SOURCE
 from ccoverlap.limits import DeviceLimits, read_live
 from ccoverlap.nvrtc import compile_cubin
 from ccoverlap.occupancy import Beside, beside

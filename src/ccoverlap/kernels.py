@@ -37,7 +37,7 @@ class Kernel:
         return KernelFootprint(threads, self.regs, self.static_smem, dynamic_smem, grid, cluster, self.name)
 
     def launch(self, grid: int, block: int, stream: int, args: list, shared_mem: int = 0, cluster: int = 1) -> None:
-        if shared_mem + self.static_smem > 48 * 1024:  # the default limit counts static and dynamic
+        if shared_mem + self.static_smem > cu.DEFAULT_SMEM_PER_BLOCK:  # the default limit counts static and dynamic
             _allow_all_dynamic_smem(self.handle, self.static_smem)
         cu.driver().launch(self.handle, grid, block, shared_mem, stream, args, cluster)
 
