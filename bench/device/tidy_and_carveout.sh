@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call after the tidy (issue 11) and for the carveout rule (issue 12, item 3): build, every GPU test,
 # the interposer's GPU check, then the carveout sweep. Everything lands under $OUT.
-# usage (device tool, carry .whl): CCOVERLAP_COMMIT=<sha> bash bench/device/tidy_and_carveout.sh
+# usage (device tool, carry .whl): CCOVERLAP_COMMIT=<full sha of HEAD here> bash bench/device/tidy_and_carveout.sh   (the device has no current .git)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/ccoverlap-out}; mkdir -p "$OUT"
