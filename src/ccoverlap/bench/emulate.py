@@ -24,9 +24,10 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
+from ccoverlap.bench.comms import Emulate
 from ccoverlap.errors import check_range
 
-BACKEND = "ccov_emulate"
+BACKEND = Emulate.backend
 
 #: bytes one rank sends per byte of the collective's largest buffer, for a ring of n ranks
 RING_FACTORS = {
