@@ -58,7 +58,7 @@ def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
 
 
 def test_cuda_only_strategies_are_listed_not_dropped():
-    cfg = BenchConfig(workloads=("ddp",), strategies=("priority", "shape"), size=TINY).validate()
+    cfg = BenchConfig(workloads=("ddp",), strategies=("priority", "shape"), size=TINY).resolved(gpus=0).validate()
     rows = launcher.run(cfg)
     assert [(r["strategy"], r["status"]) for r in rows] == [("priority", "n/a: needs CUDA and NCCL"),
                                                            ("shape", "n/a: needs CUDA and NCCL")]

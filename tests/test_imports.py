@@ -31,7 +31,11 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(n) for block in ast.walk(tree) if _type_checking(block) for n in ast.walk(block)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # `if TYPE_CHECKING:` imports never run
+            continue
         if isinstance(node, ast.Import):
             targets = [(alias.name, False) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -48,6 +52,10 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             if target and target != name and (needs_body or not name.startswith(target + ".")):
                 found.add(target)
     return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
 def cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -12,7 +12,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 N=$(nvidia-smi -L | wc -l); echo "GPUs: $N"; nvidia-smi topo -m
 MODEL="--layers 4 --d-model 2048 --heads 16 --seq 1024 --batch 4 --steps 10 --warmup 3"
 timeout 90 torchrun --nproc-per-node "$N" bench/device/record_traces.py --out "$R/traces"
-ccoverlap analyze "$R/traces" --baseline "$R/traces/isolated" --json > "$R/analyze.json"
+ccoverlap analyze "$R/traces" --baseline "$R/traces/no-overlap" --json > "$R/analyze.json"
 timeout 140 ccoverlap bench --workload ddp $MODEL --trace "$R/bench-traces" --json "$R/bench-ddp.json"
 for w in micro fsdp tp moe; do
   timeout 75 ccoverlap bench --workload $w $MODEL --strategies no-overlap,default,priority,shape,priority+shape,nccl-ctas \

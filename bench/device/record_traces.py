@@ -2,20 +2,25 @@
 
     NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 bench/device/record_traces.py --out DIR
 
-For each strategy below, every rank runs a few steps of bf16 matmuls on random data
+For each strategy, every rank runs a few steps of bf16 matmuls on random data
 while an async all-reduce of a large random tensor is in flight, and writes
 one trace per rank: DIR/<strategy>/rank{r}_trace.json.gz (the layout
-`ccoverlap analyze` reads, and `ccoverlap bench --trace` will write).
+`ccoverlap analyze` reads, and `ccoverlap bench --trace` writes).
 
-  isolated  the same work without overlap (all-reduce, then the matmuls): the baseline for
-            `ccoverlap analyze DIR --baseline DIR/isolated` (slowdowns against kernels run alone)
-  default   all-reduce on the default process group (NCCL's normal-priority stream)
-  priority  all-reduce on a group created with ProcessGroupNCCL.Options(is_high_priority_stream=True)
+The strategies are the bench's (ccoverlap/bench/strategies.py), those this one
+process can apply between its groups:
 
+  no-overlap  the same work without overlap (all-reduce, then the matmuls): the baseline for
+              `ccoverlap analyze DIR --baseline DIR/no-overlap` (slowdowns against kernels run alone)
+  default     all-reduce on the default process group (NCCL's normal-priority stream)
+  priority    all-reduce on a group created with ProcessGroupNCCL.Options(is_high_priority_stream=True),
+              what the strategy's TORCH_NCCL_HIGH_PRIORITY=1 does to every group
+
+The others change the environment of fresh processes (`ccoverlap bench --trace` runs them).
 Only --active steps are profiled (HTA, and so ccoverlap, leave the last one
 out), so a trace stays well under 2 MB. Works with --nproc-per-node 1 too
 (NCCL then launches no collective kernel: the traces have compute only).
-Needs torch with CUDA and NCCL; self-contained (no ccoverlap import).
+Needs torch with CUDA and NCCL, and ccoverlap installed.
 """
 from __future__ import annotations
 
@@ -30,6 +35,12 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from ccoverlap.bench.strategies import BY_NAME, BenchStrategy
+
+#: the strategy settings one process can apply to a group it makes: the high-priority stream
+HIGH_PRIORITY = {"TORCH_NCCL_HIGH_PRIORITY": "1"}
+IN_PROCESS = [s.name for s in BY_NAME.values() if not (s.shape or s.carveout) and set(s.env.items()) <= set(HIGH_PRIORITY.items())]
+
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,19 +50,25 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--comm-mb", type=int, default=256, help="all-reduce size in MiB (bf16; default 256)")
     ap.add_argument("--warmup", type=int, default=3, help="unprofiled steps first (NCCL init, cuBLAS heuristics)")
     ap.add_argument("--active", type=int, default=3, help="profiled steps (default 3; the last is not analysed)")
-    ap.add_argument("--strategies", default="isolated,default,priority",
-                    help="comma-separated subset of isolated,default,priority (default: all three)")
+    ap.add_argument("--strategies", default=",".join(IN_PROCESS),
+                    help=f"comma-separated subset of {','.join(IN_PROCESS)} (default: all)")
     return ap.parse_args()
 
 
-def make_group(strategy: str):
+def strategies(names: str) -> list[BenchStrategy]:
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    if bad := [n for n in chosen if n not in IN_PROCESS]:
+        raise SystemExit(f"--strategies {','.join(bad)}: valid {', '.join(IN_PROCESS)} (the others need fresh "
+                         "processes: ccoverlap bench --trace)")
+    return [BY_NAME[n] for n in chosen]
+
+
+def make_group(strategy: BenchStrategy):
     """The process group the all-reduce runs on; every rank must create groups in the same order."""
-    if strategy in ("isolated", "default"):
+    if strategy.env != HIGH_PRIORITY:
         return dist.group.WORLD
-    if strategy == "priority":
-        options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
-        return dist.new_group(backend="nccl", pg_options=options)
-    raise SystemExit(f"unknown strategy {strategy!r}: valid isolated, default, priority")
+    options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
+    return dist.new_group(backend="nccl", pg_options=options)
 
 
 def step(group, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, payload: torch.Tensor, matmuls: int,
@@ -92,13 +109,13 @@ def main() -> None:
     c = torch.empty(n, n, device=device, dtype=torch.bfloat16)
     payload = torch.randn(args.comm_mb * 2**20 // 2, device=device, dtype=torch.bfloat16, generator=gen)
 
-    for strategy in [s.strip() for s in args.strategies.split(",") if s.strip()]:
+    for strategy in strategies(args.strategies):
         group = make_group(strategy)
-        overlap = strategy != "isolated"
+        overlap = not strategy.no_overlap
         for _ in range(args.warmup):
             step(group, a, b, c, payload, args.matmuls, overlap)
         dist.barrier()
-        path = args.out / strategy / f"rank{rank}_trace.json.gz"
+        path = args.out / strategy.name / f"rank{rank}_trace.json.gz"
         with profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
             schedule=schedule(wait=0, warmup=1, active=args.active, repeat=1),
@@ -109,7 +126,7 @@ def main() -> None:
                 prof.step()
         dist.barrier()
         if rank == 0:
-            print(f"{strategy}: {world} trace(s) in {path.parent} ({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
+            print(f"{strategy.name}: {world} trace(s) in {path.parent} ({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
 
     if rank == 0:
         version = torch.cuda.nccl.version()

@@ -1,27 +1,32 @@
 """Bench configuration, validated before any process starts (importable without torch)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ccoverlap.bench import comms
+from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
+from ccoverlap.bench.comms import COMMS, Comm
 from ccoverlap.bench.strategies import BY_NAME, STRATEGIES
 from ccoverlap.errors import UsageError, check_range
 
-WORKLOADS = ("micro", "ddp", "fsdp", "tp", "moe")
-COMMS = ("nccl", "gloo", "emulate")
 #: --busbw default: the all-reduce bus bandwidth measured for 256 MiB on 2 x H200 over NVLink
 #: (bench/results/bench-x2-h200-2026-11-30-micro.json: 268-284 GB/s)
 DEFAULT_BUSBW_GBPS = 280.0
 
 
+def _size(what: str) -> dict:
+    return {"help": f"model: {what}"}
+
+
 @dataclass(frozen=True)
 class ModelSize:
-    layers: int
-    d_model: int
-    heads: int
-    seq: int
-    batch: int
-    vocab: int
-    experts_per_rank: int = 2
+    layers: int = field(metadata=_size("decoder blocks"))
+    d_model: int = field(metadata=_size("width"))
+    heads: int = field(metadata=_size("attention heads"))
+    seq: int = field(metadata=_size("tokens per sequence"))
+    batch: int = field(metadata=_size("sequences per rank and step"))
+    vocab: int = field(metadata=_size("vocabulary"))
+    experts_per_rank: int = field(default=2, metadata=_size("experts per rank (moe)"))
 
 
 TINY = ModelSize(layers=2, d_model=64, heads=4, seq=32, batch=4, vocab=128)
@@ -30,58 +35,84 @@ MICRO_TINY = (1 << 12, 1 << 16)
 MICRO_FULL = (1 << 20, 1 << 24, 1 << 26, 1 << 28)  # bytes of float32 all-reduced
 
 
+def _workloads(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(BY_WORKLOAD) if names == ("all",) else names
+
+
+def _byte_counts(items: tuple[str, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in items)
+    except ValueError:
+        raise UsageError(f"--micro-sizes {','.join(items)}: whole numbers of bytes, comma-separated") from None
+
+
 @dataclass(frozen=True)
 class BenchConfig:
-    workloads: tuple[str, ...]
-    strategies: tuple[str, ...] = tuple(s.name for s in STRATEGIES)
-    device: str = "cpu"  # cpu (gloo) or cuda (nccl)
-    nproc: int = 2
-    steps: int = 10
-    warmup: int = 3
-    size: ModelSize = TINY
-    micro_sizes: tuple[int, ...] = MICRO_TINY
-    micro_gemm: int = 256  # n of the n x n GEMM chain beside each all-reduce (8192 on GPUs)
+    """What `ccoverlap bench` runs. The defaults are the CLI's; a field with help is a CLI option
+    (cli/_config.py). `auto` and None are settled by resolved(), on what is visible."""
+
+    workloads: tuple[str, ...] = field(default=tuple(BY_WORKLOAD), metadata={
+        "flag": "--workload", "help": "comma-separated, or all", "parse": _workloads, "shown": "all"})
+    strategies: tuple[str, ...] = field(default=tuple(s.name for s in STRATEGIES), metadata={
+        "help": "comma-separated subset of the strategies", "shown": "all"})
+    device: str = field(default="auto", metadata={"help": "cpu, cuda or auto", "shown": "auto: cuda if GPUs are visible"})
+    nproc: int | None = field(default=None, metadata={
+        "help": "ranks", "type": int, "shown": "the GPUs, or 2 on the CPU; 1 with --comm emulate"})
+    comm: str = field(default="auto", metadata={
+        "help": "nccl, gloo, emulate or auto", "shown": "auto: nccl with >= 2 GPUs, emulate with one, gloo on the CPU"})
+    emulate_world: int = field(default=8, metadata={"help": "--comm emulate: ranks emulated"})
+    busbw_gbps: float = field(default=DEFAULT_BUSBW_GBPS, metadata={
+        "flag": "--busbw", "help": "--comm emulate: bus bandwidth in GB/s the proxies are paced to; the default is "
+        "the all-reduce busbw measured on 2 x H200 NVLink"})
+    steps: int = field(default=10, metadata={"help": "timed steps per rank"})
+    warmup: int = field(default=3, metadata={"help": "untimed steps first"})
+    size: ModelSize = FULL
+    micro_sizes: tuple[int, ...] = field(default=MICRO_FULL, metadata={
+        "help": "bytes all-reduced by micro, comma-separated", "parse": _byte_counts})
+    micro_gemm: int = 8192  # n of the n x n GEMM chain beside each all-reduce
     seed: int = 0
-    trace_dir: str | None = None
-    comm: str = "gloo"  # nccl (GPUs), gloo (CPU) or emulate (one process, emulated ranks: bench/emulate.py)
-    emulate_world: int = 8  # --comm emulate: ranks the one process stands in for
-    busbw_gbps: float = DEFAULT_BUSBW_GBPS  # --comm emulate: bus bandwidth the proxies are paced to
-    gpus: int = field(default=0, compare=False)  # visible GPUs, filled in by the CLI
+    trace_dir: str | None = field(default=None, metadata={
+        "flag": "--trace", "metavar": "DIR", "help": "write a torch.profiler trace per strategy and rank: "
+        "DIR/<workload>/<strategy>/rank<r>_trace.json.gz, which `ccoverlap analyze DIR/<workload>` reads"})
+    gpus: int = field(default=0, compare=False)  # visible GPUs, set by resolved()
+
+    @property
+    def comm_backend(self) -> Comm:
+        return COMMS[self.comm]
 
     @property
     def backend(self) -> str:
-        return {"emulate": "ccov_emulate"}.get(self.comm, self.comm)
+        return self.comm_backend.backend
 
     @property
     def world(self) -> int:
         """Ranks as the workloads see them (emulated ranks under --comm emulate)."""
-        return self.emulate_world if self.comm == "emulate" else self.nproc
+        return self.comm_backend.world(self)
+
+    @property
+    def untraced(self) -> tuple[str, ...]:
+        """The selected workloads --trace cannot record."""
+        return tuple(w for w in self.workloads if w in BY_WORKLOAD and not BY_WORKLOAD[w].traced)
+
+    def resolved(self, gpus: int) -> BenchConfig:
+        """`auto` device and comm and the default rank count, for `gpus` visible GPUs."""
+        device = auto_device(self.device, gpus)
+        comm = self.comm if self.comm != "auto" else comms.auto(device, self.nproc, gpus)
+        nproc = self.nproc if self.nproc is not None else COMMS[comm].default_nproc(gpus) if comm in COMMS else 1
+        return replace(self, device=device, comm=comm, nproc=nproc, gpus=gpus)
 
     def validate(self) -> BenchConfig:
-        for flag, values, valid in (("--workload", self.workloads, WORKLOADS), ("--strategies", self.strategies, tuple(BY_NAME))):
+        for flag, values, valid in (("--workload", self.workloads, tuple(BY_WORKLOAD)), ("--strategies", self.strategies, tuple(BY_NAME))):
             if not values or (bad := [v for v in values if v not in valid]):
                 raise UsageError(f"{flag} {','.join(bad or values) or '(empty)'}: valid {', '.join(valid)}")
         if self.device not in ("cpu", "cuda"):
             raise UsageError(f"--device {self.device}: valid cpu (gloo) or cuda (nccl)")
         if self.comm not in COMMS:
-            raise UsageError(f"--comm {self.comm}: valid nccl (GPUs), gloo (CPU) or emulate (one process)")
-        if self.comm == "nccl" and self.device != "cuda":
-            raise UsageError("--comm nccl needs GPUs: use --comm gloo (CPU ranks) or --comm emulate")
-        if self.comm == "gloo" and self.device != "cpu":
-            raise UsageError("--comm gloo runs on --device cpu; on GPUs use --comm nccl or --comm emulate")
-        if self.comm == "emulate":
-            if self.nproc != 1:
-                raise UsageError(f"--comm emulate runs one process: --nproc {self.nproc} (valid 1)")
-            if self.device == "cuda" and self.gpus < 1:
-                raise UsageError("--comm emulate on --device cuda needs a GPU; 0 visible (--device cpu: a data-only dry run)")
-            check_range("--emulate-world", self.emulate_world, 2, 4096)
-            check_range("--busbw", self.busbw_gbps, 1, 100000)
+            raise UsageError(f"--comm {self.comm}: valid {comms.valid()}")
         check_range("--nproc", self.nproc, 1, 1024)
+        self.comm_backend.validate(self)
         check_range("--steps", self.steps, 1, 100000)
         check_range("--warmup", self.warmup, 0, 100000)
-        if self.comm == "nccl" and self.gpus < self.nproc:
-            raise UsageError(f"--device cuda with --nproc {self.nproc} needs {self.nproc} GPUs; {self.gpus} visible "
-                             "(NCCL needs one GPU per rank: use --device cpu for gloo)")
         s = self.size
         for name, value in vars(s).items():
             check_range(f"--{name.replace('_', '-')}", value, 1, 10**7)
@@ -94,7 +125,20 @@ class BenchConfig:
             raise UsageError(f"moe: world size {n} must divide the tokens per rank ({s.batch} x {s.seq})")
         if self.trace_dir is not None and not self.trace_dir:
             raise UsageError("--trace needs a directory")
+        if self.trace_dir and len(self.untraced) == len(self.workloads):
+            traced = ", ".join(w.name for w in BY_WORKLOAD.values() if w.traced)
+            raise UsageError(f"--trace: {', '.join(self.untraced)} has no training step to trace; select one of {traced}")
         return self
+
+
+def auto_device(device: str, gpus: int) -> str:
+    """--device auto: cuda where GPUs are visible."""
+    return device if device != "auto" else ("cuda" if gpus else "cpu")
+
+
+#: named overrides of the defaults (options given on the command line win over them)
+TINY_PRESET = {"size": TINY, "micro_sizes": MICRO_TINY, "micro_gemm": 256}
+PRESETS = {"--tiny": TINY_PRESET, "on the CPU": TINY_PRESET | {"steps": 3, "warmup": 1}}
 
 
 def torch_available() -> None:

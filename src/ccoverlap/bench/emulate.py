@@ -27,7 +27,6 @@ from torch._C._distributed_c10d import _create_work_from_future
 
 from ccoverlap.errors import check_range
 
-BACKEND = "ccov_emulate"
 
 #: bytes one rank sends per byte of the collective's largest buffer, for a ring of n ranks
 RING_FACTORS = {
@@ -121,13 +120,13 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 class EmulatedGroup(dist.ProcessGroup):
     """A process group of `world` ranks of which this process is rank 0 (see the module docstring)."""
 
-    def __init__(self, rank: int, world: int, mover: Mover):
+    def __init__(self, rank: int, world: int, mover: Mover, backend: str):
         super().__init__(rank, world)
-        self.mover = mover
+        self.mover, self.backend = mover, backend
         self.calls: dict[str, int] = {}
 
     def getBackendName(self) -> str:
-        return BACKEND
+        return self.backend
 
     @property
     def group_name(self) -> str:  # DeviceMesh and functional collectives find groups by name
@@ -202,18 +201,19 @@ class EmulatedGroup(dist.ProcessGroup):
 _current: EmulatedGroup | None = None
 
 
-def init(mover: Mover) -> EmulatedGroup:
-    """Make this process rank 0 of an emulated `mover.emulation.world`-rank default group. The
-    caller picks the mover, so that this module does not import proxy.py (which imports it)."""
+def init(mover: Mover, backend: str) -> EmulatedGroup:
+    """Make this process rank 0 of an emulated `mover.emulation.world`-rank default group, registered
+    as torch.distributed backend `backend` (its name is the comm table's: bench/comms.py). The caller
+    picks the mover, so that this module does not import proxy.py (which imports it)."""
 
     def create(store, rank, world, timeout):
         global _current
-        _current = EmulatedGroup(rank, world, mover)
+        _current = EmulatedGroup(rank, world, mover, backend)
         return _current
 
-    if BACKEND not in dist.Backend.backend_list:
-        dist.Backend.register_backend(BACKEND, create, devices=["cpu", "cuda"])
-    dist.init_process_group(BACKEND, store=dist.HashStore(), rank=0, world_size=mover.emulation.world,
+    if backend not in dist.Backend.backend_list:
+        dist.Backend.register_backend(backend, create, devices=["cpu", "cuda"])
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=mover.emulation.world,
                             timeout=timedelta(minutes=5))
     return _current
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.config import BenchConfig
 from ccoverlap.bench.strategies import BY_NAME, MULTICAST_OFF, BenchStrategy
-from ccoverlap.bench.worker import spec_for
+from ccoverlap.bench.worker import PARENT_ENV, spec_for
 from ccoverlap.errors import UsageError
 
 RANK_TIMEOUT_S = 1800
@@ -28,17 +30,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-#: the emulation's proxy kernel is communication to the interposer, as NCCL's kernels are
-EMULATED_COMM_KERNELS = "^comm_paced$"
-
-
-def strategy_env(strategy: BenchStrategy, stats_dir: str, emulated: bool = False) -> dict[str, str]:
+def strategy_env(strategy: BenchStrategy, stats_dir: str, comm_kernels: str | None = None) -> dict[str, str]:
+    """The environment of a strategy's ranks; `comm_kernels`: what the interposer treats as communication (None: NCCL's kernels)."""
     env = dict(MULTICAST_OFF) | strategy.env
     if strategy.shape:
         from ccoverlap.interposer import Policy, preload_env
 
         env |= Policy(mode="auto", stats=os.path.join(stats_dir, "interposer-%p.json"),
-                      comm=EMULATED_COMM_KERNELS if emulated else None).to_environ()
+                      comm=comm_kernels).to_environ()
         env |= preload_env(os.environ)  # keeps the user's own LD_PRELOAD
     return env
 
@@ -49,15 +48,46 @@ def not_applicable(cfg: BenchConfig, strategy: BenchStrategy) -> str | None:
     return None
 
 
+class Stopped(BaseException):
+    """SIGINT or SIGTERM reached the bench. A BaseException, so that nothing on the way catches it:
+    unwinding stops every rank and removes its folder."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Inside, SIGINT and SIGTERM raise Stopped in the main thread, once: later ones are ignored
+    while the bounded clean-up runs. The handlers before are restored after."""
+
+    def handler(signum, frame):
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    before = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
 def run_ranks(cfg: BenchConfig, strategy: BenchStrategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
     """Start cfg.nproc ranks that run every workload under one strategy; (per-rank results,
-    interposer stats) or raise RuntimeError."""
+    interposer stats) or raise RuntimeError. Whatever ends this early (a signal, an error) stops
+    the ranks first; the temporary folder goes with them."""
     with tempfile.TemporaryDirectory(prefix="ccoverlap-bench-") as tmp:
         spec_path = Path(tmp, "spec.json")
         spec_path.write_text(json.dumps(spec_for(cfg, strategy.name, tmp)))
         port = str(_free_port())
-        env = os.environ | strategy_env(strategy, tmp, cfg.comm == "emulate") | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-                                                          "WORLD_SIZE": str(cfg.nproc), "OMP_NUM_THREADS": "1"}
+        env = os.environ | strategy_env(strategy, tmp, cfg.comm_backend.comm_kernels) | {
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(cfg.nproc), "OMP_NUM_THREADS": "1"}
         module = [sys.executable, "-m", "ccoverlap.bench.worker", str(spec_path)]
         if launcher == "torchrun":
             runner = shutil.which("torchrun")
@@ -65,11 +95,18 @@ def run_ranks(cfg: BenchConfig, strategy: BenchStrategy, launcher: str = "spawn"
                 raise UsageError("--launcher torchrun: torchrun is not on PATH (install torch, or use --launcher spawn)")
             cmds = [([runner, f"--nproc-per-node={cfg.nproc}", f"--master-port={port}", *module[1:]], env)]
         else:
-            cmds = [(module, env | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(cfg.nproc)]
+            cmds = [(module, env | {"RANK": str(r), "LOCAL_RANK": str(r), PARENT_ENV: str(os.getpid())}) for r in range(cfg.nproc)]
         logs = [Path(tmp, f"stderr{i}.log") for i in range(len(cmds))]
-        procs = [subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=log.open("w"))
-                 for (cmd, e), log in zip(cmds, logs)]
-        if failed := wait_all(procs, RANK_TIMEOUT_S):
+        procs: list[subprocess.Popen] = []
+        try:
+            for (cmd, e), log in zip(cmds, logs):
+                with log.open("w") as err:  # each rank leads a process group of its own: stop() signals the group
+                    procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True))
+            failed = wait_all(procs, RANK_TIMEOUT_S)
+        except BaseException as exc:
+            stop(procs, exc.signum if isinstance(exc, Stopped) else signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGKILL)
+            raise
+        if failed:
             lines = [ln for ln in logs[failed[0]].read_text(errors="replace").splitlines() if ln.strip()]
             raise RuntimeError(lines[-1] if lines else f"exit code {failed[1]}")
         ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(cfg.nproc)]
@@ -87,12 +124,43 @@ def wait_all(procs: list[subprocess.Popen], timeout_s: float) -> tuple[int, int]
         if failed is None and time.monotonic() > deadline:
             failed = next(i for i, c in enumerate(codes) if c is None), "timeout"
         if failed is not None or all(c == 0 for c in codes):
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
+            stop(procs, signal.SIGKILL)
             return failed
         time.sleep(0.05)
+
+
+#: seconds a rank has to end after a forwarded SIGINT or SIGTERM before it is killed
+GRACE_S = 5.0
+
+
+def stop(procs: list[subprocess.Popen], signum: int, grace_s: float = GRACE_S) -> None:
+    """Send `signum` to every rank (its whole process group, so torchrun's workers too), give
+    them `grace_s` to end, then kill what remains and reap them all."""
+    for p in procs:
+        _signal(p, signum)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs:
+        _signal(p, signal.SIGKILL)
+        p.wait()
+
+
+def _signal(p: subprocess.Popen, signum: int) -> None:
+    """`signum` to p's process group where p leads one, else to p alone. Nothing once p is reaped:
+    its pid may then be another's (until then, even a zombie's pid is not reused)."""
+    if p.poll() is not None:
+        return
+    try:
+        if os.getpgid(p.pid) == p.pid:
+            os.killpg(p.pid, signum)
+        else:
+            p.send_signal(signum)
+    except ProcessLookupError:
+        pass
 
 
 def _merge_stats(stats: list[dict]) -> dict:
@@ -109,54 +177,20 @@ def _merge_stats(stats: list[dict]) -> dict:
     return merged
 
 
-def _median(xs):
-    return statistics.median(xs) if xs else None
-
-
 def summarize(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
-    """Rows for one (workload, strategy): nccl-tests style per size for micro, one per step otherwise.
+    """Rows for one (workload, strategy), as its row type makes them (bench/catalog.py).
     `ranks` holds each rank's results for this workload."""
     if error := next((r["error"] for r in ranks if "error" in r), None):
         return [{"workload": workload, "strategy": strategy, "status": f"failed: {error}"}]
-    if workload == "micro":
-        rows = []
-        for i, first in enumerate(ranks[0]["micro_rows"]):
-            per_rank = [r["micro_rows"][i] for r in ranks]
-            rows.append({**{k: v for k, v in first.items() if k != "samples"}, "workload": workload, "strategy": strategy,
-                         "status": "ok", "wrong": sum(r["wrong"] for r in per_rank),
-                         "step_ms": max(r["step_ms"] for r in per_rank),
-                         "samples": {f"rank{r['rank']}": r["micro_rows"][i]["samples"] for r in ranks}})
-        return rows
-    # a step ends when its slowest rank ends: per step, take the max over ranks
-    steps = [max(vals) for vals in zip(*(r["step_ms"] for r in ranks))]
-    compute = [max(vals) for vals in zip(*(r["compute_only_ms"] for r in ranks))] if ranks[0]["compute_only_ms"] else None
-    step, comp = _median(steps), _median(compute)
-    return [{
-        "workload": workload, "strategy": strategy, "status": "ok",
-        "step_ms": step, "step_ms_min": min(steps), "step_ms_max": max(steps),
-        "compute_only_ms": comp, "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
-        "exposed_comm_note": ranks[0]["note"] or None,
-        "losses": ranks[0]["losses"], "interposer": stats or None,
-        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
-        "wall_s": max(r["wall_s"] for r in ranks),  # build, warm-up, timing and trace of this workload
-    }]
+    return BY_WORKLOAD[workload].rows.summarize(workload, strategy, ranks, stats)
 
 
 def compare(rows: list[dict], baseline: str = "default") -> dict:
-    """outputs_match per workload: every strategy's losses against the baseline's (micro: #wrong == 0)."""
+    """outputs_match per workload: every strategy's results against the baseline's, as its row type compares them."""
     verdict = {}
     for workload in sorted({r["workload"] for r in rows}):
         mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
-        if not mine:
-            verdict[workload] = {"match": False, "how": "no strategy ran"}
-            continue
-        if workload == "micro":
-            verdict[workload] = {"match": all(r["wrong"] == 0 for r in mine), "how": "all-reduce results vs the exact sum"}
-            continue
-        base = next((r["losses"] for r in mine if r["strategy"] == baseline), mine[0]["losses"])
-        worst = max((abs(a - b) / max(abs(b), 1e-12) for r in mine for a, b in zip(r["losses"], base)), default=0.0)
-        bitwise = all(r["losses"] == base for r in mine)
-        verdict[workload] = {"match": bitwise or worst <= 1e-3, "how": "bitwise" if bitwise else f"max relative loss difference {worst:.2e} (tolerance 1e-3)"}
+        verdict[workload] = BY_WORKLOAD[workload].rows.verdict(mine, baseline) if mine else {"match": False, "how": "no strategy ran"}
     return verdict
 
 

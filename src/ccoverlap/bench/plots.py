@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ccoverlap.bench.catalog import BY_NAME
 from ccoverlap.plotting import new_figure, save_png
 
 
@@ -11,10 +12,8 @@ def bars(rows: list[dict], path: Path) -> Path:
     fig = new_figure(9, 2.4 * len(workloads), tight=True)
     axes = fig.subplots(len(workloads), 1, squeeze=False)
     for ax, workload in zip(axes[:, 0], workloads):
-        mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
-        if workload == "micro":  # one bar per strategy: the largest size's step
-            largest = max((r["size_bytes"] for r in mine), default=0)
-            mine = [r for r in mine if r["size_bytes"] == largest]
+        kind = BY_NAME[workload].rows
+        mine = kind.plotted([r for r in rows if r["workload"] == workload and r["status"] == "ok"])
         # whiskers: the fastest and slowest step (micro rows carry only the median)
         spread = [[r["step_ms"] - r.get("step_ms_min", r["step_ms"]) for r in mine],
                   [r.get("step_ms_max", r["step_ms"]) - r["step_ms"] for r in mine]]
@@ -24,7 +23,7 @@ def bars(rows: list[dict], path: Path) -> Path:
         if exposed:
             ax.barh([s for s, _ in exposed], [e for _, e in exposed], color="#c44e52", label="exposed comm")
             ax.legend(fontsize=7)
-        ax.set_title(workload if workload != "micro" else "micro (largest size)", fontsize=10)
+        ax.set_title(kind.plot_title.format(name=workload), fontsize=10)
         ax.set_xlabel("step ms (median; whiskers: fastest and slowest step)")
         ax.invert_yaxis()
     return save_png(fig, path)

@@ -6,7 +6,7 @@ import dataclasses
 import gc
 import json
 import os
-import statistics
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,7 +15,8 @@ import torch
 import torch.distributed as dist
 
 from ccoverlap import timing
-from ccoverlap.bench import workloads
+from ccoverlap.bench import catalog
+from ccoverlap.bench.comms import COMMS
 from ccoverlap.bench.config import BenchConfig, ModelSize
 from ccoverlap.bench.strategies import BY_NAME
 
@@ -38,77 +39,21 @@ def _trace(fn, path: Path, device: torch.device) -> None:
             prof.step()
 
 
-def _micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> list[dict]:
-    rows = []
-    for nbytes in cfg.micro_sizes:
-        m = workloads.Micro.build(cfg, nbytes, rank, world, device, no_overlap, emulated=cfg.comm == "emulate")
-        base = m.tensor.clone()
-
-        def reset():
-            m.tensor.copy_(base)
-
-        overlapped = _timed(m.overlapped, device, cfg.steps, cfg.warmup, reset)
-        wrong = m.wrong()
-        alone = _timed(m.allreduce_alone, device, cfg.steps, cfg.warmup, reset)
-        gemm = _timed(m.gemms, device, cfg.steps, cfg.warmup)
-        t = statistics.median(alone)
-        algbw = nbytes / (t * 1e-3) / 1e9
-        rows.append({
-            "size_bytes": nbytes, "count": nbytes // 4, "type": "float32", "time_ms": t,
-            "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (world - 1) / world if world > 1 else 0.0,
-            "step_ms": statistics.median(overlapped), "gemm_ms": statistics.median(gemm),
-            "exposed_comm_ms": max(statistics.median(overlapped) - statistics.median(gemm), 0.0),
-            "wrong": wrong, "samples": overlapped,
-        })
-    return rows
-
-
-def _init(cfg: BenchConfig) -> tuple[torch.device, int, int]:
-    """Join the job: (device, rank, world size as the workloads see it)."""
-    if cfg.comm == "emulate":
-        from ccoverlap.bench import emulate
-
-        emulation = emulate.Emulation.from_env(cfg.emulate_world, cfg.busbw_gbps)
-        if cfg.device == "cuda":
-            from ccoverlap.bench.proxy import ProxyMover
-
-            device = torch.device("cuda", 0)
-            torch.cuda.set_device(device)
-            emulate.init(ProxyMover(emulation, device))
-        else:
-            device = torch.device("cpu")
-            emulate.init(emulate.CpuMover(emulation))
-        return device, 0, cfg.emulate_world
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if cfg.device == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    return device, rank, world
-
-
 def _workload(cfg: BenchConfig, name: str, strategy: str, no_overlap: bool, rank: int, world: int, device) -> dict:
-    if name == "micro":
-        return {"micro_rows": _micro(cfg, rank, world, device, no_overlap)}
-    w = workloads.BUILDERS[name](cfg, rank, world, device, no_overlap)
-    out = {"step_ms": _timed(w.run_step, device, cfg.steps, cfg.warmup), "losses": w.losses, "note": w.note}
-    if cfg.trace_dir:
-        _trace(w.step, Path(cfg.trace_dir) / name / strategy / f"rank{rank}_trace.json.gz", device)
-    out["compute_only_ms"] = _timed(w.compute_only, device, cfg.steps, cfg.warmup) if w.compute_only else None
-    return out
+    w = catalog.BY_NAME[name]
+    trace = Path(cfg.trace_dir) / name / strategy / f"rank{rank}_trace.json.gz" if cfg.trace_dir and w.traced else None
+    return w.rows.measure(w.builder(cfg, rank, world, device, no_overlap),
+                          lambda fn, before=None: _timed(fn, device, cfg.steps, cfg.warmup, before),
+                          (lambda fn: _trace(fn, trace, device)) if trace else (lambda fn: None))
 
 
 def run(spec: dict) -> dict:
     """Every workload of the spec under one strategy, in this process; a workload that raises is
     reported as failed and the next one runs."""
-    size = ModelSize(**spec["config"].pop("size"))
-    cfg = BenchConfig(**{**spec["config"], "size": size, "workloads": tuple(spec["config"]["workloads"]),
-                         "strategies": tuple(spec["config"]["strategies"]), "micro_sizes": tuple(spec["config"]["micro_sizes"])})
+    config = spec["config"]
+    cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()} | {"size": ModelSize(**config["size"])})
     strategy = BY_NAME[spec["strategy"]]
-    device, rank, world = _init(cfg)
+    device, rank, world = cfg.comm_backend.init(cfg)
     if strategy.carveout:
         torch._C._set_sm_carveout_experimental(spec["carveout_sms"])
     out = {"rank": rank, "world_size": world, "strategy": strategy.name, "backend": cfg.backend, "results": {}}
@@ -122,21 +67,36 @@ def run(spec: dict) -> dict:
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    if cfg.comm == "emulate":
-        from ccoverlap.bench import emulate
-
-        out["emulation"] = emulate.describe()
+    if (described := cfg.comm_backend.describe()) is not None:
+        out["emulation"] = described
     dist.barrier()
     return out
 
 
+#: the launcher's pid, where it started this rank itself (torchrun's ranks have torchrun as parent)
+PARENT_ENV = "CCOVERLAP_BENCH_PARENT"
+PR_SET_PDEATHSIG = 1
+
+
+def _tie_to_parent() -> None:
+    """End with the launcher: SIGINT ends this rank at once (a rank waiting in a collective never
+    gets back to Python to raise KeyboardInterrupt), and on Linux the kernel kills it when its
+    parent dies, even of SIGKILL. A parent that died before that was set is caught by its pid."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if (parent := os.environ.get(PARENT_ENV)) and os.getppid() != int(parent):
+        os._exit(1)
+
+
 def main(argv: list[str]) -> None:
+    _tie_to_parent()
     spec = json.loads(Path(argv[0]).read_text())
     result = run(spec)
     Path(spec["out_dir"], f"rank{result['rank']}.json").write_text(json.dumps(result))
-    if result["backend"] == "gloo":
-        # gloo's threads can abort the interpreter's exit ("terminate called without an
-        # active exception") after the work is done and written: leave at once.
+    if COMMS[spec["config"]["comm"]].hard_exit:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

@@ -3,15 +3,18 @@ same step with the collectives skipped (where that keeps the computation the sam
 exposed communication is step time minus compute-only time."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from ccoverlap.bench.config import BenchConfig
 from ccoverlap.bench.models import GPT, MoE
+
+if TYPE_CHECKING:
+    from ccoverlap.bench.config import BenchConfig
 
 
 @dataclass
@@ -148,29 +151,33 @@ def moe(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wo
                     note="the all-to-all is on the critical path: no compute-only step")
 
 
-BUILDERS = {"ddp": ddp, "fsdp": fsdp, "tp": tp, "moe": moe}
-
-
 @dataclass
 class Micro:
     """A GEMM chain on the compute stream beside an all-reduce of `nbytes` (nccl-tests style rows)."""
 
     nbytes: int
+    world: int
     tensor: torch.Tensor
+    initial: torch.Tensor
     expected: torch.Tensor
     a: torch.Tensor
     b: torch.Tensor
     no_overlap: bool
 
     @classmethod
-    def build(cls, cfg: BenchConfig, nbytes: int, rank: int, world: int, device, no_overlap: bool,
-              emulated: bool = False) -> Micro:
+    def build(cls, cfg: BenchConfig, nbytes: int, rank: int, world: int, device, no_overlap: bool) -> Micro:
         count = nbytes // 4
         # emulated ranks add zeros (bench/emulate.py): the sum is this rank's part
+        emulated = cfg.comm_backend.emulated
         parts = [torch.rand(count, generator=torch.Generator().manual_seed(cfg.seed + r)) for r in range(1 if emulated else world)]
         g = torch.Generator().manual_seed(cfg.seed + 999)
         a, b = (torch.rand(cfg.micro_gemm, cfg.micro_gemm, generator=g).to(device, _dtype(device)) for _ in range(2))
-        return cls(nbytes, parts[0 if emulated else rank].to(device), torch.stack(parts).sum(0).to(device), a, b, no_overlap)
+        mine = parts[0 if emulated else rank].to(device)
+        return cls(nbytes, world, mine, mine.clone(), torch.stack(parts).sum(0).to(device), a, b, no_overlap)
+
+    def reset(self) -> None:
+        """This rank's data again, before each timed all-reduce."""
+        self.tensor.copy_(self.initial)
 
     def gemms(self) -> None:
         c = self.a
@@ -192,3 +199,8 @@ class Micro:
     def wrong(self) -> int:
         """Elements off the expected sum by more than float32 rounding of `world` terms (nccl-tests' #wrong)."""
         return int((~torch.isclose(self.tensor, self.expected, rtol=1e-5, atol=1e-6)).sum())
+
+
+def micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Iterator[Micro]:
+    """One Micro per --micro-sizes byte count, each built when the last is done with."""
+    return (Micro.build(cfg, nbytes, rank, world, device, no_overlap) for nbytes in cfg.micro_sizes)

@@ -4,10 +4,21 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from ccoverlap.errors import UsageError
+
+
+class QuietConsole(Console):
+    """A rich Console that leaves a closed pipe (`| head`) to main(), which ends quietly with
+    141 for every command (rich alone would exit 1 from inside the print)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -16,13 +27,34 @@ def comma_list(text: str) -> tuple[str, ...]:
 
 
 def write_json(path: str | Path, obj) -> Path:
-    """Write `obj` as JSON through a temporary file, so a reader never sees half a file."""
+    """Write `obj` as JSON through a temporary file, so a reader never sees half a file; whatever
+    goes wrong (a full disk, a signal) takes the temporary file with it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, default=str))
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w") as f:
+            json.dump(obj, f, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def check_writable(path: str | Path, flag: str, directory: bool = False) -> None:
+    """Refuse before any work a file (or, with `directory`, a folder) that could not be written:
+    one line, exit 2. Missing folders are fine where the nearest existing one takes new files."""
+    path = Path(path).absolute()
+    if path.exists() and path.is_dir() != directory:
+        raise UsageError(f"{flag} {path}: is a {'file' if directory else 'directory'}")
+    base = next(p for p in ((path,) if directory else ()) + tuple(path.parents) if p.exists())
+    if not base.is_dir():
+        raise UsageError(f"{flag} {path}: {base} is a file, not a directory")
+    try:
+        tempfile.TemporaryFile(dir=base).close()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write in {base} ({exc.strerror or exc})") from None
 
 
 def print_json(obj) -> None:
@@ -36,9 +68,14 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
         table.add_column(col, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*(str(v) for v in row))
-    console = Console()
-    (console if console.is_terminal else Console(width=200)).print(table)
+    console = QuietConsole()
+    (console if console.is_terminal else QuietConsole(width=200)).print(table)
 
 
 def print_text(text: str) -> None:
-    Console(highlight=False, soft_wrap=True).print(text, markup=False)
+    QuietConsole(highlight=False, soft_wrap=True).print(text, markup=False)
+
+
+def warn(text: str) -> None:
+    """One line on stderr that does not change the exit code."""
+    QuietConsole(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {text}", markup=False)

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 from ccoverlap.errors import UsageError
+from ccoverlap.lab.config import QUICK, LabConfig
 
-from ._output import comma_list, print_table, print_text, write_json
+from ._config import add_options, add_preset, from_args
+from ._output import print_table, print_text, write_json
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -37,38 +39,15 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from ccoverlap.lab.config import FAMILIES, LabConfig
-
-    d = LabConfig()
-    p.add_argument("--quick", action="store_true", help="all families, nccl proxy, order 'with', 10 reps")
-    p.add_argument("--compute", type=comma_list, default=FAMILIES, help=f"families, comma-separated (default: {','.join(FAMILIES)})")
-    p.add_argument("--comm", type=comma_list, default=("nccl", "light"), help="proxies: nccl, light (default: both)")
-    p.add_argument("--strategies", type=comma_list, default=d.strategies, help="subset of the strategies (default: all)")
-    p.add_argument("--orders", type=comma_list, default=("before", "with", "delayed"), help="launch orders (default: all three)")
-    p.add_argument("--reps", type=int, default=20, help="timed repetitions per cell, >= 10 (default 20)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed repetitions first (default 3)")
-    p.add_argument("--comm-ctas", type=int, default=d.comm_ctas, help=f"NCCL proxy CTAs (default {d.comm_ctas}; light uses twice as many)")
-    p.add_argument("--comm-mib", type=int, default=d.comm_mib, help=f"MiB per comm buffer (default {d.comm_mib})")
-    p.add_argument("--shrink-threads", type=int, default=d.shrink_threads, help=f"comm threads for shrink+shape+priority (default {d.shrink_threads})")
-    p.add_argument("--delay-ms", type=float, default=d.delay_ms, help=f"delay of the 'delayed' order (default {d.delay_ms})")
-    p.add_argument("--fma-regs", type=int, default=d.fma_regs, help=f"register cap of the fma kernel (default {d.fma_regs})")
-    p.add_argument("--fma-iters", type=int, default=d.fma_iters, help=f"FMA loop trips per thread (default {d.fma_iters})")
+    add_preset(p, "--quick", LabConfig, QUICK, "all families against the nccl proxy, < 3 min on an H200")
+    add_options(p, LabConfig, {"--quick": QUICK})
     p.add_argument("--out", help="results JSON (default bench/results/lab-<date>-<gpu>.json); PNGs beside it")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG charts")
     p.set_defaults(run=run)
 
 
-def _config(args):
-    from ccoverlap.lab.config import LabConfig
-
-    if args.quick:
-        return LabConfig(computes=args.compute, comms=("nccl",), strategies=args.strategies, orders=("with",),
-                         reps=10, warmup=2, comm_ctas=args.comm_ctas, comm_mib=args.comm_mib,
-                         shrink_threads=args.shrink_threads, fma_regs=args.fma_regs, fma_iters=args.fma_iters).validate()
-    return LabConfig(computes=args.compute, comms=args.comm, strategies=args.strategies, orders=args.orders,
-                     reps=args.reps, warmup=args.warmup, comm_ctas=args.comm_ctas, comm_mib=args.comm_mib,
-                     shrink_threads=args.shrink_threads, delay_ms=args.delay_ms, fma_regs=args.fma_regs,
-                     fma_iters=args.fma_iters).validate()
+def _config(args) -> LabConfig:
+    return from_args(LabConfig, args, *([QUICK] if args.quick else [])).validate()
 
 
 #: the lab's proxy kernel is communication to the interposer; gate "always": in the `with` and

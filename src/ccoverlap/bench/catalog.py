@@ -1,0 +1,161 @@
+"""The bench's workloads, one entry each, and the row types that report them.
+
+A row type says everything that differs between kinds of results: how a rank measures what the
+workload's builder made, how the ranks' results become rows, how strategies are compared, and
+how the rows are printed and plotted. `steps` reports a training step per strategy; `sizes` is
+nccl-tests style, one row per message size. The launcher, the CLI and the plots read these
+entries and never a workload's name. Importable without torch: the builders (bench/workloads.py)
+are looked up when a rank builds, and the measuring gets its timer from the rank."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+#: timed(fn, before=None) -> ms per call; trace(fn) records a few calls of fn (or does nothing)
+Timer = Callable[..., list[float]]
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def _fmt(v, spec=".2f"):
+    return "-" if v is None else format(v, spec)
+
+
+# -- steps: one training step per strategy ---------------------------------------------------
+
+def _measure_steps(w, timed: Timer, trace: Callable) -> dict:
+    out = {"step_ms": timed(w.run_step), "losses": w.losses, "note": w.note}
+    trace(w.step)
+    out["compute_only_ms"] = timed(w.compute_only) if w.compute_only else None
+    return out
+
+
+def _summarize_steps(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
+    # a step ends when its slowest rank ends: per step, take the max over ranks
+    steps = [max(vals) for vals in zip(*(r["step_ms"] for r in ranks))]
+    compute = [max(vals) for vals in zip(*(r["compute_only_ms"] for r in ranks))] if ranks[0]["compute_only_ms"] else None
+    step, comp = _median(steps), _median(compute)
+    return [{
+        "workload": workload, "strategy": strategy, "status": "ok",
+        "step_ms": step, "step_ms_min": min(steps), "step_ms_max": max(steps),
+        "compute_only_ms": comp, "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
+        "exposed_comm_note": ranks[0]["note"] or None,
+        "losses": ranks[0]["losses"], "interposer": stats or None,
+        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
+        "wall_s": max(r["wall_s"] for r in ranks),  # build, warm-up, timing and trace of this workload
+    }]
+
+
+def _same_losses(rows: list[dict], baseline: str) -> dict:
+    base = next((r["losses"] for r in rows if r["strategy"] == baseline), rows[0]["losses"])
+    worst = max((abs(a - b) / max(abs(b), 1e-12) for r in rows for a, b in zip(r["losses"], base)), default=0.0)
+    bitwise = all(r["losses"] == base for r in rows)
+    return {"match": bitwise or worst <= 1e-3,
+            "how": "bitwise" if bitwise else f"max relative loss difference {worst:.2e} (tolerance 1e-3)"}
+
+
+def _step_cells(r: dict) -> list:
+    return [r["strategy"], f"{r['step_ms']:.2f} ({r['step_ms_min']:.2f}-{r['step_ms_max']:.2f})",
+            _fmt(r["compute_only_ms"]), _fmt(r["exposed_comm_ms"]), "ok"]
+
+
+# -- sizes: nccl-tests style, one row per message size ----------------------------------------
+
+def _measure_sizes(sweep: Iterable, timed: Timer, trace: Callable) -> dict:
+    """Per size: the all-reduce beside the GEMMs (checked), then alone (time, algbw, busbw), then the GEMMs alone."""
+    rows = []
+    for m in sweep:
+        overlapped = timed(m.overlapped, m.reset)
+        wrong = m.wrong()
+        t = statistics.median(timed(m.allreduce_alone, m.reset))
+        gemm = statistics.median(timed(m.gemms))
+        algbw = m.nbytes / (t * 1e-3) / 1e9
+        rows.append({
+            "size_bytes": m.nbytes, "count": m.nbytes // 4, "type": "float32", "time_ms": t,
+            "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (m.world - 1) / m.world if m.world > 1 else 0.0,
+            "step_ms": statistics.median(overlapped), "gemm_ms": gemm,
+            "exposed_comm_ms": max(statistics.median(overlapped) - gemm, 0.0),
+            "wrong": wrong, "samples": overlapped,
+        })
+    return {"sizes": rows}
+
+
+def _summarize_sizes(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
+    rows = []
+    for i, first in enumerate(ranks[0]["sizes"]):
+        per_rank = [r["sizes"][i] for r in ranks]
+        rows.append({**{k: v for k, v in first.items() if k != "samples"}, "workload": workload, "strategy": strategy,
+                     "status": "ok", "wrong": sum(r["wrong"] for r in per_rank),
+                     "step_ms": max(r["step_ms"] for r in per_rank),
+                     "samples": {f"rank{r['rank']}": r["sizes"][i]["samples"] for r in ranks}})
+    return rows
+
+
+def _none_wrong(rows: list[dict], baseline: str) -> dict:
+    return {"match": all(r["wrong"] == 0 for r in rows), "how": "all-reduce results vs the exact sum"}
+
+
+def _size_cells(r: dict) -> list:
+    return [r["strategy"], r["size_bytes"], r["count"], r["type"], _fmt(r["time_ms"], ".3f"), _fmt(r["algbw_GBps"]),
+            _fmt(r["busbw_GBps"]), _fmt(r["step_ms"], ".3f"), _fmt(r["exposed_comm_ms"], ".3f"), r["wrong"]]
+
+
+def _largest_size(rows: list[dict]) -> list[dict]:
+    largest = max((r["size_bytes"] for r in rows), default=0)
+    return [r for r in rows if r["size_bytes"] == largest]
+
+
+@dataclass(frozen=True)
+class RowType:
+    measure: Callable[[object, Timer, Callable], dict]  # in a rank: what the builder made -> this rank's results
+    summarize: Callable[[str, str, list[dict], dict], list[dict]]  # (workload, strategy, ranks' results, stats) -> rows
+    verdict: Callable[[list[dict], str], dict]  # (ok rows of every strategy, baseline) -> outputs_match
+    columns: tuple[str, ...]  # the printed table
+    cells: Callable[[dict], list]  # an ok row's cells
+    status_column: int  # where a row that did not run says why
+    plotted: Callable[[list[dict]], list[dict]]  # the ok rows drawn, one bar per strategy
+    plot_title: str  # formatted with the workload's name
+
+    def table_row(self, row: dict) -> list:
+        if row["status"] == "ok":
+            return self.cells(row)
+        cells = [row["strategy"]] + [""] * (len(self.columns) - 1)
+        cells[self.status_column] = row["status"][:80]
+        return cells
+
+
+STEPS = RowType(_measure_steps, _summarize_steps, _same_losses,
+                ("strategy", "step ms (min-max)", "compute-only ms", "exposed comm ms", "status"), _step_cells, 4,
+                lambda rows: rows, "{name}")
+SIZES = RowType(_measure_sizes, _summarize_sizes, _none_wrong,
+                ("strategy", "size (B)", "count", "type", "time (ms)", "algbw (GB/s)", "busbw (GB/s)",
+                 "step with GEMMs (ms)", "exposed comm (ms)", "#wrong"), _size_cells, 1,
+                _largest_size, "{name} (largest size)")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str  # also the name of its builder in bench/workloads.py
+    rows: RowType
+    traced: bool  # --trace records its training step
+    description: str
+
+    @property
+    def builder(self) -> Callable:
+        """(cfg, rank, world, device, no_overlap) -> what `rows.measure` measures; needs torch."""
+        from ccoverlap.bench import workloads
+
+        return getattr(workloads, self.name)
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("micro", SIZES, False, "GEMM chain beside an all-reduce, nccl-tests style rows"),
+    Workload("ddp", STEPS, True, "GPT-style decoder, DistributedDataParallel"),
+    Workload("fsdp", STEPS, True, "FSDP2 fully_shard"),
+    Workload("tp", STEPS, True, "tensor-parallel attention and MLP"),
+    Workload("moe", STEPS, True, "top-1 experts with all-to-all dispatch and combine"),
+)
+BY_NAME = {w.name: w for w in WORKLOADS}
