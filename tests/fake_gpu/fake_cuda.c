@@ -36,8 +36,20 @@ static CUresult get_attr(fake_fn *f, int a, int *v) {
     }
 }
 
-static CUresult set_attr(fake_fn *f, int a, int v) {
+static _Thread_local int current_device;
+void fake_cuda_set_device(int device) { current_device = device; }
+
+/* Every call is recorded, refused ones too (FAKE_CUDA_FAIL_CARVEOUT), so tests count attempts. */
+static CUresult set_carveout(fake_fn *f, int v, int dev) {
+    if (dev < 0 || dev >= FAKE_DEVICES || v < -1 || v > 100) return INVALID_VALUE;
+    atomic_fetch_add(&f->carveout_calls[dev], 1);
+    atomic_store(&f->carveout[dev], v);
+    return getenv("FAKE_CUDA_FAIL_CARVEOUT") ? INVALID_VALUE : SUCCESS;
+}
+
+static CUresult set_attr(fake_fn *f, int a, int v, int dev) {
     if (!f) return INVALID_HANDLE;
+    if (a == 9) return set_carveout(f, v, dev);
     if (a != 8 || getenv("FAKE_CUDA_FAIL_SET_ATTR") || v < 0 || v + f->static_smem > OPTIN) return INVALID_VALUE;
     atomic_store(&f->max_dynamic, v);
     atomic_fetch_add(&f->set_calls, 1);
@@ -46,8 +58,8 @@ static CUresult set_attr(fake_fn *f, int a, int v) {
 
 CUresult cuFuncGetAttribute(int *v, int a, void *h) { return get_attr(as(h, 0), a, v); }
 CUresult cuKernelGetAttribute(int *v, int a, void *h, int dev) { (void)dev; return get_attr(as(h, 1), a, v); }
-CUresult cuFuncSetAttribute(void *h, int a, int v) { return set_attr(as(h, 0), a, v); }
-CUresult cuKernelSetAttribute(int a, int v, void *h, int dev) { (void)dev; return set_attr(as(h, 1), a, v); }
+CUresult cuFuncSetAttribute(void *h, int a, int v) { return set_attr(as(h, 0), a, v, current_device); } /* its context's */
+CUresult cuKernelSetAttribute(int a, int v, void *h, int dev) { return set_attr(as(h, 1), a, v, dev); }
 
 static CUresult get_name(fake_fn *f, const char **name) {
     atomic_fetch_add(&fake_name_calls, 1);
@@ -58,11 +70,11 @@ static CUresult get_name(fake_fn *f, const char **name) {
 CUresult cuFuncGetName(const char **name, void *h) { return get_name(as(h, 0), name); }
 CUresult cuKernelGetName(const char **name, void *h) { return get_name(as(h, 1), name); }
 
-CUresult cuCtxGetDevice(int *dev) { *dev = 0; return SUCCESS; }
+CUresult cuCtxGetDevice(int *dev) { *dev = current_device; return SUCCESS; }
 CUresult cuDeviceGetAttribute(int *v, int a, int dev) {
     static const int table[][2] = {{1, 1024}, {10, 32}, {12, 65536}, {16, 132}, {39, 2048}, {75, 9}, {76, 0},
                                    {81, 233472}, {82, 65536}, {97, OPTIN}, {106, 32}, {111, 1024}, {120, 1}};
-    if (dev != 0) return INVALID_VALUE;
+    if (dev < 0 || dev >= FAKE_DEVICES) return INVALID_VALUE;
     for (size_t i = 0; i < sizeof table / sizeof *table; ++i)
         if (table[i][0] == a) { *v = table[i][1]; return SUCCESS; }
     return INVALID_VALUE;

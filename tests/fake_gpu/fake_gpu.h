@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 enum { V_LEGACY = 1, V_PTSZ, V_EX, V_EX_PTSZ, V_HIP_MODULE, V_HIP_EXT, V_HIP_LAUNCH };
+#define FAKE_DEVICES 2
 
 typedef struct fake_fn {
     unsigned magic;
@@ -18,6 +19,8 @@ typedef struct fake_fn {
     _Atomic long launches;
     _Atomic long long shared_sum;
     _Atomic int last_shared, last_variant, set_calls;
+    /* the preferred shared-memory carveout (attribute 9): calls and last value per device */
+    _Atomic int carveout_calls[FAKE_DEVICES], carveout[FAKE_DEVICES];
 } fake_fn;
 
 extern _Atomic long fake_name_calls, fake_attr_calls;
@@ -27,6 +30,7 @@ extern _Atomic int fake_capture_invalidated;
 void fake_cuda_hold_events(int hold);
 void fake_cuda_complete_events(void);
 void fake_cuda_capture(void *stream, int on);
+void fake_cuda_set_device(int device); /* the calling thread's current device (cuCtxGetDevice) */
 int fake_last_shared(void *f);
 fake_fn *fake_function(const char *name, int is_kernel, int regs, int static_smem, int max_dynamic);
 /* HIP: a module function, or a host stub address for hipLaunchKernel */

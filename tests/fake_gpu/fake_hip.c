@@ -79,6 +79,14 @@ int hipFuncGetAttributes(hipFuncAttributes *a, const void *p) {
     a->maxDynamicSharedSizeBytes = LDS - f->static_smem;
     return SUCCESS;
 }
+/* Recorded like the CUDA fake's attribute raises, so a test sees the interposer never calls it. */
+int hipFuncSetAttribute(const void *p, int a, int v) {
+    (void)a; (void)v;
+    fake_fn *f = stub_fn(p);
+    if (!f) return INVALID_VALUE;
+    atomic_fetch_add(&f->set_calls, 1);
+    return SUCCESS;
+}
 const char *hipKernelNameRef(void *h) { fake_fn *f = module_fn(h); return f ? f->name : NULL; }
 const char *hipKernelNameRefByPtr(const void *p, void *stream) { (void)stream; fake_fn *f = stub_fn(p); return f ? f->name : NULL; }
 

@@ -14,7 +14,9 @@
  *   launcher switch             ccoverlap_set_policy between launches
  *   launcher switch_threads T N T threads launching while the policy flips
  *   launcher gate_threads T N   T threads launching comm and compute while events complete
- *   launcher keep NAME:THREADS:REGS:DYN:GRID...  the Hopper NCCL comm kernel (in flight), then each kernel */
+ *   launcher keep NAME:THREADS:REGS:DYN:GRID...  the Hopper NCCL comm kernel (in flight), then each kernel
+ *   launcher carveout T N       T threads (thread i on device i % 2) x N rounds of compute, comm and a cooperative
+ *                               launch; then the carveout calls each kernel received per device */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -316,6 +318,41 @@ static void keep(int n, char **specs) {
     }
 }
 
+/* ---------- the carveout hint ---------- */
+
+typedef struct { int id; char pad[4]; union { char raw[64]; int cooperative; } value; } launch_attr; /* CUlaunchAttribute */
+static fake_fn *coop;
+
+static void *carveout_worker(void *arg) {
+    long id = (long)arg;
+    fake_cuda_set_device((int)(id % 2));
+    launch_attr attr = {.id = 2, .value.cooperative = 1}; /* CU_LAUNCH_ATTRIBUTE_COOPERATIVE */
+    for (long i = 0; i < per_thread; ++i) {
+        CUlaunchConfig c = {132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, 0};
+        cuLaunchKernelEx(&c, kernel, NULL, NULL); /* a CUkernel: one handle on both devices */
+        if (id % 2 == 0) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+        cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+        CUlaunchConfig cc = {132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, &attr, 1};
+        cuLaunchKernelEx(&cc, coop, NULL, NULL);
+    }
+    return NULL;
+}
+
+static void carveout(int t, long n) {
+    pthread_t tid[64];
+    coop = fake_function("coop_grid_sync_kernel", 0, 32, 0, 0);
+    per_thread = n;
+    for (long i = 0; i < t && i < 64; ++i) pthread_create(&tid[i], NULL, carveout_worker, (void *)i);
+    for (int i = 0; i < t && i < 64; ++i) pthread_join(tid[i], NULL);
+    fake_fn *all[] = {compute, kernel, comm, coop};
+    for (int i = 0; i < 4; ++i)
+        printf("{\"kernel\": \"%s\", \"calls\": [%d, %d], \"value\": [%d, %d], \"launches\": %ld, \"shared_sum\": %lld, "
+               "\"requested\": %u}\n",
+               all[i]->name, atomic_load(&all[i]->carveout_calls[0]), atomic_load(&all[i]->carveout_calls[1]),
+               atomic_load(&all[i]->carveout[0]), atomic_load(&all[i]->carveout[1]), atomic_load(&all[i]->launches),
+               atomic_load(&all[i]->shared_sum), dyn_of(all[i]));
+}
+
 static void host_stub(void) {}
 
 static void hip(void) {
@@ -354,6 +391,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "switch_threads") && argc > 3) switch_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "gate_threads") && argc > 3) gate_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "keep")) keep(argc - 2, argv + 2);
+    else if (!strcmp(cmd, "carveout") && argc > 3) carveout(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "big")) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);

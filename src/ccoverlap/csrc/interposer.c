@@ -178,6 +178,7 @@ struct ccov_entry {
     /* launches by outcome (CCOV_PADDED or a reason): one atomic add per launch */
     _Atomic unsigned long counts[CCOV_NREASONS];
     _Atomic int last_pad;
+    int hint; /* HINT_*: the carveout hint, decided at insert */
     char *name;
 };
 
@@ -212,7 +213,30 @@ static int role_of(const char *name) {
     return ROLE_COMPUTE;
 }
 
-static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int device) {
+/* The carveout hint: what became of the policy's carveout on one handle and device. */
+enum { HINT_NONE, HINT_SET, HINT_FAILED, HINT_NA, HINT_COOPERATIVE, HINT_STATES };
+static const char *const hint_names[HINT_STATES] = {"none", "set", "attribute_failed", "n/a", "cooperative"};
+
+/* Set the compute kernel's preferred shared-memory carveout, once per handle and device (under
+ * the lock, before the entry is published), in every mode: the SM then configures room for a
+ * comm CTA's shared memory beside it. The attribute is sticky, so no gate. Not on a handle first
+ * seen in a cooperative launch: a carveout below the kernel's own need could lower the resident
+ * blocks its grid was sized to. */
+static int hint(ccov_entry *e, void *handle, int cooperative) {
+    int percent = pol.value[CCOV_F_CARVEOUT];
+    if (percent == CCOV_NONE || e->role != ROLE_COMPUTE) return HINT_NONE;
+    if (e->be->carveout_na) {
+        ccov_log_once(46, "carveout: %s", e->be->carveout_na);
+        return HINT_NA;
+    }
+    if (cooperative) return HINT_COOPERATIVE;
+    int rc = e->be->set_attribute ? e->be->set_attribute(handle, e->per_device, e->device, CCOV_ATTR_CARVEOUT, percent) : -1;
+    if (rc == 0) return HINT_SET;
+    ccov_log_once(47, "setting the shared-memory carveout of %s to %d%% failed (%d): its launches go out without it", e->name, percent, rc);
+    return HINT_FAILED;
+}
+
+static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int device, int cooperative) {
     pthread_mutex_lock(&lock);
     ccov_entry *e = find((uintptr_t)handle, device);
     if (e || cache_used >= CACHE_FILL) goto out;
@@ -231,6 +255,7 @@ static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int de
     e->cluster = info.cluster > 0 ? info.cluster : 1;
     atomic_store(&e->max_dynamic, info.max_dynamic);
     if (!ok) ccov_log_once(CCOV_R_UNKNOWN_KERNEL, "a %s kernel's name or attributes are unreadable: its launches go out unchanged", be->api);
+    e->hint = hint(e, handle, cooperative);
     cache_used++;
     atomic_store_explicit(&e->key, (uintptr_t)handle, memory_order_release);
 out:
@@ -502,13 +527,14 @@ static int skip(ccov_launch *l, int reason) {
  * only ever raised, never lowered under a launch the program sized for it. */
 static int ensure_attribute(ccov_entry *e, int bytes) {
     if (bytes <= atomic_load_explicit(&e->max_dynamic, memory_order_relaxed)) return 0;
-    if (!e->be->set_max_dynamic) return -1;
+    if (!e->be->set_attribute) return -1;
     int rc = 0, now = 0;
     pthread_mutex_lock(&lock);
     if (bytes > atomic_load(&e->max_dynamic)) {
         void *handle = (void *)atomic_load(&e->key);
         rc = e->be->get_max_dynamic(handle, e->per_device, e->device, &now);
-        if (rc == 0 && now < bytes) rc = e->be->set_max_dynamic(handle, e->per_device, e->device, now = bytes);
+        if (rc == 0 && now < bytes)
+            rc = e->be->set_attribute(handle, e->per_device, e->device, CCOV_ATTR_MAX_DYNAMIC, now = bytes);
         if (rc == 0) atomic_store(&e->max_dynamic, now);
     }
     pthread_mutex_unlock(&lock);
@@ -537,7 +563,7 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
             return skip(l, CCOV_R_UNKNOWN_DEVICE);
         }
         if (e) e = find((uintptr_t)handle, device);
-        if (!e) e = insert(be, handle, kind, device);
+        if (!e) e = insert(be, handle, kind, device, li && li->cooperative);
         if (!e) {
             ccov_log_once(CCOV_R_CACHE_FULL, "more than %u kernels: new ones go out unchanged", CACHE_FILL);
             return skip(l, CCOV_R_CACHE_FULL);
@@ -648,26 +674,35 @@ static void stats_path(char *out, size_t cap) {
     out[n] = '\0';
 }
 
-static void write_counts(FILE *f, const unsigned long *n) {
-    unsigned long total = 0;
-    for (int r = 0; r < CCOV_NREASONS; ++r) total += n[r];
-    fprintf(f, "\"launches\": %lu, \"padded\": %lu, \"skipped\": {", total, n[CCOV_PADDED]);
-    for (int r = 1, first = 1; r < CCOV_NREASONS; ++r)
+/* {"name": n, ...} of the non-zero counts n[from..to). */
+static void write_nonzero(FILE *f, const char *const *names, const unsigned long *n, int from, int to) {
+    fputc('{', f);
+    for (int r = from, first = 1; r < to; ++r)
         if (n[r]) {
-            fprintf(f, "%s\"%s\": %lu", first ? "" : ", ", reason_names[r], n[r]);
+            fprintf(f, "%s\"%s\": %lu", first ? "" : ", ", names[r], n[r]);
             first = 0;
         }
     fputc('}', f);
 }
 
+static void write_counts(FILE *f, const unsigned long *n, const unsigned long *hints) {
+    unsigned long total = 0;
+    for (int r = 0; r < CCOV_NREASONS; ++r) total += n[r];
+    fprintf(f, "\"launches\": %lu, \"padded\": %lu, \"skipped\": ", total, n[CCOV_PADDED]);
+    write_nonzero(f, reason_names, n, 1, CCOV_NREASONS);
+    fprintf(f, ", \"carveout_set\": %lu, \"carveout_skipped\": ", hints[HINT_SET]);
+    write_nonzero(f, hint_names, hints, HINT_SET + 1, HINT_STATES);
+}
+
 static void write_stats(void) {
     static ccov_entry *sorted[CACHE_SIZE];
-    unsigned long totals[CCOV_NREASONS] = {0}, launched = 0;
+    unsigned long totals[CCOV_NREASONS] = {0}, hints[HINT_STATES] = {0}, launched = 0;
     unsigned n = 0;
     for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] = atomic_load(&loose[r]);
     for (unsigned i = 0; i < CACHE_SIZE; ++i) {
         if (!atomic_load(&cache[i].key) || !cache[i].name) continue;
         sorted[n++] = &cache[i];
+        hints[cache[i].hint]++;
         for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] += atomic_load(&cache[i].counts[r]);
     }
     for (int r = 0; r < CCOV_NREASONS; ++r) launched += totals[r];
@@ -692,10 +727,12 @@ static void write_stats(void) {
     if (pol.value[CCOV_F_DRAIN] == CCOV_NONE) fputs("\"drain\": \"auto\", ", f);
     else fprintf(f, "\"drain\": %d, ", pol.value[CCOV_F_DRAIN]);
     fprintf(f, "\"keep\": %d, ", pol.value[CCOV_F_KEEP]);
+    if (pol.value[CCOV_F_CARVEOUT] == CCOV_NONE) fputs("\"carveout\": null, ", f);
+    else fprintf(f, "\"carveout\": %d, ", pol.value[CCOV_F_CARVEOUT]);
     fprintf(f, "\"gate\": \"%s\", \"gate_fallback\": %s, \"policy_changes\": %lu,\n  ",
             ccov_fields[CCOV_F_GATE].choices[gated(mode) ? CCOV_GATE_COMM : CCOV_GATE_ALWAYS],
             atomic_load(&gate_broken) ? "true" : "false", atomic_load(&policy_changes));
-    write_counts(f, totals);
+    write_counts(f, totals, hints);
     fputs(",\n  \"comm_footprint\": ", f);
     if (atomic_load(&comm.learned)) {
         fprintf(f, "{\"threads\": %d, \"regs\": %d, \"static_smem\": %d, \"dynamic_smem\": %d, \"cluster\": %d, \"grid\": %u, \"name\": ",
@@ -709,16 +746,17 @@ static void write_stats(void) {
     qsort(sorted, n, sizeof *sorted, by_name);
     for (unsigned i = 0, first = 1; i < n;) { /* one row per name: handles of one kernel on several devices merge */
         ccov_entry *e = sorted[i];
-        unsigned long counts[CCOV_NREASONS] = {0};
+        unsigned long counts[CCOV_NREASONS] = {0}, kernel_hints[HINT_STATES] = {0};
         int pad = 0;
         for (; i < n && strcmp(sorted[i]->name, e->name) == 0; ++i) {
             for (int r = 0; r < CCOV_NREASONS; ++r) counts[r] += atomic_load(&sorted[i]->counts[r]);
+            kernel_hints[sorted[i]->hint]++;
             if (atomic_load(&sorted[i]->last_pad)) pad = atomic_load(&sorted[i]->last_pad);
         }
         fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
         ccov_json_str(f, e->name, 1);
         fprintf(f, ", \"api\": \"%s\", \"pad_bytes\": %d, ", e->be->api, pad);
-        write_counts(f, counts);
+        write_counts(f, counts, kernel_hints);
         fputc('}', f);
         first = 0;
     }

@@ -55,15 +55,19 @@ typedef struct {
     void *owner;
 } ccov_event;
 
+/* Function attributes the core sets, by the front end's own numbers. */
+enum { CCOV_ATTR_MAX_DYNAMIC, CCOV_ATTR_CARVEOUT };
+
 typedef struct {
     const char *api; /* "cuda" or "hip", for the stats */
     /* 0 on success for each; any failure makes the launch go out unchanged. */
     int (*current_device)(int *device);
     int (*describe)(void *handle, int kind, int device, ccov_info *out);
     int (*device_limits)(int device, ccov_device *out);
-    /* Both NULL where no opt-in is needed (HIP: LDS is available up to the maximum). */
+    /* Both NULL where no attribute is set (HIP: LDS needs no opt-in and has no carveout). */
     int (*get_max_dynamic)(void *handle, int per_device, int device, int *bytes);
-    int (*set_max_dynamic)(void *handle, int per_device, int device, int bytes);
+    int (*set_attribute)(void *handle, int per_device, int device, int attr, int value); /* CCOV_ATTR_* */
+    const char *carveout_na; /* why the policy's carveout means nothing here; NULL where it works */
     /* Communication in flight (gate "comm"); all NULL where the API has no
      * events: compute is then padded as if communication always ran.
      * event_record: record `ev` (created on first use, no timing) on `stream`

@@ -29,6 +29,7 @@ enum {
     CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
     CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+    CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9,
     CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11,
 };
 enum { CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
@@ -142,10 +143,12 @@ static int get_max_dynamic(void *f, int per_device, int device, int *bytes) {
     return attribute(f, per_device, device, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
-static int set_max_dynamic(void *f, int per_device, int device, int bytes) {
-    if (per_device)
-        return drv.KernelSetAttribute ? drv.KernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes, f, device) : -1;
-    return drv.FuncSetAttribute ? drv.FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes) : -1;
+/* A CUkernel's attributes are per device; a CUfunction's belong to its context. */
+static int set_attribute(void *f, int per_device, int device, int attr, int value) {
+    int a = attr == CCOV_ATTR_CARVEOUT ? CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+                                       : CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+    if (per_device) return drv.KernelSetAttribute ? drv.KernelSetAttribute(a, value, f, device) : -1;
+    return drv.FuncSetAttribute ? drv.FuncSetAttribute(f, a, value) : -1;
 }
 
 /* Attributes as limits.read_live reads them; the allocation rules the driver
@@ -222,7 +225,7 @@ static int capture_done(void *stream) {
 }
 
 static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, get_max_dynamic,
-                                  set_max_dynamic, event_record, event_done, capture_done};
+                                  set_attribute, NULL, event_record, event_done, capture_done};
 
 /* ---------- hooks ---------- */
 

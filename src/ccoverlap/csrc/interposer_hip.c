@@ -161,8 +161,12 @@ static int capture_done(void *stream) {
     return c < 0 ? -1 : !c;
 }
 
-static const ccov_backend hip_backend = {"hip", current_device, describe, device_limits, NULL, NULL,
-                                         event_record, event_done, capture_done};
+/* ROCm's hipFuncSetAttribute checks a carveout's range and stores nothing (clr hipamd/src/hip_module.cpp),
+ * and hipFuncGetAttribute reports 0: a CU's LDS is its own memory, not a share of the vector L1. */
+static const ccov_backend hip_backend = {
+    "hip", current_device, describe, device_limits, NULL, NULL,
+    "n/a on HIP (LDS is its own memory on AMD GPUs, not carved out of L1; ROCm ignores the hint)",
+    event_record, event_done, capture_done};
 
 enum { H_MODULE, H_EXT_MODULE, H_LAUNCH };
 static const char *const libhip[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", NULL};

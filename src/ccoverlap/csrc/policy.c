@@ -30,12 +30,15 @@ const ccov_field ccov_fields[CCOV_NFIELDS] = {
                      "every launch, the default in pad and blocks"},
     [CCOV_F_KEEP] = {"keep", "CCOVERLAP_KEEP", "--keep", "N", CCOV_KIND_INT, 0, 100, NULL, "50", NULL,
                      "auto: skip a pad that leaves fewer than N% of a kernel's unpadded blocks per SM; 0: no cap"},
+    [CCOV_F_CARVEOUT] = {"carveout", "CCOVERLAP_CARVEOUT", "--carveout", "PERCENT", CCOV_KIND_INT, 0, 100, NULL, NULL,
+                         NULL, "CUDA: compute kernels prefer this % of the maximum shared memory per SM (a carveout hint set "
+                         "once per kernel, in every mode), so comm CTAs find theirs; unset: untouched"},
     [CCOV_F_INCLUDE] = {"include", "CCOVERLAP_INCLUDE", "--include", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,
-                        "pad only kernels whose name matches"},
+                        "pad or hint only kernels whose name matches"},
     [CCOV_F_EXCLUDE] = {"exclude", "CCOVERLAP_EXCLUDE", "--exclude", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,
-                        "never pad kernels whose name matches"},
+                        "never pad or hint kernels whose name matches"},
     [CCOV_F_COMM] = {"comm", "CCOVERLAP_COMM", "--comm", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,
-                     "more communication kernels, never padded, besides names containing nccl or rccl in any case"},
+                     "more communication kernels, never padded or hinted, besides names containing nccl or rccl in any case"},
     [CCOV_F_STATS] = {"stats", "CCOVERLAP_STATS", "--stats", "PATH", CCOV_KIND_PATH, 0, 0, NULL, NULL, NULL,
                       "write launch stats JSON here at exit; %p becomes the pid"},
 };
