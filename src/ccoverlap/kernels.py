@@ -83,5 +83,13 @@ def build_comm_proxy(arch: str, regs: int, static_smem: int, name: str = "comm_p
     return best
 
 
+def pace(total: int, max_ctas: int, per_step: int, duration_ns: float) -> tuple[int, int]:
+    """(CTAs, ns per step) for `comm_paced` moving `total` elements, `per_step` per CTA step, in
+    `duration_ns`: no more CTAs than steps of work, each CTA pacing itself step by step."""
+    ctas = max(1, min(max_ctas, -(-total // per_step)))
+    steps = -(-(-(-total // ctas)) // per_step)
+    return ctas, int(duration_ns) // steps
+
+
 def ptr(tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(tensor.data_ptr())

@@ -32,6 +32,16 @@ NCCL_DYNAMIC_SMEM = 82240
 NCCL_CLUSTER = 4
 NCCL_CTAS = 16  # a typical channel count on one NVLink node; set with NCCL_MIN/MAX_CTAS
 
+#: NCCL 2.28.9's kernels as the launch interposer saw them launched on 2 x H200 (NVLink, world size 2):
+#: bench/results/bench-x2-h200-2026-11-30-{all,fsdp,ddp}.json, interposer stats "comm_footprint". NCCL
+#: sizes CTAs per collective, protocol and message size; these are the launches we have seen.
+OBSERVED_LAUNCHES: dict[str, KernelFootprint] = {
+    "allreduce": KernelFootprint(512, 96, 21568, 82240, grid=24, cluster=4, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+    "allgather": KernelFootprint(544, 96, 21568, 82240, grid=24, cluster=4, name="ncclDevKernel_AllGather_RING_LL"),
+    "allgather-small": KernelFootprint(128, 96, 21568, 82240, grid=1, cluster=1, name="ncclDevKernel_AllGather_RING_LL"),
+    "sendrecv": KernelFootprint(640, 96, 21568, 82240, grid=32, cluster=4, name="ncclDevKernel_SendRecv"),
+}
+
 _FUNC = re.compile(r"^\s*Function\s+(\S+?):?\s*$")
 _ARCH = re.compile(r"^\s*arch\s*=\s*(sm_\d+a?)")
 # Collective kernels, also when C++-mangled (_Z21ncclDevKernel_Generic...); the

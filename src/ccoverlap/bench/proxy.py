@@ -31,10 +31,8 @@ class Launch:
     @classmethod
     def plan(cls, e: Emulation, unroll: int, ring: int, dst_bytes: int) -> Launch:
         total = max(_ceil(ring, WORD), dst_bytes // WORD, 1)
-        per_step = e.threads * unroll
-        ctas = max(1, min(e.ctas, _ceil(total, per_step)))
-        steps = _ceil(_ceil(total, ctas), per_step)
-        return cls(ctas, total, e.duration_ns(ring) // steps)
+        ctas, step_ns = kernels.pace(total, e.ctas, e.threads * unroll, e.duration_ns(ring))
+        return cls(ctas, total, step_ns)
 
 
 def _ceil(a: int, b: int) -> int:
