@@ -71,6 +71,25 @@ class LabConfig:
 #: `ccoverlap lab --quick`: all families against the nccl proxy, launched with the compute
 QUICK = {"comms": ("nccl",), "orders": ("with",), "reps": 10, "warmup": 2}
 
+#: `ccoverlap lab --case NAME`: the cases of docs/lab.md "Levers" (comm launched right after compute).
+CASES: dict[str, dict] = {
+    # a low-occupancy kernel without shared memory beside NCCL's AllReduce footprint: only the SM's
+    # shared-memory configuration can keep the comm CTA out
+    "carveout": {"computes": ("sparse",), "comms": ("nccl-allreduce",), "orders": ("with",), "strategies": (
+        "no-overlap", "default", "priority", "carveout-hint", "carveout-hint+priority", "carveout-hint=60+priority",
+        "shape", "priority+shape", "nccl-cluster", "nccl-threads+priority")},
+    # FMA confined to a green context that leaves the comm CTAs SMs, with NCCL's clusters of 4 and of 1
+    "green-cluster": {"computes": ("fma",), "comms": ("nccl",), "orders": ("with",), "strategies": (
+        "no-overlap", "default", "priority", "nccl-cluster", "priority+nccl-cluster", "green", "green+nccl-cluster",
+        "green+priority", "green+priority+nccl-cluster", "priority+shape")},
+    # cuBLAS bf16 GEMMs (Hopper's persistent kernels) and an all-reduce paced like NCCL on NVLink
+    "persistent-gemm": {"computes": ("gemm",), "comms": ("nccl-allreduce",), "orders": ("with",), "comm_busbw": 280.0,
+                        "strategies": (
+        "no-overlap", "default", "priority", "sm-carveout+priority", "green", "green+priority",
+        "green+priority+nccl-cluster", "priority+nccl-cluster", "shape", "priority+shape", "nccl-ctas=8+priority",
+        "nccl-threads+priority")},
+}
+
 
 def cells(cfg: LabConfig) -> int:
     """Strategy-order cells the run will measure, for the progress bar."""

@@ -13,16 +13,32 @@ from dataclasses import dataclass
 import torch
 
 from ccoverlap import cuda_driver as cu
-from ccoverlap import kernels
+from ccoverlap import kernels, levers
 from ccoverlap.errors import UsageError
 from ccoverlap.interposer import preloaded, set_policy
 from ccoverlap.lab import metrics, workloads
 from ccoverlap.lab.config import LabConfig
-from ccoverlap.lab.strategies import BY_NAME, Strategy, not_applicable
 from ccoverlap.limits import DeviceLimits
-from ccoverlap.nccl import nccl_footprint
+from ccoverlap.nccl import OBSERVED_LAUNCHES, nccl_footprint
 from ccoverlap.planner import plan
 from ccoverlap.timing import summary
+
+
+@dataclass
+class Setup:
+    """How one strategy runs in the lab: what its levers change for this case.
+
+    Each lever of the registry has its lab mechanism here, and only here; levers without one are
+    refused by `levers.Lever.applies(host, "lab")` before a Setup is made."""
+
+    concurrent: bool = True  # compute and comm on two streams (no-overlap: one stream, compute first)
+    priority: bool = False  # comm on the device's greatest-priority stream
+    comm: workloads.CommShape | None = None  # threads, CTAs, cluster of the proxy launch (None: the proxy's)
+    pad: int = 0  # bytes added to each compute block (shape, custom kernels)
+    interposed: bool = False  # shape: library kernels padded by the preloaded interposer
+    sm_carveout: int | None = None  # cuBLAS leaves this many SMs free
+    green_sms: int | None = None  # compute confined to a green context without this many SMs
+    hint: int | None = None  # carveout-hint: the compute kernels' preferred carveout, percent
 
 
 class Lab:
