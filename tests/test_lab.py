@@ -3,28 +3,101 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import KernelFootprint, UsageError
+from ccoverlap import KernelFootprint, UsageError, levers
 from ccoverlap import cuda_driver as cu
 from ccoverlap.cli import main
-from ccoverlap.lab import metrics, plots
-from ccoverlap.lab.config import FAMILIES, LabConfig, cells
-from ccoverlap.lab.strategies import BY_NAME, STRATEGIES, not_applicable
+from ccoverlap.lab import metrics, plots, workloads
+from ccoverlap.lab.config import CASES, LabConfig, cells
 from ccoverlap.shaping import shaped_dynamic_smem
 
-ISSUE_STRATEGIES = ["sequential", "naive", "priority", "shape", "priority+shape", "carveout", "green",
-                    "shrink+shape+priority"]
+#: what the lab run of 2026-11-30 (bench/results/lab-2026-11-30-h200.json) measured, under that day's names
+RECORDED_STRATEGIES = ["sequential", "naive", "priority", "shape", "priority+shape", "carveout", "green",
+                       "shrink+shape+priority"]
+RECORDED_FAMILIES = ("fma", "elementwise", "gemm", "attention", "transformer")
 
 
-def test_strategy_set_is_the_issues():
-    assert [s.name for s in STRATEGIES] == ISSUE_STRATEGIES
-    assert BY_NAME["priority+shape"].priority and BY_NAME["priority+shape"].shape
-    assert not BY_NAME["sequential"].concurrent
+def test_the_lab_runs_the_registry_strategies_by_default():
+    assert LabConfig().strategies == tuple(s.name for s in levers.STRATEGIES)
+    assert LabConfig().strategies[:2] == ("no-overlap", "default")
 
 
-def test_applicability():
-    assert not_applicable(BY_NAME["shape"], shapeable=False, uses_cublas=True).startswith("library kernels")
-    assert not_applicable(BY_NAME["carveout"], shapeable=True, uses_cublas=False).startswith("SM carveout")
-    assert not_applicable(BY_NAME["priority+shape"], shapeable=True, uses_cublas=False) is None
+class _Phase:
+    def __init__(self, footprint=None, uses_cublas=False, kernels=()):
+        self.footprint, self.uses_cublas, self.kernels = footprint, uses_cublas, kernels
+
+
+class _Proxy:
+    shape = workloads.CommShape(640, 16, 4)
+
+    def footprint(self, shape=None):
+        s = shape or self.shape
+        return KernelFootprint(s.threads, 96, 22592, 82240, grid=s.ctas, cluster=s.cluster)
+
+
+def _lab(host=levers.Host("cuda", (2, 28, 9), (9, 0), True, True, True)):
+    from ccoverlap.lab.runner import Lab
+    from ccoverlap.limits import get_device
+
+    lab = object.__new__(Lab)  # no GPU: only the lever arithmetic runs
+    lab.cfg, lab.device, lab.host = LabConfig(), get_device("h200"), host
+    return lab
+
+
+FMA = KernelFootprint(256, 16, grid=132 * 8 * 6)
+
+
+@pytest.mark.parametrize("name, expect", [
+    ("default", dict(concurrent=True, priority=False, comm=workloads.CommShape(640, 16, 4), pad=0)),
+    ("no-overlap", dict(concurrent=False, priority=False)),
+    ("priority", dict(priority=True)),
+    ("nccl-threads+priority", dict(priority=True, comm=workloads.CommShape(288, 16, 4))),
+    ("nccl-ctas=8+nccl-cluster=1", dict(comm=workloads.CommShape(640, 8, 1))),
+    ("nccl-cluster=0", dict(comm=workloads.CommShape(640, 16, 1))),
+    ("green", dict(green_sms=16)),
+    ("green=24+priority", dict(green_sms=24, priority=True)),
+    ("carveout-hint=60", dict(hint=60)),
+])
+def test_each_lever_has_its_lab_mechanism(name, expect):
+    from ccoverlap.lab.runner import Setup
+
+    info = {}
+    setup = _lab()._setup(_Phase(FMA, kernels=("fma",)), _Proxy(), levers.strategy(name), info)
+    assert isinstance(setup, Setup), setup
+    for key, value in expect.items():
+        assert getattr(setup, key) == value, key
+    assert info["comm_threads"] == setup.comm.threads and info["comm_priority"] == setup.priority
+
+
+def test_shape_pads_against_the_levers_comm_shape():
+    info = {}
+    setup = _lab()._setup(_Phase(KernelFootprint(256, 16, grid=132 * 8 * 6), kernels=("fma",)), _Proxy(),
+                          levers.strategy("nccl-threads+shape+priority"), info)
+    assert setup.pad > 0 and info["pad_bytes"] == setup.pad and setup.comm.threads == 288
+
+
+@pytest.mark.parametrize("name, phase, reason", [
+    ("sm-carveout+priority", _Phase(FMA, uses_cublas=False, kernels=("fma",)), "n/a: SM carveout applies to cuBLAS"),
+    ("carveout-hint", _Phase(None, uses_cublas=True), "n/a: library kernels get the hint through the interposer"),
+    ("shape", _Phase(None, uses_cublas=True), "n/a: library kernels are shaped by the launch interposer"),
+    ("max-connections", _Phase(FMA), "n/a: max-connections: needs a fresh process"),
+    ("nccl-cta-policy", _Phase(FMA), "n/a: nccl-cta-policy: the lab's proxy has no copy-engine path"),
+    ("shape", _Phase(KernelFootprint(256, 32, grid=132)), "infeasible: registers bind"),
+])
+def test_levers_the_lab_cannot_apply_say_why(name, phase, reason):
+    assert _lab()._setup(phase, _Proxy(), levers.strategy(name), {}).startswith(reason)
+
+
+def test_on_a_cpu_host_every_gpu_lever_is_na():
+    reason = _lab(levers.Host("cpu"))._setup(_Phase(FMA), _Proxy(), levers.strategy("priority"), {})
+    assert reason == "n/a: priority: needs CUDA or ROCm"
+
+
+def test_lever_cases_are_valid_configs():
+    for name, preset in CASES.items():
+        cfg = LabConfig(**{**vars(LabConfig()), **preset}).validate()
+        assert cfg.orders == ("with",) and len(cfg.computes) == 1, name
+    assert "green+nccl-cluster" in CASES["green-cluster"]["strategies"]
+    assert CASES["persistent-gemm"]["comm_busbw"] > 0
 
 
 def test_efficiency_and_reduction():
@@ -67,12 +140,12 @@ def test_config_validation(kwargs, message):
 
 def test_cells_counts_orders_for_concurrent_strategies_only():
     cfg = LabConfig(computes=("fma", "gemm"), comms=("nccl",), orders=("before", "with", "delayed"))
-    assert cells(cfg) == 2 * (1 + 7 * 3)
+    assert cells(cfg) == 2 * (1 + (len(levers.STRATEGIES) - 1) * 3)
 
 
 def _fake_rows():
     rows = []
-    for strategy, total in (("sequential", 8.0), ("naive", 8.1), ("priority", 6.4), ("priority+shape", 6.3)):
+    for strategy, total in (("no-overlap", 8.0), ("default", 8.1), ("priority", 6.4), ("priority+shape", 6.3)):
         rows.append({"compute": "fma", "comm": "nccl", "strategy": strategy, "order": "with", "status": "ok",
                      "total_ms": total, "total_ms_min": total - 0.1, "total_ms_max": total + 0.1,
                      "comm_done_ms": 2.5, "compute_alone_ms": 6.0, "comm_alone_ms": 2.0, "sequential_ms": 8.0})
@@ -82,8 +155,8 @@ def _fake_rows():
 def test_plots_write_pngs(tmp_path):
     bars = plots.bars(_fake_rows(), tmp_path / "bars.png")
     timelines = {("fma", "nccl", s, "with"): {"compute": [[0.0, 1.0, 0], [0.5, 2.0, 1]], "comm": [[0.2, 0.9, 2]]}
-                 for s in ("naive", "priority")}
-    tl = plots.timeline(timelines, ("fma", "nccl"), ["naive", "priority", "green"], tmp_path / "tl.png")
+                 for s in ("default", "priority")}
+    tl = plots.timeline(timelines, ("fma", "nccl"), ["default", "priority", "green"], tmp_path / "tl.png")
     for png in (bars, tl):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
@@ -134,8 +207,8 @@ def test_recorded_lab_run_covers_every_family_and_strategy():
     prov = data["provenance"]
     assert "H200" in prov["gpu"] and prov["commit"] and prov["torch"] and prov["driver"]
     seen = {(r["compute"], r["strategy"]) for r in data["rows"]}
-    for family in FAMILIES:
-        for strategy in ISSUE_STRATEGIES + ["compute-alone", "comm-alone"]:
+    for family in RECORDED_FAMILIES:
+        for strategy in RECORDED_STRATEGIES + ["compute-alone", "comm-alone"]:
             assert (family, strategy) in seen, (family, strategy)
     for r in data["rows"]:
         if r["status"] == "ok":
@@ -154,8 +227,8 @@ def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatc
     from ccoverlap.interposer import Policy, library_path
     from ccoverlap.lab.config import LabConfig, needs_interposer
 
-    assert needs_interposer(LabConfig(computes=("fma", "gemm"), strategies=("naive", "shape")))
-    assert not needs_interposer(LabConfig(computes=("gemm",), strategies=("naive", "priority")))
+    assert needs_interposer(LabConfig(computes=("fma", "gemm"), strategies=("default", "shape")))
+    assert not needs_interposer(LabConfig(computes=("gemm",), strategies=("default", "priority")))
     assert not needs_interposer(LabConfig(computes=("fma",), strategies=("shape",)))
 
     class Exec(Exception):
@@ -177,4 +250,4 @@ def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatc
     env = seen["env"]
     assert env["LD_PRELOAD"].split() == [library_path(), "/opt/user-allocator.so"]  # the user's preload is kept
     assert env["CCOVERLAP_LAB_CHILD"] == "1"
-    assert Policy.from_environ(env) == Policy(mode="off", comm="^comm_proxy$", gate="always")
+    assert Policy.from_environ(env) == Policy(mode="off", comm="^comm_(proxy|paced)$", gate="always")

@@ -21,6 +21,7 @@ from ccoverlap.nvrtc import compile_cubin
 SOURCE = resources.files("ccoverlap").joinpath("kernels.cu").read_text()
 FUNC_LOCAL_SIZE_BYTES = 3
 REGISTER_TOLERANCE = 8
+CARVEOUT_DEFAULT = -1  # the preferred-carveout attribute's "no preference" (CU_SHAREDMEM_CARVEOUT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,11 @@ class Kernel:
 
     def footprint(self, threads: int, dynamic_smem: int = 0, grid: int = 1, cluster: int = 1) -> KernelFootprint:
         return KernelFootprint(threads, self.regs, self.static_smem, dynamic_smem, grid, cluster, self.name)
+
+    def prefer_carveout(self, percent: int | None) -> None:
+        """Set the kernel's preferred shared-memory carveout in percent (None: no preference), on device 0."""
+        value = CARVEOUT_DEFAULT if percent is None else percent
+        cu.driver().set_kernel_attribute(cu.FUNC_PREFERRED_SHARED_MEMORY_CARVEOUT, self.handle, value, 0)
 
     def launch(self, grid: int, block: int, stream: int, args: list, shared_mem: int = 0, cluster: int = 1) -> None:
         if shared_mem + self.static_smem > cu.DEFAULT_SMEM_PER_BLOCK:  # the default limit counts static and dynamic

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ccoverlap.errors import UsageError
-from ccoverlap.lab.config import QUICK, LabConfig
+from ccoverlap.levers import NO_OVERLAP
+from ccoverlap.lab.config import CASES, QUICK, LabConfig
 
 from ._config import add_options, add_preset, from_args
 from ._output import print_table, print_text, write_json
@@ -16,15 +17,19 @@ from ._output import print_table, print_text, write_json
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
 shared memory and cluster size match the installed NCCL's collective kernels
-(--comm nccl) or a small one (--comm light). No data crosses GPUs.
+(--comm nccl), the AllReduce NCCL was seen launching (--comm nccl-allreduce), or
+a small one (--comm light); --comm-busbw paces them like a link. No data crosses GPUs.
 
-strategies: sequential, naive, priority, shape, priority+shape, carveout, green,
-shrink+shape+priority; ideal = max(compute alone, comm alone).
+strategies are lever combinations (`ccoverlap levers`): no-overlap (compute, then
+comm, on one stream), default (two streams, no lever), priority, priority+shape,
+nccl-cluster=1+priority, ...; levers without a mechanism in one process say n/a.
+ideal = max(compute alone, comm alone).
 orders: comm launched before the compute, with it (right after), or delayed into it.
 
 examples:
   ccoverlap lab --quick                              all families and strategies, < 3 min on an H200
-  ccoverlap lab --compute fma --orders before,with,delayed --reps 20
+  ccoverlap lab --case carveout                      a lever case of docs/lab.md (carveout, green-cluster, persistent-gemm)
+  ccoverlap lab --compute fma --strategies default,priority,green+nccl-cluster=1 --reps 20
   ccoverlap lab --compute gemm,transformer --comm light --out my-lab.json
 """
 
@@ -40,6 +45,8 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_preset(p, "--quick", LabConfig, QUICK, "all families against the nccl proxy, < 3 min on an H200")
+    p.add_argument("--case", choices=tuple(CASES), help="a lever case of docs/lab.md: its families, proxy and "
+                   "strategies (options given win)")
     add_options(p, LabConfig, {"--quick": QUICK})
     p.add_argument("--out", help="results JSON (default bench/results/lab-<date>-<gpu>.json); PNGs beside it")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG charts")
@@ -47,12 +54,13 @@ def register(sub) -> None:
 
 
 def _config(args) -> LabConfig:
-    return from_args(LabConfig, args, *([QUICK] if args.quick else [])).validate()
+    presets = ([QUICK] if args.quick else []) + ([CASES[args.case]] if args.case else [])
+    return from_args(LabConfig, args, *presets).validate()
 
 
 #: the lab's proxy kernel is communication to the interposer; gate "always": in the `with` and
 #: `delayed` orders compute is launched before the proxy, yet shaped for it
-LAB_POLICY = {"mode": "off", "comm": "^comm_proxy$", "gate": "always"}
+LAB_POLICY = {"mode": "off", "comm": "^comm_(proxy|paced)$", "gate": "always"}
 
 
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
@@ -99,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         stem = out.with_suffix("")
         plots.bars(rows, Path(f"{stem}-bars.png"), order=cfg.orders[0] if "with" not in cfg.orders else "with")
         first = (cfg.computes[0], cfg.comms[0])
-        plots.timeline(timelines, first, ["naive", "priority", "priority+shape", "shrink+shape+priority"], Path(f"{stem}-timeline.png"))
+        plots.timeline(timelines, first, [s for s in cfg.strategies if s != NO_OVERLAP][:4], Path(f"{stem}-timeline.png"))
     print_text(f"wrote {out}" + ("" if args.no_plots else " and its -bars.png, -timeline.png"))
     return 0
 

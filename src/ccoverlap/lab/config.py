@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ccoverlap import levers
 from ccoverlap.errors import UsageError, check_range
-from ccoverlap.lab.strategies import BY_NAME, ORDERS, STRATEGIES
 
-FAMILIES = ("fma", "elementwise", "gemm", "attention", "transformer")
+FAMILIES = ("fma", "elementwise", "gemm", "attention", "transformer", "sparse")
 LIBRARY_FAMILIES = ("gemm", "attention", "transformer")  # torch's kernels: shaped through the interposer
-PROXIES = ("nccl", "light")
+#: comm proxies: "nccl" has the installed NCCL's footprint (ccoverlap.nccl), "nccl-allreduce" the
+#: AllReduce NCCL 2.28.9 launched on 2 x H200 (nccl.OBSERVED_LAUNCHES), "light" a small kernel
+PROXIES = ("nccl", "nccl-allreduce", "light")
+ORDERS = ("before", "with", "delayed")  # comm launched before compute, right after it, or delayed into it
 
 
 @dataclass(frozen=True)
@@ -17,19 +20,21 @@ class LabConfig:
     (cli/_config.py), the others are fixed sizes of the compute families."""
 
     computes: tuple[str, ...] = field(default=FAMILIES, metadata={"flag": "--compute", "help": "families, comma-separated"})
-    comms: tuple[str, ...] = field(default=PROXIES, metadata={"flag": "--comm", "help": "proxies: nccl, light"})
-    strategies: tuple[str, ...] = field(default=tuple(s.name for s in STRATEGIES), metadata={
-        "help": "subset of the strategies", "shown": "all"})
+    comms: tuple[str, ...] = field(default=("nccl", "light"), metadata={
+        "flag": "--comm", "help": f"proxies, comma-separated: {', '.join(PROXIES)}"})
+    strategies: tuple[str, ...] = field(default=tuple(s.name for s in levers.STRATEGIES), metadata={
+        "help": "lever combinations (ccoverlap levers), comma-separated", "shown": "every registry strategy"})
     orders: tuple[str, ...] = field(default=ORDERS, metadata={"help": "launch orders"})
     reps: int = field(default=20, metadata={"help": "timed repetitions per cell, >= 10"})
     warmup: int = field(default=3, metadata={"help": "untimed repetitions first"})
-    comm_ctas: int = field(default=16, metadata={"help": "NCCL proxy CTAs (light uses twice as many)"})
+    comm_ctas: int = field(default=16, metadata={"help": "CTAs of the nccl proxy (light uses twice as many)"})
     comm_mib: int = field(default=1024, metadata={"help": "MiB per comm buffer"})
-    # NCCL_NTHREADS=256 plus NCCL's extra warp
-    shrink_threads: int = field(default=288, metadata={"help": "comm threads for shrink+shape+priority"})
+    comm_busbw: float = field(default=0.0, metadata={
+        "help": "GB/s the proxies are paced to, as the emulation's (0: as fast as they go)"})
     delay_ms: float = field(default=1.0, metadata={"help": "delay of the 'delayed' order"})
     fma_regs: int = field(default=16, metadata={"help": "register cap of the fma kernel"})
     fma_iters: int = field(default=40000, metadata={"help": "FMA loop trips per thread"})
+    sparse_ms: float = field(default=4.0, metadata={"help": "how long the sparse family (one FMA block per SM) runs"})
     elementwise_gib: float = 2.0
     elementwise_launches: int = 3
     gemm_n: int = 8192
@@ -40,7 +45,7 @@ class LabConfig:
     def validate(self) -> LabConfig:
         for flag, values, valid in (
             ("--compute", self.computes, FAMILIES), ("--comm", self.comms, PROXIES),
-            ("--strategies", self.strategies, tuple(BY_NAME)), ("--orders", self.orders, ORDERS),
+            ("--orders", self.orders, ORDERS),
         ):
             if not values or any(v not in valid for v in values):
                 raise UsageError(f"{flag} {','.join(values) or '(empty)'}: valid {', '.join(valid)}")
@@ -48,7 +53,14 @@ class LabConfig:
         check_range("--warmup", self.warmup, 1, 1000)
         check_range("--comm-ctas", self.comm_ctas, 1, 1024)
         check_range("--comm-mib", self.comm_mib, 1, 16384, "MiB")
-        check_range("--shrink-threads", self.shrink_threads, 64, 1024)
+        for name in self.strategies:
+            levers.strategy(name)  # a UsageError names a bad lever or value
+        if not self.strategies:
+            raise UsageError("--strategies (empty): give at least one, e.g. default,priority")
+        if not 0 <= self.comm_busbw <= 10000:
+            raise UsageError(f"--comm-busbw={self.comm_busbw} is out of range: valid 0 (unpaced)..10000 GB/s")
+        if not 0.1 <= self.sparse_ms <= 1000:
+            raise UsageError(f"--sparse-ms={self.sparse_ms} is out of range: valid 0.1..1000")
         check_range("--fma-regs", self.fma_regs, 16, 255)
         check_range("--fma-iters", self.fma_iters, 1, 10**7)
         if not 0 <= self.delay_ms <= 1000:
@@ -59,13 +71,33 @@ class LabConfig:
 #: `ccoverlap lab --quick`: all families against the nccl proxy, launched with the compute
 QUICK = {"comms": ("nccl",), "orders": ("with",), "reps": 10, "warmup": 2}
 
+#: `ccoverlap lab --case NAME`: the cases of docs/lab.md "Levers" (comm launched right after compute).
+CASES: dict[str, dict] = {
+    # a low-occupancy kernel without shared memory beside NCCL's AllReduce footprint: only the SM's
+    # shared-memory configuration can keep the comm CTA out
+    "carveout": {"computes": ("sparse",), "comms": ("nccl-allreduce",), "orders": ("with",), "strategies": (
+        "no-overlap", "default", "priority", "carveout-hint", "carveout-hint+priority", "carveout-hint=60+priority",
+        "shape", "priority+shape", "nccl-cluster", "nccl-threads+priority")},
+    # FMA confined to a green context that leaves the comm CTAs SMs, with NCCL's clusters of 4 and of 1
+    "green-cluster": {"computes": ("fma",), "comms": ("nccl",), "orders": ("with",), "strategies": (
+        "no-overlap", "default", "priority", "nccl-cluster", "priority+nccl-cluster", "green", "green+nccl-cluster",
+        "green+priority", "green+priority+nccl-cluster", "priority+shape")},
+    # cuBLAS bf16 GEMMs (Hopper's persistent kernels) and an all-reduce paced like NCCL on NVLink
+    "persistent-gemm": {"computes": ("gemm",), "comms": ("nccl-allreduce",), "orders": ("with",), "comm_busbw": 280.0,
+                        "strategies": (
+        "no-overlap", "default", "priority", "sm-carveout+priority", "green", "green+priority",
+        "green+priority+nccl-cluster", "priority+nccl-cluster", "shape", "priority+shape", "nccl-ctas=8+priority",
+        "nccl-threads+priority")},
+}
+
 
 def cells(cfg: LabConfig) -> int:
     """Strategy-order cells the run will measure, for the progress bar."""
-    per_case = sum(len(cfg.orders) if BY_NAME[s].concurrent else 1 for s in cfg.strategies)
+    per_case = sum(1 if levers.strategy(s).no_overlap else len(cfg.orders) for s in cfg.strategies)
     return per_case * len(cfg.computes) * len(cfg.comms)
 
 
 def needs_interposer(cfg: LabConfig) -> bool:
     """Library kernels are to be shaped: the lab must run with the launch interposer preloaded."""
-    return any(c in LIBRARY_FAMILIES for c in cfg.computes) and any(BY_NAME[s].shape for s in cfg.strategies)
+    return any(c in LIBRARY_FAMILIES for c in cfg.computes) and any(
+        "shape" in levers.strategy(s).values for s in cfg.strategies)

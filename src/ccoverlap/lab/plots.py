@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ccoverlap.levers import NO_OVERLAP
 from ccoverlap.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
 
 
@@ -14,7 +15,7 @@ def bars(rows: list[dict], path: Path, order: str = "with") -> Path:
     for ax, (compute, comm) in zip(axes[:, 0], cases):
         mine = [r for r in rows if (r["compute"], r["comm"]) == (compute, comm) and r["status"] == "ok"
                 and r["order"] in (order, "with")]
-        mine = [r for r in mine if r["strategy"] == "sequential" or r["order"] == order]
+        mine = [r for r in mine if r["strategy"] == NO_OVERLAP or r["order"] == order]
         names = [r["strategy"] for r in mine]
         totals = [r["total_ms"] for r in mine]
         err = [[t - r["total_ms_min"] for t, r in zip(totals, mine)], [r["total_ms_max"] - t for t, r in zip(totals, mine)]]
@@ -35,7 +36,7 @@ def timeline(timelines: dict, case: tuple[str, str], strategies: list[str], path
     """Which SM ran which block when: compute blocks blue, comm CTAs orange, one panel per strategy."""
     from matplotlib.collections import LineCollection
 
-    keys = [k for k in ((case[0], case[1], s, order if s != "sequential" else "with") for s in strategies) if k in timelines]
+    keys = [k for k in ((case[0], case[1], s, order if s != NO_OVERLAP else "with") for s in strategies) if k in timelines]
     fig = new_figure(10, 2.2 * len(keys), tight=True)
     axes = fig.subplots(len(keys), 1, squeeze=False, sharex=True)
     for ax, key in zip(axes[:, 0], keys):

@@ -6,21 +6,39 @@ it keeps its own events; the summary of the samples is ccoverlap.timing's, as ev
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from ccoverlap import cuda_driver as cu
-from ccoverlap import kernels
+from ccoverlap import kernels, levers
 from ccoverlap.errors import UsageError
 from ccoverlap.interposer import preloaded, set_policy
 from ccoverlap.lab import metrics, workloads
 from ccoverlap.lab.config import LabConfig
-from ccoverlap.lab.strategies import BY_NAME, Strategy, not_applicable
 from ccoverlap.limits import DeviceLimits
-from ccoverlap.nccl import nccl_footprint
+from ccoverlap.nccl import OBSERVED_LAUNCHES, nccl_footprint
 from ccoverlap.planner import plan
 from ccoverlap.timing import summary
+
+
+@dataclass
+class Setup:
+    """How one strategy runs in the lab: what its levers change for this case.
+
+    Each lever of the registry has its lab mechanism here, and only here; levers without one are
+    refused by `levers.Lever.applies(host, "lab")` before a Setup is made."""
+
+    concurrent: bool = True  # compute and comm on two streams (no-overlap: one stream, compute first)
+    priority: bool = False  # comm on the device's greatest-priority stream
+    comm: workloads.CommShape | None = None  # threads, CTAs, cluster of the proxy launch (None: the proxy's)
+    pad: int = 0  # bytes added to each compute block (shape, custom kernels)
+    interposed: bool = False  # shape: library kernels padded by the preloaded interposer
+    sm_carveout: int | None = None  # cuBLAS leaves this many SMs free
+    green_sms: int | None = None  # compute confined to a green context without this many SMs
+    hint: int | None = None  # carveout-hint: the compute kernels' preferred carveout, percent
 
 
 class Lab:
@@ -39,6 +57,7 @@ class Lab:
                              True: workloads.Stream.raw(drv.create_stream(greatest))}
         self.flush = torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
         self.kernels = kernels.build_compute(device.arch, cfg.fma_regs)
+        self.host = levers.Host.detect()
         self._green: dict[int, tuple[object, workloads.Stream]] = {}
         self.timelines: dict[tuple, dict] = {}
 
@@ -47,6 +66,7 @@ class Lab:
         c, k = self.cfg, self.kernels
         return {
             "fma": lambda: workloads.fma(k["fma_kernel"], self.device.sm_count, c.fma_iters),
+            "sparse": lambda: workloads.sparse(k["fma_kernel"], self.device.sm_count, c.sparse_ms),
             "elementwise": lambda: workloads.elementwise(k["triad_kernel"], c.elementwise_gib, c.elementwise_launches),
             "gemm": lambda: workloads.gemm(c.gemm_n, c.gemm_count),
             "attention": lambda: workloads.attention(*c.attention_shape),
@@ -54,17 +74,22 @@ class Lab:
         }[name]()
 
     def proxy(self, name: str) -> workloads.CommProxy:
-        nbytes = self.cfg.comm_mib * 2**20
-        if name == "nccl":
-            fp = nccl_footprint(arch=self.device.arch, ctas=self.cfg.comm_ctas).footprint
-            kernel = kernels.build_comm_proxy(self.device.arch, fp.regs, fp.static_smem)
-            return workloads.CommProxy(kernel, fp.threads, fp.grid, name, fp.cluster, fp.dynamic_smem, nbytes)
-        kernel = kernels.build_comm_proxy(self.device.arch, 40, 16)
-        return workloads.CommProxy(kernel, 512, 2 * self.cfg.comm_ctas, name, 1, 16 * 1024, nbytes)
+        c = self.cfg
+        nbytes, paced = c.comm_mib * 2**20, c.comm_busbw > 0
+        kernel_name = "comm_paced" if paced else "comm_proxy"
+        if name == "light":
+            kernel = kernels.build_comm_proxy(self.device.arch, 40, 16, name=kernel_name)
+            shape = workloads.CommShape(512, 2 * c.comm_ctas, 1)
+            return workloads.CommProxy(kernel, shape, name, 16 * 1024, nbytes, c.comm_busbw)
+        fp = (OBSERVED_LAUNCHES["allreduce"] if name == "nccl-allreduce"
+              else nccl_footprint(arch=self.device.arch, ctas=c.comm_ctas).footprint)
+        kernel = kernels.build_comm_proxy(self.device.arch, fp.regs, fp.static_smem, name=kernel_name)
+        shape = workloads.CommShape(fp.threads, fp.grid, fp.cluster)
+        return workloads.CommProxy(kernel, shape, name, fp.dynamic_smem, nbytes, c.comm_busbw)
 
-    def comm_sms(self, proxy: workloads.CommProxy) -> int:
+    def comm_sms(self, shape: workloads.CommShape) -> int:
         """SMs communication needs on its own: its CTAs at one per SM, in green-context units of 8."""
-        return min(-(-proxy.ctas // 8) * 8, self.device.sm_count - 8)
+        return min(-(-shape.ctas // 8) * 8, self.device.sm_count - 8)
 
     def green_stream(self, comm_sms: int) -> workloads.Stream:
         """A stream of a green context holding all SMs but `comm_sms`: compute is confined there, and
@@ -86,7 +111,7 @@ class Lab:
         return self._green[comm_sms][1]
 
     # --- one timed repetition -------------------------------------------------------------------
-    def _rep(self, phase, proxy, streams, concurrent, order, pad=0, comm_threads=None, carveout=None, interposed=False):
+    def _rep(self, phase, proxy, streams, setup: Setup, order):
         """One run: (total, comm done, compute) in ms; either side may be None (alone runs)."""
         sc, sm = streams
         torch.cuda.synchronize()
@@ -94,27 +119,27 @@ class Lab:
         torch.cuda.synchronize()
         start, compute_end, comm_start, comm_end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
         start.record(sc.torch)
-        comm_on = sm if concurrent else sc
-        if concurrent:
+        comm_on = sm if setup.concurrent else sc
+        if setup.concurrent:
             sm.torch.wait_event(start)
 
         def compute():
-            if carveout is not None:
-                torch._C._set_sm_carveout_experimental(carveout)
-            if interposed:  # the library's own launches, padded by the interposer's plan
+            if setup.sm_carveout is not None:
+                torch._C._set_sm_carveout_experimental(setup.sm_carveout)
+            if setup.interposed:  # the library's own launches, padded by the interposer's plan
                 set_policy("auto")
-            phase.enqueue(sc, pad)
-            if interposed:
+            phase.enqueue(sc, setup.pad)
+            if setup.interposed:
                 set_policy("off")
-            if carveout is not None:
+            if setup.sm_carveout is not None:
                 torch._C._set_sm_carveout_experimental(None)
             compute_end.record(sc.torch)
 
         def comm():
-            if order == "delayed" and concurrent:
+            if order == "delayed" and setup.concurrent:
                 self.kernels["sleep_kernel"].launch(1, 32, sm.handle, [_ns(self.cfg.delay_ms)])
             comm_start.record(comm_on.torch)
-            proxy.enqueue(comm_on, comm_threads)
+            proxy.enqueue(comm_on, setup.comm)
             comm_end.record(comm_on.torch)
 
         steps = [s for s, present in ((compute, phase), (comm, proxy)) if present]
@@ -136,55 +161,87 @@ class Lab:
     def run_case(self, compute: str, comm: str, progress: Callable[[], None] = lambda: None) -> list[dict]:
         phase, proxy = self.phase(compute), self.proxy(comm)
         base = (self.compute_stream, self.comm_streams[False])
-        alone_c = self._measure(lambda: self._rep(phase, None, base, True, "with"))
+        alone_c = self._measure(lambda: self._rep(phase, None, base, Setup(), "with"))
         reference = phase.snapshot()
-        alone_m = self._measure(lambda: self._rep(None, proxy, base, True, "with"))
-        seq = self._measure(lambda: self._rep(phase, proxy, base, False, "with"))
+        alone_m = self._measure(lambda: self._rep(None, proxy, base, Setup(), "with"))
+        seq = self._measure(lambda: self._rep(phase, proxy, base, Setup(concurrent=False), "with"))
         case = {
             "compute": compute, "comm": comm,
             "compute_alone_ms": summary(alone_c["compute_ms"])["median"],
             "comm_alone_ms": summary(alone_m["comm_done_ms"])["median"],
             "sequential_ms": summary(seq["total_ms"])["median"],
         }
-        base_info = {"comm_threads": proxy.threads, "pad_bytes": 0, "comm_priority": False}
+        base_info = {"levers": {}, "comm_threads": proxy.shape.threads, "comm_ctas": proxy.shape.ctas,
+                     "comm_cluster": proxy.shape.cluster, "pad_bytes": 0, "comm_priority": False}
         measured = {("compute-alone", "-"): {"info": base_info, "samples": alone_c},
                     ("comm-alone", "-"): {"info": base_info, "samples": alone_m}}
         for name in self.cfg.strategies:
-            strategy = BY_NAME[name]
-            for order in self.cfg.orders if strategy.concurrent else ("with",):
-                measured[(name, order)] = self._strategy(phase, proxy, strategy, order, reference, seq if name == "sequential" else None)
+            strategy = levers.strategy(name)
+            for order in ("with",) if strategy.no_overlap else self.cfg.orders:
+                measured[(strategy.name, order)] = self._strategy(
+                    phase, proxy, strategy, order, reference, seq if strategy.no_overlap else None)
                 progress()
         rows = metrics.case_rows(case, measured)
         return [dict(case, **row) for row in rows]
 
-    def _strategy(self, phase, proxy, strategy: Strategy, order, reference, samples=None) -> dict:
-        threads = self.cfg.shrink_threads if strategy.shrink else proxy.threads
-        info = {"comm_threads": threads, "pad_bytes": 0, "comm_priority": strategy.priority}
-        interposed = strategy.shape and phase.footprint is None and preloaded()
-        if reason := not_applicable(strategy, phase.footprint is not None or interposed, phase.uses_cublas):
-            return {"info": info, "status": f"n/a: {reason}"}
-        if interposed:
-            info["shaped_by"] = "interposer: auto plan per library kernel against the proxy it saw, drain by grid"
-        elif strategy.shape:
-            p = plan(self.device, phase.footprint, proxy.footprint(threads), drain=None)
-            if not p.feasible:
-                return {"info": info, "status": f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"}
-            info |= {"pad_bytes": p.pad_bytes, "compute_blocks_per_sm": p.compute_blocks_after, "drain": p.drain}
-        streams = (self.compute_stream, self.comm_streams[strategy.priority])
-        carveout = None
-        if strategy.carveout:
-            if not hasattr(torch._C, "_set_sm_carveout_experimental"):
-                return {"info": info, "status": "n/a: this torch has no SM carveout"}
-            carveout = info["carveout_sms"] = self.comm_sms(proxy)
-        if strategy.green:
+    def _setup(self, phase, proxy, strategy: levers.Strategy, info: dict) -> Setup | str:
+        """The lab's mechanism for each of the strategy's levers, or why it cannot run here."""
+        if reason := strategy.not_applicable(self.host, "lab"):
+            return f"n/a: {reason}"
+        v = strategy.values
+        shape = proxy.shape
+        if "nccl-threads" in v:  # NCCL adds a warp to NCCL_NTHREADS
+            shape = dataclasses.replace(shape, threads=int(v["nccl-threads"]) + 32)
+        if "nccl-ctas" in v:
+            shape = dataclasses.replace(shape, ctas=min(shape.ctas, int(v["nccl-ctas"])))
+        if "nccl-cluster" in v:
+            shape = dataclasses.replace(shape, cluster=max(int(v["nccl-cluster"]), 1))
+        setup = Setup(concurrent=not strategy.no_overlap, priority="priority" in v, comm=shape)
+        info |= {"comm_threads": shape.threads, "comm_ctas": shape.ctas, "comm_cluster": shape.cluster,
+                 "comm_priority": setup.priority}
+        auto = self.comm_sms(shape)
+        if "sm-carveout" in v:
+            if not phase.uses_cublas:
+                return "n/a: SM carveout applies to cuBLAS matmuls only"
+            setup.sm_carveout = info["carveout_sms"] = auto if v["sm-carveout"] == "auto" else int(v["sm-carveout"])
+        if "green" in v:
+            setup.green_sms = info["green_comm_sms"] = auto if v["green"] == "auto" else int(v["green"])
+        if "carveout-hint" in v:
+            if not phase.kernels:
+                return "n/a: library kernels get the hint through the interposer (ccoverlap run --carveout)"
+            setup.hint = info["carveout_hint"] = int(v["carveout-hint"])
+        if "shape" in v:
+            if phase.footprint is None:
+                if not preloaded():
+                    return ("n/a: library kernels are shaped by the launch interposer, which is not preloaded "
+                            "into this process")
+                setup.interposed = True
+                info["shaped_by"] = "interposer: auto plan per library kernel against the proxy it saw, drain by grid"
+            else:
+                p = plan(self.device, phase.footprint, proxy.footprint(shape), drain=None)
+                if not p.feasible:
+                    return f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"
+                setup.pad = p.pad_bytes
+                info |= {"pad_bytes": p.pad_bytes, "compute_blocks_per_sm": p.compute_blocks_after, "drain": p.drain}
+        return setup
+
+    def _strategy(self, phase, proxy, strategy: levers.Strategy, order, reference, samples=None) -> dict:
+        info = {"levers": strategy.values, "pad_bytes": 0}
+        setup = self._setup(phase, proxy, strategy, info)
+        if isinstance(setup, str):
+            return {"info": info, "status": setup}
+        streams = (self.compute_stream, self.comm_streams[setup.priority])
+        if setup.green_sms is not None:
             try:
-                streams = (self.green_stream(self.comm_sms(proxy)), streams[1])
+                streams = (self.green_stream(setup.green_sms), streams[1])
             except (RuntimeError, AttributeError, TypeError) as exc:
                 return {"info": info, "status": f"n/a: green contexts failed: {exc}"}
-            info["green_comm_sms"] = self.comm_sms(proxy)
         if samples is None:
-            samples = self._measure(lambda: self._rep(
-                phase, proxy, streams, strategy.concurrent, order, info["pad_bytes"], threads, carveout, interposed))
+            phase.hint(setup.hint)
+            try:
+                samples = self._measure(lambda: self._rep(phase, proxy, streams, setup, order))
+            finally:
+                phase.hint(None)
         info["outputs_match"] = _same(reference, phase.snapshot(), phase.exact)
         info["comm_wrong"] = proxy.wrong()
         timeline = self.timelines[(phase.name, proxy.name, strategy.name, order)] = _timeline(phase, proxy)
@@ -206,7 +263,7 @@ def _same(ref: list[torch.Tensor], got: list[torch.Tensor], exact: bool) -> bool
 
 def _timeline(phase: workloads.Phase, proxy: workloads.CommProxy) -> dict:
     """Block residency of the last repetition, in ms from the first block's start: (start, end, sm) rows."""
-    comm = proxy.stamps.cpu()
+    comm = proxy.stamps[:proxy.ctas].cpu()
     compute = phase.stamps.cpu() if phase.stamps is not None else None
     starts = [int(comm[:, 0].min())] + ([int(compute[:, 0].min())] if compute is not None else [])
     t0 = min(starts)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ccoverlap.footprint import KernelFootprint
-from ccoverlap.kernels import Kernel, ptr
+from ccoverlap.kernels import Kernel, pace, ptr
 
 NULL = ctypes.c_void_p(0)
 
@@ -45,6 +45,7 @@ class Phase:
     outputs: Callable[[], list[torch.Tensor]]
     blocks: int = 0  # blocks per enqueue that stamp (0: library kernels)
     exact: bool = True  # outputs reproducible bit for bit
+    kernels: tuple[Kernel, ...] = ()  # the custom kernels it launches (carveout hints go on them)
     stamps: torch.Tensor | None = None
 
     def __post_init__(self):
@@ -54,19 +55,43 @@ class Phase:
     def enqueue(self, stream: Stream, pad: int = 0) -> None:
         self.enqueue_fn(stream, pad, ptr(self.stamps) if self.stamps is not None else NULL)
 
+    def hint(self, percent: int | None) -> None:
+        """Set the preferred shared-memory carveout of this phase's own kernels (None: no preference)."""
+        for kernel in self.kernels:
+            kernel.prefer_carveout(percent)
+
     def snapshot(self) -> list[torch.Tensor]:
         return [o.clone() for o in self.outputs()]
 
 
 def fma(kernel: Kernel, sm_count: int, iters: int, waves: int = 6, threads: int = 256) -> Phase:
     grid = sm_count * (2048 // threads) * waves
+    return _fma_phase("fma", kernel, grid, threads, iters)
+
+
+def sparse(kernel: Kernel, sm_count: int, ms: float, threads: int = 256) -> Phase:
+    """One FMA block per SM for about `ms`, without shared memory: threads and registers leave room
+    for a communication CTA, and only the SM's shared-memory carveout can keep it out."""
+    grid, probe = sm_count, 20000
+    phase = _fma_phase("sparse", kernel, grid, threads, probe)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = Stream.wrap(torch.cuda.current_stream())
+    phase.enqueue(stream)  # warm-up: module load, clocks
+    start.record()
+    phase.enqueue(stream)
+    end.record()
+    end.synchronize()
+    return _fma_phase("sparse", kernel, grid, threads, max(int(probe * ms / start.elapsed_time(end)), 1))
+
+
+def _fma_phase(name: str, kernel: Kernel, grid: int, threads: int, iters: int) -> Phase:
     src = torch.rand(grid * threads, device="cuda")
     out = torch.empty_like(src)
 
     def run(stream, pad, stamps):
         kernel.launch(grid, threads, stream.handle, [ptr(src), ptr(out), ctypes.c_int(iters), stamps], shared_mem=pad)
 
-    return Phase("fma", kernel.footprint(threads, grid=grid), False, run, lambda: [out], blocks=grid)
+    return Phase(name, kernel.footprint(threads, grid=grid), False, run, lambda: [out], blocks=grid, kernels=(kernel,))
 
 
 def elementwise(kernel: Kernel, gib: float, launches: int, threads: int = 256) -> Phase:
@@ -80,7 +105,8 @@ def elementwise(kernel: Kernel, gib: float, launches: int, threads: int = 256) -
             last = stamps if i == launches - 1 else NULL
             kernel.launch(grid, threads, stream.handle, [ptr(x), ptr(y), ptr(z), ctypes.c_longlong(n4), last], shared_mem=pad)
 
-    return Phase("elementwise", kernel.footprint(threads, grid=grid), False, run, lambda: [z], blocks=grid)
+    return Phase("elementwise", kernel.footprint(threads, grid=grid), False, run, lambda: [z], blocks=grid,
+                 kernels=(kernel,))
 
 
 def _torch_phase(name: str, body, outputs, uses_cublas: bool, exact: bool) -> Phase:
@@ -145,32 +171,56 @@ def transformer(batch: int, seq: int, d: int, heads: int) -> Phase:
     return _torch_phase("transformer", body, lambda: [p.grad for p in params], uses_cublas=True, exact=False)
 
 
-@dataclass
-class CommProxy:
-    """A reduce-copy over `nbytes` per buffer by `ctas` CTAs, footprint-matched to a real kernel."""
+@dataclass(frozen=True)
+class CommShape:
+    """How one proxy launch is shaped: what NCCL's own knobs change (threads, CTAs, cluster)."""
 
-    kernel: Kernel
     threads: int
     ctas: int
-    name: str
     cluster: int
+
+
+@dataclass
+class CommProxy:
+    """A collective's stand-in over `nbytes`, footprint-matched to a real kernel.
+
+    Unpaced (`step_ns` None), a reduce-copy (`comm_proxy`: out = a + b) streams through HBM as fast
+    as it can; paced, the emulation's `comm_paced` copies a into out at the pace of a link
+    (`ccoverlap.kernels.pace`), so its memory traffic is what a collective's is."""
+
+    kernel: Kernel
+    shape: CommShape  # NCCL's default for this footprint; strategies may change it per launch
+    name: str
     dynamic_smem: int
     nbytes: int
+    busbw_gbps: float = 0.0  # 0: unpaced
 
     def __post_init__(self):
         self.n4 = self.nbytes // 16
         self.a, self.b = (torch.rand(self.n4 * 4, device="cuda") for _ in range(2))
         self.out = torch.empty_like(self.a)
-        self.stamps = torch.zeros(self.ctas, 3, dtype=torch.int64, device="cuda")
+        self.stamps = torch.zeros(max(self.shape.ctas, 64), 3, dtype=torch.int64, device="cuda")
+        self.ctas = self.shape.ctas  # the last launch's CTAs (their stamps are the timeline's)
 
-    def footprint(self, threads: int | None = None) -> KernelFootprint:
-        return self.kernel.footprint(threads or self.threads, self.dynamic_smem, self.ctas, self.cluster)
+    def footprint(self, shape: CommShape | None = None) -> KernelFootprint:
+        s = shape or self.shape
+        return self.kernel.footprint(s.threads, self.dynamic_smem, s.ctas, s.cluster)
 
-    def enqueue(self, stream: Stream, threads: int | None = None) -> None:
+    def enqueue(self, stream: Stream, shape: CommShape | None = None) -> None:
+        s = shape or self.shape
         slots = max(self.dynamic_smem // 16, 1)
-        args = [ptr(self.a), ptr(self.b), ptr(self.out), ctypes.c_longlong(self.n4), ctypes.c_int(slots), ptr(self.stamps)]
-        self.kernel.launch(self.ctas, threads or self.threads, stream.handle, args, self.dynamic_smem, self.cluster)
+        if self.busbw_gbps:
+            ctas, step_ns = pace(self.n4, s.ctas, s.threads * self.kernel.unroll, self.nbytes / self.busbw_gbps)
+            args = [ptr(self.a), ctypes.c_longlong(self.n4), ptr(self.out), ctypes.c_longlong(self.n4),
+                    ctypes.c_longlong(self.n4), ctypes.c_longlong(step_ns), ctypes.c_int(slots), ptr(self.stamps)]
+        else:
+            ctas = s.ctas
+            args = [ptr(self.a), ptr(self.b), ptr(self.out), ctypes.c_longlong(self.n4), ctypes.c_int(slots),
+                    ptr(self.stamps)]
+        self.ctas = ctas
+        self.kernel.launch(ctas, s.threads, stream.handle, args, self.dynamic_smem, max(s.cluster, 1))
 
     def wrong(self) -> int:
-        """Elements of the last result that differ from a + b (nccl-tests' #wrong)."""
-        return int((self.out != self.a + self.b).sum())
+        """Elements of the last result that differ from what the proxy computes (nccl-tests' #wrong)."""
+        expected = self.a if self.busbw_gbps else self.a + self.b
+        return int((self.out != expected).sum())
