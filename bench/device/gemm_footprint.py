@@ -37,5 +37,7 @@ for e in kernels:
                  "registers": fp.regs, "smem": fp.smem, "cluster": fp.cluster, "blocks_per_sm": occ.blocks,
                  "limiting": [r.value for r in occ.limiting], "comm_fits_beside": b.fits, "blocking": b.blocking,
                  "sm_config": b.config, "comm_needs": b.comm_needs})
-json.dump({"device": device.name, "comm": vars(comm), "kernels": rows}, open(sys.argv[1], "w"), indent=1, default=str)
+from ccoverlap import provenance  # noqa: E402
+
+json.dump({"provenance": provenance.collect(), "device": device.name, "comm": vars(comm), "kernels": rows}, open(sys.argv[1], "w"), indent=1, default=str)
 print(json.dumps(rows, indent=1, default=str))

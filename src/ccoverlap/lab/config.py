@@ -76,7 +76,8 @@ CASES: dict[str, dict] = {
     # a low-occupancy kernel without shared memory beside NCCL's AllReduce footprint: only the SM's
     # shared-memory configuration can keep the comm CTA out
     "carveout": {"computes": ("sparse",), "comms": ("nccl-allreduce",), "orders": ("with",), "strategies": (
-        "no-overlap", "default", "priority", "carveout-hint", "carveout-hint+priority", "carveout-hint=60+priority",
+        "no-overlap", "default", "priority", "carveout-hint", "carveout-hint+priority", "carveout-hint=58",
+        "carveout-hint=60+priority",
         "shape", "priority+shape", "nccl-cluster", "nccl-threads+priority")},
     # FMA confined to a green context that leaves the comm CTAs SMs, with NCCL's clusters of 4 and of 1
     "green-cluster": {"computes": ("fma",), "comms": ("nccl",), "orders": ("with",), "strategies": (
@@ -86,8 +87,8 @@ CASES: dict[str, dict] = {
     "persistent-gemm": {"computes": ("gemm",), "comms": ("nccl-allreduce",), "orders": ("with",), "comm_busbw": 280.0,
                         "strategies": (
         "no-overlap", "default", "priority", "sm-carveout+priority", "green", "green+priority",
-        "green+priority+nccl-cluster", "priority+nccl-cluster", "shape", "priority+shape", "nccl-ctas=8+priority",
-        "nccl-threads+priority")},
+        "green+priority+nccl-cluster", "green=32+priority+nccl-cluster", "green=40+priority+nccl-cluster",
+        "priority+nccl-cluster", "shape", "priority+shape", "nccl-ctas=8+priority", "nccl-threads+priority")},
 }
 
 
