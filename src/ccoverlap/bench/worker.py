@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ccoverlap import timing
+from ccoverlap import profiling, timing
 from ccoverlap.bench import catalog
 from ccoverlap.bench.comms import COMMS
 from ccoverlap.bench.config import BenchConfig, ModelSize
@@ -27,16 +27,8 @@ def _timed(fn, device: torch.device, reps: int, warmup: int, before=None) -> lis
 
 
 def _trace(fn, path: Path, device: torch.device) -> None:
-    """torch.profiler over 4 steps (1 warm-up, 3 recorded) into `path` (.json.gz) for `ccoverlap analyze`."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for _ in range(4):
-            fn()
-            prof.step()
+    """4 steps (1 warm-up, 3 recorded) into `path` (.json.gz) for `ccoverlap analyze`."""
+    profiling.record(fn, path, cuda=device.type == "cuda")
 
 
 def _workload(cfg: BenchConfig, name: str, strategy: str, no_overlap: bool, rank: int, world: int, device) -> dict:

@@ -9,11 +9,12 @@ import ctypes
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from ccoverlap import cuda_driver as cu
-from ccoverlap import kernels, levers
+from ccoverlap import kernels, levers, profiling
 from ccoverlap.errors import UsageError
 from ccoverlap.interposer import preloaded, set_policy
 from ccoverlap.lab import metrics, workloads
@@ -240,6 +241,10 @@ class Lab:
             phase.hint(setup.hint)
             try:
                 samples = self._measure(lambda: self._rep(phase, proxy, streams, setup, order))
+                if self.cfg.trace_dir:  # the cell as the doctor sees it: known waits to check it against
+                    where = Path(self.cfg.trace_dir, f"{phase.name}+{proxy.name}", f"{strategy.name}-{order}")
+                    profiling.record(lambda: self._rep(phase, proxy, streams, setup, order),
+                                     where / "rank0_trace.json.gz", cuda=True, warmup=0, active=2)
             finally:
                 phase.hint(None)
         info["outputs_match"] = _same(reference, phase.snapshot(), phase.exact)
