@@ -1,21 +1,24 @@
+import dataclasses
 import json
 
 import pytest
 
-from ccoverlap import cuda_driver
-from ccoverlap.bench import launcher
+from ccoverlap import cuda_driver, levers, startup
+from ccoverlap.bench import comms, launcher
 from ccoverlap.bench.config import TINY, BenchConfig
-from ccoverlap.bench.strategies import BY_NAME
-from ccoverlap.cli import main
+from ccoverlap.cli import bench as cli_bench
+from ccoverlap.cli import build_parser, main
 
 torch = pytest.importorskip("torch")
+from ccoverlap.bench import worker  # noqa: E402
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--workload", "ddp,gpt4"], "--workload gpt4: valid micro, ddp, fsdp, tp, moe"),
-        (["--strategies", "default,turbo"], "--strategies turbo: valid no-overlap, default"),
+        (["--strategies", "default,turbo"], "--strategies turbo: unknown lever 'turbo': valid priority, shape"),
+        (["--strategies", "nccl-threads=100"], "--strategies nccl-threads=100: nccl-threads=100: valid 64..512 in steps of 32"),
         (["--workload", "tp", "--nproc", "3", "--device", "cpu"], "tp: world size 3 must divide --heads 4"),
         (["--device", "cuda", "--nproc", "2"], "--device cuda with --nproc 2 needs 2 GPUs; 0 visible"),
         (["--device", "tpu"], "--device tpu: valid cpu (gloo) or cuda (nccl)"),
@@ -32,13 +35,68 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys, monkeypatch):
 
 
 def test_strategy_environments():
-    assert launcher.strategy_env(BY_NAME["default"], "/tmp") == {
+    env = launcher.strategy_env
+    assert env(levers.strategy("default"), "/tmp") == {
         "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-    assert launcher.strategy_env(BY_NAME["priority"], "/tmp")["TORCH_NCCL_HIGH_PRIORITY"] == "1"
-    shaped = launcher.strategy_env(BY_NAME["priority+shape"], "/tmp/s")
+    assert env(levers.strategy("priority"), "/tmp")["TORCH_NCCL_HIGH_PRIORITY"] == "1"
+    shaped = env(levers.strategy("priority+shape"), "/tmp/s")
     assert shaped["LD_PRELOAD"].endswith(".so") and shaped["CCOVERLAP_MODE"] == "auto"
     assert shaped["CCOVERLAP_STATS"] == "/tmp/s/interposer-%p.json" and shaped["TORCH_NCCL_HIGH_PRIORITY"] == "1"
-    assert launcher.strategy_env(BY_NAME["max-connections-1"], "/tmp")["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert env(levers.strategy("max-connections"), "/tmp")["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+
+
+H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
+
+
+@pytest.mark.parametrize("strategy", levers.STRATEGIES, ids=lambda s: s.name)
+def test_every_registry_strategy_sets_what_its_levers_set(strategy):
+    """Variables as given, policy fields through the preloaded interposer, multicast always off; start-up
+    calls and no-overlap reach the worker through the strategy's name."""
+    from ccoverlap.interposer import Policy
+
+    setting = strategy.setting()
+    env = launcher.strategy_env(strategy, "/tmp/s", "^comm_paced$")
+    expected = set(comms.MULTICAST_OFF) | set(setting.env)
+    if setting.policy:
+        policy = Policy.from_environ(env)
+        assert {k: str(getattr(policy, k)) for k in setting.policy} == dict(setting.policy)
+        assert (policy.stats, policy.comm) == ("/tmp/s/interposer-%p.json", "^comm_paced$")
+        expected |= set(policy.to_environ()) | {"LD_PRELOAD"}
+    assert env.items() >= (comms.MULTICAST_OFF | dict(setting.env)).items() and set(env) == expected
+    spec = worker.spec_for(BenchConfig(), strategy.name, "/tmp")  # the worker's start-up calls come from the name
+    assert levers.strategy(spec["strategy"]).setting().startup == setting.startup
+    assert levers.strategy(spec["strategy"]).no_overlap == (strategy.name == "no-overlap")
+
+
+def test_auto_sms_are_those_nccls_ctas_need():
+    assert [levers.comm_sms(c, 132) for c in (1, 8, 9, 24, 130)] == [8, 8, 16, 24, 124]
+    assert startup.auto_sms({}, 132) == 24  # the 24 channels NCCL set up on 2 x H200
+    assert startup.auto_sms({"NCCL_MAX_CTAS": "4"}, 132) == 8 and startup.auto_sms({"NCCL_MIN_CTAS": "32"}, 132) == 32
+
+
+def test_strategies_that_do_not_apply_are_na_rows_naming_the_lever():
+    cpu = BenchConfig(workloads=("ddp",), device="cpu").resolved(gpus=0).validate()
+    nccl = BenchConfig(workloads=("ddp",), device="cuda", comm="nccl").resolved(gpus=2).validate()
+    emulated = BenchConfig(workloads=("ddp",), device="cuda", comm="emulate").resolved(gpus=1).validate()
+    runs = {}
+    for cfg, where in ((cpu, launcher.host(cpu)), (nccl, H200), (emulated, H200)):
+        runs[cfg.comm] = {s.name: launcher.not_applicable(cfg, s, where) for s in levers.STRATEGIES}
+    assert [n for n, r in runs["gloo"].items() if r is None] == ["no-overlap", "default"]
+    assert all(r.startswith(f"n/a: {levers.strategy(n).levers[0][0]}: needs CUDA") for n, r in runs["gloo"].items()
+               if r and n != "green")
+    assert runs["gloo"]["green"] == runs["nccl"]["green"] == f"n/a: green: {levers._NO_GREEN_STREAM}"
+    assert [n for n, r in runs["nccl"].items() if r] == ["green"]
+    assert [n for n, r in runs["emulate"].items() if r] == ["green", "nccl-cta-policy"]
+
+
+def test_strategies_are_named_as_the_registry_names_them(monkeypatch):
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    args = build_parser().parse_args(["bench", "--device", "cpu", "--strategies", "nccl-ctas=4+nccl-threads=256,priority=on"])
+    cfg = cli_bench._config(args)
+    assert cfg.strategies == ("nccl-ctas+nccl-threads", "priority")
+    assert BenchConfig().strategies == tuple(s.name for s in levers.STRATEGIES)
+    rows = launcher.run(dataclasses.replace(cfg, strategies=("nccl-ctas=4+nccl-threads=256",)))
+    assert (rows[0]["strategy"], rows[0]["levers"]) == ("nccl-ctas+nccl-threads", {"nccl-ctas": "4", "nccl-threads": "256"})
 
 
 def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
@@ -60,8 +118,9 @@ def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
 def test_cuda_only_strategies_are_listed_not_dropped():
     cfg = BenchConfig(workloads=("ddp",), strategies=("priority", "shape"), size=TINY).resolved(gpus=0).validate()
     rows = launcher.run(cfg)
-    assert [(r["strategy"], r["status"]) for r in rows] == [("priority", "n/a: needs CUDA and NCCL"),
-                                                           ("shape", "n/a: needs CUDA and NCCL")]
+    assert [(r["strategy"], r["levers"], r["status"]) for r in rows] == [
+        ("priority", {"priority": "on"}, "n/a: priority: needs CUDA or ROCm"),
+        ("shape", {"shape": "auto"}, "n/a: shape: needs CUDA or ROCm")]
 
 
 @pytest.mark.parametrize("workload", ["micro", "ddp", "fsdp", "tp", "moe"])
@@ -76,7 +135,9 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
     assert data["outputs_match"][workload]["match"]
     rows = data["rows"]
     assert {r["strategy"] for r in rows} == {"no-overlap", "default", "priority"}
-    assert [r["status"] for r in rows if r["strategy"] == "priority"][0] == "n/a: needs CUDA and NCCL"
+    assert [r["status"] for r in rows if r["strategy"] == "priority"][0] == "n/a: priority: needs CUDA or ROCm"
+    assert all(list(r)[:3] == ["workload", "strategy", "levers"] for r in rows)
+    assert {r["strategy"]: r["levers"] for r in rows} == {"no-overlap": {}, "default": {}, "priority": {"priority": "on"}}
     ok = [r for r in rows if r["status"] == "ok"]
     if workload == "micro":
         assert all(r["wrong"] == 0 and r["busbw_GBps"] == pytest.approx(r["algbw_GBps"]) for r in ok)  # 2(n-1)/n = 1

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import cuda_driver
+from ccoverlap import cuda_driver, levers
 from ccoverlap.bench import catalog, comms, launcher
 from ccoverlap.bench.config import FULL, MICRO_TINY, TINY, BenchConfig
-from ccoverlap.bench.strategies import BY_NAME
 from ccoverlap.cli import _config, build_parser
 from ccoverlap.cli import bench as cli_bench
 from ccoverlap.cli import lab as cli_lab
@@ -92,9 +91,9 @@ def test_comm_table():
     assert comms.valid() == "nccl (GPUs), gloo (CPU) or emulate (one process)"
     cfg = BenchConfig(workloads=("ddp",), device="cpu", comm="emulate", emulate_world=4).resolved(gpus=0).validate()
     assert (cfg.nproc, cfg.world, cfg.backend) == (1, 4, "ccov_emulate")
-    env = launcher.strategy_env(BY_NAME["shape"], "/tmp", cfg.comm_backend.comm_kernels)
+    env = launcher.strategy_env(levers.strategy("shape"), "/tmp", cfg.comm_backend.comm_kernels)
     assert env["CCOVERLAP_COMM"] == "^comm_paced$"
-    assert "CCOVERLAP_COMM" not in launcher.strategy_env(BY_NAME["shape"], "/tmp", comms.COMMS["nccl"].comm_kernels)
+    assert "CCOVERLAP_COMM" not in launcher.strategy_env(levers.strategy("shape"), "/tmp", comms.COMMS["nccl"].comm_kernels)
     assert [comms.auto("cpu", None, 0), comms.auto("cuda", None, 1), comms.auto("cuda", None, 4), comms.auto("cuda", 1, 4)] == [
         "gloo", "emulate", "nccl", "emulate"]
 

@@ -145,13 +145,13 @@ def test_ccoverlap_run_keeps_the_users_preload():
 def test_every_bench_strategy_keeps_the_users_preload(monkeypatch):
     pytest.importorskip("torch")
     from ccoverlap.bench import launcher
-    from ccoverlap.bench.strategies import STRATEGIES
+    from ccoverlap.levers import STRATEGIES
 
     monkeypatch.setenv("LD_PRELOAD", HARMLESS_SO)
     for strategy in STRATEGIES:
-        for emulated in (False, True):
-            env = os.environ | launcher.strategy_env(strategy, "/tmp/s", emulated)  # as run_ranks builds it
-            want = [library_path(), HARMLESS_SO] if strategy.shape else [HARMLESS_SO]
+        for comm in (None, "^comm_paced$"):
+            env = os.environ | launcher.strategy_env(strategy, "/tmp/s", comm)  # as run_ranks builds it
+            want = [library_path(), HARMLESS_SO] if strategy.setting().policy else [HARMLESS_SO]
             assert env["LD_PRELOAD"].split() == want, strategy.name
 
 

@@ -9,4 +9,4 @@ exec > >(tee "$OUT/log") 2>&1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2; date
 timeout 190 ccoverlap bench --comm emulate --emulate-world 8 --workload fsdp,tp,moe \
   --layers 4 --d-model 2048 --heads 16 --seq 1024 --batch 32 --steps 15 --warmup 5 \
-  --strategies default,priority,priority+shape,carveout --json "$OUT/bench-emulate-w8-batch32.json"; date
+  --strategies default,priority,priority+shape,sm-carveout+priority --json "$OUT/bench-emulate-w8-batch32.json"; date

@@ -15,7 +15,7 @@ timeout 90 torchrun --nproc-per-node "$N" bench/device/record_traces.py --out "$
 ccoverlap analyze "$R/traces" --baseline "$R/traces/no-overlap" --json > "$R/analyze.json"
 timeout 140 ccoverlap bench --workload ddp $MODEL --trace "$R/bench-traces" --json "$R/bench-ddp.json"
 for w in micro fsdp tp moe; do
-  timeout 75 ccoverlap bench --workload $w $MODEL --strategies no-overlap,default,priority,shape,priority+shape,nccl-ctas \
+  timeout 75 ccoverlap bench --workload $w $MODEL --strategies no-overlap,default,priority,shape,priority+shape,nccl-ctas+nccl-threads \
     --json "$R/bench-$w.json"
 done
 tar czf "$OUT/results.tgz" -C "$R" .

@@ -11,7 +11,7 @@ OUT=${OUT:-/tmp/ccoverlap-out}; R=$OUT/r; mkdir -p "$R"
 exec > >(tee "$OUT/log") 2>&1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 N=$(nvidia-smi -L | wc -l); echo "GPUs: $N"; nvidia-smi topo -m; date
-timeout ${BENCH_TIMEOUT:-480} ccoverlap bench --workload all --comm nccl --strategies "${STRATEGIES:-no-overlap,default,priority,shape,priority+shape,carveout,nccl-ctas,max-connections-1}" \
+timeout ${BENCH_TIMEOUT:-480} ccoverlap bench --workload all --comm nccl --strategies "${STRATEGIES:-no-overlap,default,priority,shape,priority+shape,sm-carveout+priority,nccl-ctas+nccl-threads,max-connections}" \
   --layers 4 --d-model 2048 --heads 16 --seq 1024 --batch 4 --steps 10 --warmup 3 \
   --trace "$R/traces" --json "$R/bench-x$N.json"
 echo "bench exit: $?"; date

@@ -7,8 +7,8 @@ while an async all-reduce of a large random tensor is in flight, and writes
 one trace per rank: DIR/<strategy>/rank{r}_trace.json.gz (the layout
 `ccoverlap analyze` reads, and `ccoverlap bench --trace` writes).
 
-The strategies are the bench's (ccoverlap/bench/strategies.py), those this one
-process can apply between its groups:
+The strategies are the lever registry's (ccoverlap/levers.py, as the bench runs them), those this
+one process can apply between its groups:
 
   no-overlap  the same work without overlap (all-reduce, then the matmuls): the baseline for
               `ccoverlap analyze DIR --baseline DIR/no-overlap` (slowdowns against kernels run alone)
@@ -35,11 +35,13 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from ccoverlap.bench.strategies import BY_NAME, BenchStrategy
+from ccoverlap import levers
 
 #: the strategy settings one process can apply to a group it makes: the high-priority stream
 HIGH_PRIORITY = {"TORCH_NCCL_HIGH_PRIORITY": "1"}
-IN_PROCESS = [s.name for s in BY_NAME.values() if not (s.shape or s.carveout) and set(s.env.items()) <= set(HIGH_PRIORITY.items())]
+IN_PROCESS = [s.name for s in levers.STRATEGIES
+              if not (s.setting().policy or s.setting().startup) and s.setting().env.items() <= HIGH_PRIORITY.items()
+              and not any("process" in levers.BY_NAME[name].not_in for name, _ in s.levers)]
 
 
 def parse_args() -> argparse.Namespace:
@@ -55,17 +57,17 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
-def strategies(names: str) -> list[BenchStrategy]:
+def strategies(names: str) -> list[levers.Strategy]:
     chosen = [n.strip() for n in names.split(",") if n.strip()]
     if bad := [n for n in chosen if n not in IN_PROCESS]:
         raise SystemExit(f"--strategies {','.join(bad)}: valid {', '.join(IN_PROCESS)} (the others need fresh "
                          "processes: ccoverlap bench --trace)")
-    return [BY_NAME[n] for n in chosen]
+    return [levers.strategy(n) for n in chosen]
 
 
-def make_group(strategy: BenchStrategy):
+def make_group(strategy: levers.Strategy):
     """The process group the all-reduce runs on; every rank must create groups in the same order."""
-    if strategy.env != HIGH_PRIORITY:
+    if dict(strategy.setting().env) != HIGH_PRIORITY:
         return dist.group.WORLD
     options = dist.ProcessGroupNCCL.Options(is_high_priority_stream=True)
     return dist.new_group(backend="nccl", pg_options=options)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
 
+from ccoverlap import nccl
 from ccoverlap.errors import UsageError
 
 PLATFORMS = ("cuda", "rocm", "cpu")
@@ -166,7 +167,7 @@ def _needs_sm90(host: Host) -> str | None:
 
 
 #: NCCL_CTA_POLICY's values (NCCL 2.27/2.28 read it as an integer; names came later).
-CTA_POLICIES = {"EFFICIENCY": "1", "ZERO": "2"}
+CTA_POLICIES = {name: str(number) for number, name in nccl.CTA_POLICY_VALUES.items()}
 _ONE_PROCESS = "needs a fresh process: the lab runs every strategy in one"
 _PROXY_NO_CE = "the lab's proxy has no copy-engine path (use nccl-ctas there for fewer CTAs)"
 _NO_GREEN_STREAM = "needs the compute on a green-context stream; the bench's workloads use torch's default stream"
@@ -236,7 +237,7 @@ LEVERS: tuple[Lever, ...] = (
         nccl_min=(2, 17, 1),
     ),
     Lever(
-        "nccl-threads", "threads per NCCL CTA (plus NCCL's extra warp)",
+        "nccl-threads", "threads per NCCL CTA (ring Simple adds a sync warp; send/recv keeps 640)",
         "env NCCL_NTHREADS", Domain(lo=64, hi=512, step=32), "256", _env("NCCL_NTHREADS"),
         cost="each CTA moves less per step; dynamic shared memory stays sized for 640 threads (NCCL issue 1985)",
         planner="a smaller CTA in threads and registers, so it can fit beside compute",
@@ -345,6 +346,12 @@ def table(host: Host) -> list[dict]:
         }
         for lv in LEVERS
     ]
+
+
+def comm_sms(ctas: int, sm_count: int) -> int:
+    """SMs communication needs on its own (`auto` for sm-carveout and green): its CTAs at one per SM, in
+    green-context units of 8, leaving compute at least 8."""
+    return min(-(-ctas // 8) * 8, sm_count - 8)
 
 
 def sm_carveout(sms: int) -> None:

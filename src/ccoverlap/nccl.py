@@ -15,9 +15,11 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ccoverlap.cache import cached
+from ccoverlap.errors import UsageError
 from ccoverlap.footprint import KernelFootprint
 
 # NCCL 2.28.9, sm_90, measured on the H200 (../shared/NOTES.md): 96 registers
@@ -41,6 +43,148 @@ OBSERVED_LAUNCHES: dict[str, KernelFootprint] = {
     "allgather-small": KernelFootprint(128, 96, 21568, 82240, grid=1, cluster=1, name="ncclDevKernel_AllGather_RING_LL"),
     "sendrecv": KernelFootprint(640, 96, 21568, 82240, grid=32, cluster=4, name="ncclDevKernel_SendRecv"),
 }
+#: The protocol behind each observed launch, read from its threads by NCCL 2.28.9's rules (src/enqueue.cc,
+#: topoGetAlgoInfo): ring LL runs NCCL_NTHREADS threads (at most 512); ring Simple adds a warp for sync (512 + 32);
+#: the 128-thread AllGather is ring LL on one channel, its threads halved twice for a small message; point-to-point
+#: (send/recv, all-to-all) always runs NCCL_MAX_NTHREADS = 640. (The kernel's name says RING_LL whatever runs:
+#: NCCL picks one kernel per collective and dispatches the protocol inside it.)
+PROTOCOLS: dict[str, str] = {"allreduce": "LL", "allgather": "SIMPLE", "allgather-small": "LL", "sendrecv": "P2P"}
+
+# --- NCCL 2.28.9's launch knobs, as it reads them -----------------------------------------------------------
+
+WARP = 32
+MAX_CHANNELS = 64  # MAXCHANNELS (src/include/device.h): NCCL_MIN/MAX_CTAS are capped here
+MAX_CLUSTER = 8  # NCCL_MAX_CGA_CLUSTER_SIZE (src/init.cc)
+DEFAULT_CLUSTER = 4  # the config default of cgaClusterSize (src/init.cc)
+#: the ring channels NCCL set up on 2 x H200 (the grid of every observed collective): what NCCL_MAX_CTAS caps
+CHANNELS = OBSERVED_LAUNCHES["allreduce"].grid
+
+
+@dataclass(frozen=True)
+class ThreadRule:
+    """NCCL_NTHREADS for one protocol (src/graph/tuning.cc getNthreads): the range it accepts, the default,
+    and the warps the kernel adds (src/enqueue.cc: ring Simple's sync warp)."""
+
+    lo: int
+    hi: int
+    default: int
+    extra: int = 0
+
+
+#: ring LL: 64..512, default 512; ring Simple: 64..512, default 512 on NVLink (256 where the ring's bandwidth
+#: is PCIe's), plus one sync warp. Point-to-point takes no NCCL_NTHREADS.
+THREAD_RULES = {"LL": ThreadRule(2 * WARP, 512, 512), "SIMPLE": ThreadRule(2 * WARP, 512, 512, extra=WARP)}
+
+#: Where NCCL 2.28.9 acts on each NCCL_CTA_POLICY, and why that is nowhere for tensors from PyTorch's caching
+#: allocator (no registered buffers, no symmetric windows) with NVLS off (the bench turns it off).
+CTA_POLICY_REACH = {
+    "EFFICIENCY": "EFFICIENCY acts only on AllGather and ReduceScatter with user-registered buffers and NVLS "
+                  "(NCCL 2.28.9 src/enqueue.cc getAlgoInfo); PyTorch's allocator registers none and NVLS is off",
+    "ZERO": "ZERO acts only on AllGather, AlltoAll, Gather and Scatter whose buffers are both in symmetric windows "
+            "(ncclCommWindowRegister, NCCL >= 2.28), on copy engines (src/enqueue.cc); PyTorch's allocator registers none",
+}
+CTA_POLICY_VALUES = {1: "EFFICIENCY", 2: "ZERO"}  # NCCL_CTA_POLICY's numbers (nccl.h: NCCL_CTA_POLICY_*)
+
+
+def _int(env: Mapping[str, str], var: str) -> int | None:
+    """An NCCL variable as a whole number; None when unset or empty (NCCL: unset). Text that is no number is
+    refused: NCCL would read it as 0 (strtoll) and quietly ignore it."""
+    text = env.get(var, "").strip()
+    if not text:
+        return None
+    if not re.fullmatch(r"[-+]?[0-9]+", text):
+        raise UsageError(f"{var}={text}: a whole number (NCCL reads text as 0 and ignores it)")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """NCCL 2.28.9's CTA knobs as it reads them (src/init.cc envConfigOverride, src/graph/tuning.cc):
+    NCCL_MAX_CTAS caps the channels and NCCL_MIN_CTAS raises them (each ignored at <= 0, capped at 64; a
+    minimum above the maximum becomes the maximum); NCCL_NTHREADS sets each protocol's threads (a value
+    that is no multiple of 32, or above the maximum, becomes the maximum; below 64 becomes 64);
+    NCCL_CGA_CLUSTER_SIZE sets the cluster (0..8; above 8 becomes 8; negative is ignored); NCCL_CTA_POLICY
+    0..2 (others: 0). `notes` says what NCCL made of a value it clamps or ignores."""
+
+    max_ctas: int = MAX_CHANNELS
+    min_ctas: int = 1
+    nthreads: int | None = None  # NCCL_NTHREADS as given; None or <= 0: each protocol's default
+    cluster: int = DEFAULT_CLUSTER
+    cta_policy: int = 0  # NCCL_CTA_POLICY: 0 default, 1 EFFICIENCY, 2 ZERO (others: 0)
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Knobs:
+        """UsageError for a value that is no whole number."""
+        notes: list[str] = []
+        bounds = {}
+        for var, default in (("NCCL_MAX_CTAS", MAX_CHANNELS), ("NCCL_MIN_CTAS", 1)):
+            value = _int(env, var)
+            if value is not None and value <= 0:
+                notes.append(f"{var}={value} is too low: NCCL ignores it")
+                value = None
+            elif value is not None and value > MAX_CHANNELS:
+                notes.append(f"{var}={value} is above {MAX_CHANNELS} channels: NCCL uses {MAX_CHANNELS}")
+                value = MAX_CHANNELS
+            bounds[var] = default if value is None else value
+        hi, lo = bounds["NCCL_MAX_CTAS"], bounds["NCCL_MIN_CTAS"]
+        if lo > hi:
+            notes.append(f"NCCL_MIN_CTAS={lo} is above NCCL_MAX_CTAS={hi}: NCCL sets both to {hi}")
+            lo = hi
+        cluster = _int(env, "NCCL_CGA_CLUSTER_SIZE")
+        if cluster is not None and cluster > MAX_CLUSTER:
+            notes.append(f"NCCL_CGA_CLUSTER_SIZE={cluster} is too big: NCCL uses {MAX_CLUSTER}")
+            cluster = MAX_CLUSTER
+        elif cluster is not None and cluster < 0:
+            notes.append(f"NCCL_CGA_CLUSTER_SIZE={cluster} is negative: NCCL ignores it")
+            cluster = None
+        nthreads = _int(env, "NCCL_NTHREADS")
+        if nthreads is not None and (why := _nthreads_note(nthreads)):
+            notes.append(f"NCCL_NTHREADS={nthreads} {why}")
+        policy = _int(env, "NCCL_CTA_POLICY")
+        if policy is not None and policy != 0 and policy not in CTA_POLICY_VALUES:
+            notes.append(f"NCCL_CTA_POLICY={policy} is not a policy: NCCL uses 0 (default)")
+            policy = None
+        return cls(hi, lo, nthreads, DEFAULT_CLUSTER if cluster is None else cluster, policy or 0, tuple(notes))
+
+    def channels(self, found: int = CHANNELS) -> int:
+        """The ring channels NCCL sets up from the `found` it searched (src/graph/connect.cc)."""
+        return max(min(found, self.max_ctas), self.min_ctas)
+
+    def p2p_channels(self, found: int = CHANNELS) -> int:
+        """Point-to-point channels: the ring channels rounded up to a power of two (src/graph/paths.cc)."""
+        return 1 << (self.channels(found) - 1).bit_length()
+
+    def threads(self, protocol: str, tuned: int) -> int:
+        """Threads per CTA for `protocol`, where NCCL's message-size tuning left `tuned` threads at the default
+        (src/enqueue.cc topoGetAlgoInfo: halved while a multiple of 128 and too many for the message); P2P: 640."""
+        rule = THREAD_RULES.get(protocol)
+        if rule is None:
+            return NCCL_THREADS
+        nt = self.nthreads
+        if nt is None or nt <= 0:
+            nt = rule.default
+        elif nt % WARP or nt > rule.hi:
+            nt = rule.hi
+        nt = max(nt, rule.lo)
+        while nt > tuned - rule.extra and nt % 128 == 0:
+            nt //= 2
+        return max(nt + rule.extra, 3 * WARP)
+
+
+def _nthreads_note(nt: int) -> str | None:
+    if nt <= 0:
+        return "is not positive: NCCL uses each protocol's default"
+    if nt % WARP:
+        return f"is not a multiple of {WARP}: NCCL uses each protocol's maximum"
+    hi, lo = max(r.hi for r in THREAD_RULES.values()), min(r.lo for r in THREAD_RULES.values())
+    return f"is above {hi}: NCCL uses {hi}" if nt > hi else f"is below {lo}: NCCL uses {lo}" if nt < lo else None
+
+
+def cluster_dim(cluster: int, grid: int) -> int:
+    """The cluster a grid launches with (src/enqueue.cc): none (1) when the size is 0 or does not divide the grid."""
+    return cluster if cluster > 1 and grid % cluster == 0 else 1
+
 
 _FUNC = re.compile(r"^\s*Function\s+(\S+?):?\s*$")
 _ARCH = re.compile(r"^\s*arch\s*=\s*(sm_\d+a?)")

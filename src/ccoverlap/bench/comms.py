@@ -5,12 +5,18 @@ nowhere else. Importable without torch: a rank imports it when it joins."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ccoverlap import nccl
 from ccoverlap.errors import UsageError, check_range
 
 if TYPE_CHECKING:
     from ccoverlap.bench.config import BenchConfig
+    from ccoverlap.levers import Strategy
+
+#: Never let NVLink multicast run on shared machines (device docs): set in every rank, whatever the strategy.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 class Comm:
@@ -22,6 +28,16 @@ class Comm:
     emulated = False  # one process stands in for rank 0 of --emulate-world ranks (bench/emulate.py)
     comm_kernels: str | None = None  # the kernels the interposer treats as communication (None: NCCL's)
     hard_exit = False  # leave the rank with os._exit once its results are written
+    #: levers (`lever` or `lever=VALUE`) that have no effect through this backend on the bench's workloads,
+    #: and why: their strategies are listed as n/a rather than run as if they did something
+    not_honoured: Mapping[str, str] = {}
+
+    def not_applicable(self, strategy: Strategy) -> str | None:
+        """The first lever of `strategy` this backend cannot honour, as `lever: reason`, or None."""
+        for name, value in strategy.levers:
+            if reason := self.not_honoured.get(f"{name}={value}", self.not_honoured.get(name)):
+                return f"{name}: {reason}"
+        return None
 
     def world(self, cfg: BenchConfig) -> int:
         """Ranks as the workloads see them."""
@@ -63,6 +79,8 @@ class Nccl(Comm):
     device = "cuda"
     wrong_device = "--comm nccl needs GPUs: use --comm gloo (CPU ranks) or --comm emulate"
     summary = "GPUs"
+    # EFFICIENCY runs (measured: NCCL is expected to change nothing here, nccl.CTA_POLICY_REACH says why)
+    not_honoured = {"nccl-cta-policy=ZERO": nccl.CTA_POLICY_REACH["ZERO"]}
 
     def default_nproc(self, gpus: int) -> int:
         return gpus or 2
@@ -94,6 +112,8 @@ class Emulate(Comm):
     summary = "one process"
     emulated = True
     comm_kernels = "^comm_paced$"  # the emulation's proxy kernel is communication, as NCCL's kernels are
+    # NCCL changes nothing for these workloads under either policy: emulating that would be running `default`
+    not_honoured = {f"nccl-cta-policy={name}": reason for name, reason in nccl.CTA_POLICY_REACH.items()}
 
     def world(self, cfg: BenchConfig) -> int:
         return cfg.emulate_world
@@ -108,6 +128,7 @@ class Emulate(Comm):
             raise UsageError("--comm emulate on --device cuda needs a GPU; 0 visible (--device cpu: a data-only dry run)")
         check_range("--emulate-world", cfg.emulate_world, 2, 4096)
         check_range("--busbw", cfg.busbw_gbps, 1, 100000)
+        nccl.Knobs.from_env(os.environ)  # NCCL's variables as the proxies will read them: no number is bad input
 
     def note(self, cfg: BenchConfig) -> str | None:
         return (f"EMULATION: one process stands in for rank 0 of {cfg.emulate_world}; each collective is a proxy kernel "

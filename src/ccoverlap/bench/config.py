@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ccoverlap import levers
 from ccoverlap.bench import comms
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.comms import COMMS, Comm
-from ccoverlap.bench.strategies import BY_NAME, STRATEGIES
 from ccoverlap.errors import UsageError, check_range
 
 #: --busbw default: the all-reduce bus bandwidth measured for 256 MiB on 2 x H200 over NVLink
@@ -39,6 +39,19 @@ def _workloads(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(BY_WORKLOAD) if names == ("all",) else names
 
 
+def _strategies(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Each --strategies item (no-overlap, default or lever[=value]+...) as the lever registry names it
+    (nccl-ctas=4+nccl-threads=256 -> nccl-ctas+nccl-threads); UsageError naming a bad one."""
+    out = []
+    for name in names:
+        try:
+            out.append(levers.strategy(name).name)
+        except UsageError as exc:
+            raise UsageError(f"--strategies {name}: {exc} (a strategy is no-overlap, default or "
+                             "lever[=value]+...: ccoverlap levers)") from None
+    return tuple(out)
+
+
 def _byte_counts(items: tuple[str, ...]) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in items)
@@ -53,8 +66,10 @@ class BenchConfig:
 
     workloads: tuple[str, ...] = field(default=tuple(BY_WORKLOAD), metadata={
         "flag": "--workload", "help": "comma-separated, or all", "parse": _workloads, "shown": "all"})
-    strategies: tuple[str, ...] = field(default=tuple(s.name for s in STRATEGIES), metadata={
-        "help": "comma-separated subset of the strategies", "shown": "all"})
+    strategies: tuple[str, ...] = field(default=tuple(s.name for s in levers.STRATEGIES), metadata={
+        "help": "comma-separated strategies: no-overlap, default, or combinations of levers lever[=value]+... "
+        "(ccoverlap levers)",
+        "parse": _strategies, "shown": "the registry's list"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto", "shown": "auto: cuda if GPUs are visible"})
     nproc: int | None = field(default=None, metadata={
         "help": "ranks", "type": int, "shown": "the GPUs, or 2 on the CPU; 1 with --comm emulate"})
@@ -102,9 +117,11 @@ class BenchConfig:
         return replace(self, device=device, comm=comm, nproc=nproc, gpus=gpus)
 
     def validate(self) -> BenchConfig:
-        for flag, values, valid in (("--workload", self.workloads, tuple(BY_WORKLOAD)), ("--strategies", self.strategies, tuple(BY_NAME))):
-            if not values or (bad := [v for v in values if v not in valid]):
-                raise UsageError(f"{flag} {','.join(bad or values) or '(empty)'}: valid {', '.join(valid)}")
+        if not self.workloads or (bad := [v for v in self.workloads if v not in BY_WORKLOAD]):
+            raise UsageError(f"--workload {','.join(bad or self.workloads) or '(empty)'}: valid {', '.join(BY_WORKLOAD)}")
+        if not self.strategies:
+            raise UsageError("--strategies (empty): name at least one (no-overlap, default, or lever[=value]+...)")
+        _strategies(self.strategies)
         if self.device not in ("cpu", "cuda"):
             raise UsageError(f"--device {self.device}: valid cpu (gloo) or cuda (nccl)")
         if self.comm not in COMMS:

@@ -2,11 +2,13 @@
 
 This is an **emulation**. One process joins a process group that says it has N ranks, so DDP,
 FSDP2, tensor parallelism and the MoE layer shard and launch exactly what rank 0 of an N-rank job
-would. Each collective is replaced by a communication proxy kernel with NCCL's CTA footprint
-(threads, registers, static and dynamic shared memory) that moves the bytes a ring collective
-moves per rank, paced to a bus bandwidth: the proxy's CTAs stay resident for as long as the real
-collective would, so compute and communication contend for SMs as they would with NCCL. What it
-cannot show: other ranks' skew, NVLink itself, NCCL's protocol choices.
+would. Each collective is replaced by a communication proxy kernel with the footprint NCCL launches
+for that collective (threads, CTAs and cluster per collective kind and message size, under NCCL's
+own knobs; registers, static and dynamic shared memory of NCCL's kernels) that moves the bytes a
+ring collective moves per rank, paced to a bus bandwidth: the proxy's CTAs stay resident for as
+long as the real collective would, so compute and communication contend for SMs as they would with
+NCCL. What it cannot show: other ranks' skew, NVLink itself, NCCL's protocol choice per size, and
+NCCL_CTA_POLICY (comms.py says why).
 
 Data: every other rank is taken to hold what this one holds, and to add zeros. All-reduce and
 broadcast leave the tensor as it is, all-gather tiles this rank's shard, reduce-scatter keeps
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
@@ -25,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
+from ccoverlap import nccl
 from ccoverlap.errors import check_range
 
 
@@ -47,40 +51,131 @@ def ring_bytes(kind: str, nbytes: int, world: int) -> int:
 
 
 @dataclass(frozen=True)
+class Footprint:
+    """Which launch NCCL 2.28.9 was seen making (nccl.OBSERVED_LAUNCHES) an emulated collective stands for:
+    `launch` for messages of SMALL_BYTES_PER_RANK x world bytes or more, `small` below that."""
+
+    launch: str
+    small: str | None
+    basis: str  # observed, or the assumption made
+
+
+_LIKE_ALLGATHER = "ASSUMPTION: as AllGather (a ring pipeline of the same shape); not observed"
+_P2P = "NCCL runs it as grouped send/recv (src/enqueue.cc); observed for all-to-all"
+#: per emulated collective (the names EmulatedGroup counts); barrier launches nothing
+FOOTPRINTS: dict[str, Footprint] = {
+    "allreduce": Footprint("allreduce", "allgather-small", "observed (ring LL); small: ASSUMPTION, ring LL's one-channel "
+                           "shape as observed for AllGather"),
+    "allgather": Footprint("allgather", "allgather-small", "observed (ring Simple; ring LL for small messages)"),
+    "reduce_scatter": Footprint("allgather", "allgather-small", _LIKE_ALLGATHER),
+    "broadcast": Footprint("allgather", "allgather-small", _LIKE_ALLGATHER),
+    "alltoall": Footprint("sendrecv", None, _P2P),
+    "scatter": Footprint("sendrecv", None, _P2P),
+    "gather": Footprint("sendrecv", None, _P2P),
+}
+#: NCCL's ring LL tuning (src/enqueue.cc topoGetAlgoInfo: channels dropped, then threads halved, while
+#: nBytes < channels x threads x 8 x nRanks) leaves one channel of at most 128 threads below 2048 x nRanks bytes,
+#: the small AllGather seen on 2 x H200. ASSUMPTIONS: NCCL picks LL for such messages; from this size on the
+#: emulation takes the large launch (NCCL would grow channels and threads with the size; the proxy's pacing
+#: uses no more CTAs than it has steps of work); NCCL's protocol choice for large messages is not modelled.
+SMALL_BYTES_PER_RANK = 2048
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What NCCL would launch for one collective: threads and CTAs by its rules, the cluster size it asks
+    for (a grid that size does not divide launches without: nccl.cluster_dim), dynamic shared memory."""
+
+    kind: str
+    launch: str  # the key of nccl.OBSERVED_LAUNCHES
+    protocol: str
+    threads: int
+    ctas: int
+    cluster: int
+    dynamic_smem: int
+
+
+@dataclass(frozen=True)
 class Emulation:
-    """What the proxies stand for: N ranks linked at `busbw_gbps`, NCCL's CTA shape, its stream."""
+    """What the proxies stand for: N ranks linked at `busbw_gbps`, NCCL's launches under its knobs, its stream."""
 
     world: int = 8
     busbw_gbps: float = 280.0
-    ctas: int = 16
-    threads: int = 640
+    knobs: nccl.Knobs = nccl.Knobs()
     high_priority: bool = False
+    clusters: bool = True  # the GPU launches thread-block clusters (sm_90 and newer), as NCCL does there
 
     def validate(self) -> Emulation:
         check_range("--emulate-world", self.world, 2, 4096)
         check_range("--busbw", self.busbw_gbps, 1, 100000)
-        check_range("NCCL_MAX_CTAS", self.ctas, 1, 64)
-        check_range("NCCL_NTHREADS", self.threads, 64, 1024)
         return self
 
     @classmethod
     def from_env(cls, world: int, busbw_gbps: float, env=os.environ) -> Emulation:
-        """The NCCL and torch variables a strategy sets apply to the proxies as they would to NCCL."""
-        return cls(world, busbw_gbps,
-                   ctas=min(cls.ctas, int(env.get("NCCL_MAX_CTAS", cls.ctas))),
-                   threads=int(env.get("NCCL_NTHREADS", cls.threads)),
+        """The NCCL and torch variables a strategy sets apply to the proxies as they would to NCCL (nccl.Knobs);
+        UsageError for a value that is no number."""
+        return cls(world, busbw_gbps, nccl.Knobs.from_env(env),
                    high_priority=env.get("TORCH_NCCL_HIGH_PRIORITY", "0") == "1").validate()
+
+    def shape(self, kind: str, nbytes: int) -> Shape:
+        """NCCL's launch for collective `kind` whose largest buffer is `nbytes` (NCCL's nBytes)."""
+        fp = FOOTPRINTS[kind]
+        key = fp.small if fp.small and nbytes < SMALL_BYTES_PER_RANK * self.world else fp.launch
+        seen, protocol = nccl.OBSERVED_LAUNCHES[key], nccl.PROTOCOLS[key]
+        if protocol == "P2P":
+            ctas = self.knobs.p2p_channels()
+        elif seen.grid < nccl.CHANNELS:  # tuned down for its size: NCCL_MAX_CTAS can only lower it further
+            ctas = min(seen.grid, self.knobs.channels())
+        else:
+            ctas = self.knobs.channels()
+        return Shape(kind, key, protocol, self.knobs.threads(protocol, seen.threads), ctas,
+                     self.knobs.cluster if self.clusters else 0, seen.dynamic_smem)
+
+    def footprints(self) -> dict[str, dict]:
+        """Per collective kind, the launch it takes (and for small messages), with its basis: for the results."""
+        big = SMALL_BYTES_PER_RANK * self.world
+        return {kind: {"basis": fp.basis, "from_bytes": big, "launch": _shown(self.shape(kind, big))}
+                | ({"below_bytes": big, "small": _shown(self.shape(kind, 0))} if fp.small else {})
+                for kind, fp in FOOTPRINTS.items()}
+
+    def notes(self) -> list[str]:
+        """What NCCL made of the knobs, and the one it reads that the emulation does not act on."""
+        policy = nccl.CTA_POLICY_VALUES.get(self.knobs.cta_policy)
+        unread = [f"NCCL_CTA_POLICY={self.knobs.cta_policy} ({policy}): not emulated, as NCCL would change nothing: "
+                  f"{nccl.CTA_POLICY_REACH[policy]}"] if policy else []
+        return [*self.knobs.notes, *unread]
 
     def duration_ns(self, nbytes: int) -> int:
         return int(nbytes / self.busbw_gbps)  # bytes / (GB/s) = ns
+
+
+def _shown(shape: Shape) -> dict:
+    return {k: v for k, v in dataclasses.asdict(shape).items() if k != "kind"}
+
+
+class LaunchLog:
+    """How many launches of each shape each kind made: what the results show the emulation did."""
+
+    def __init__(self):
+        self.counts: Counter[tuple[str, int, int, int]] = Counter()
+
+    def add(self, kind: str, threads: int, ctas: int, cluster: int) -> None:
+        self.counts[kind, threads, ctas, cluster] += 1
+
+    def to_dict(self) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for (kind, threads, ctas, cluster), n in sorted(self.counts.items()):
+            out.setdefault(kind, []).append({"threads": threads, "ctas": ctas, "cluster": cluster, "launches": n})
+        return out
 
 
 class Mover(Protocol):
     """What carries out the emulated collectives: CpuMover here, ProxyMover (bench/proxy.py) on a GPU."""
 
     emulation: Emulation
+    log: LaunchLog
 
-    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int) -> None: ...
+    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int, shape: Shape) -> None: ...
 
     def done(self, outputs: list[torch.Tensor]) -> torch.futures.Future: ...
 
@@ -91,10 +186,13 @@ class CpuMover:
     def __init__(self, emulation: Emulation):
         self.emulation = emulation
         self.moved_bytes = 0
+        self.log = LaunchLog()
 
-    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int) -> None:
+    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int, shape: Shape) -> None:
+        """The data, and the launch NCCL would make as the record of it (nothing is launched)."""
         tile(src, dst)
         self.moved_bytes += nbytes
+        self.log.add(shape.kind, shape.threads, shape.ctas, nccl.cluster_dim(shape.cluster, shape.ctas))
 
     def done(self, outputs: list[torch.Tensor]) -> torch.futures.Future:
         fut = torch.futures.Future()
@@ -140,7 +238,7 @@ class EmulatedGroup(dist.ProcessGroup):
         self.calls[kind] = self.calls.get(kind, 0) + 1
         for src, dst in pairs:
             size = max(src.nbytes, dst.nbytes) if nbytes is None else nbytes
-            self.mover.move(src, dst, ring_bytes(kind, size, self.size()))
+            self.mover.move(src, dst, ring_bytes(kind, size, self.size()), self.mover.emulation.shape(kind, size))
         # the future's value is the outputs, as NCCL's is: DDP's reducer reads it
         return _create_work_from_future(self.mover.done([dst for _, dst in pairs]))
 
@@ -219,12 +317,16 @@ def init(mover: Mover, backend: str) -> EmulatedGroup:
 
 
 def describe() -> dict:
-    """What the results must say about the emulation: it is one, of what, and what it launched."""
+    """What the results must say about the emulation: it is one, of what, under which knobs, with which
+    footprint per collective kind, and what it launched."""
     g = _current
+    e = g.mover.emulation
     out = {"emulated": True, "note": "one process standing in for rank 0 of an N-rank job; collectives are "
-           "paced proxy kernels with NCCL's CTA footprint (ccoverlap/bench/emulate.py), not NCCL",
-           **dataclasses.asdict(g.mover.emulation), "calls": dict(g.calls)}
-    if hasattr(g.mover, "footprint"):
-        out["proxy_footprint"] = dataclasses.asdict(g.mover.footprint())
-        out["proxy_launches"] = g.mover.launches
+           "paced proxy kernels with the footprints NCCL 2.28.9 was seen launching per collective "
+           "(ccoverlap/bench/emulate.py), not NCCL",
+           "world": e.world, "busbw_gbps": e.busbw_gbps, "high_priority": e.high_priority,
+           "knobs": {k: v for k, v in dataclasses.asdict(e.knobs).items() if k != "notes"}, "notes": e.notes(),
+           "footprints": e.footprints(), "calls": dict(g.calls), "launches": g.mover.log.to_dict()}
+    if hasattr(g.mover, "kernel"):
+        out["proxy"] = {"regs": g.mover.kernel.regs, "static_smem": g.mover.kernel.static_smem, "unroll": g.mover.unroll}
     return out

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ccoverlap import levers
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
+from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import BenchConfig
-from ccoverlap.bench.strategies import BY_NAME, MULTICAST_OFF, BenchStrategy
 from ccoverlap.bench.worker import PARENT_ENV, spec_for
 from ccoverlap.errors import UsageError
 
@@ -30,22 +31,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def strategy_env(strategy: BenchStrategy, stats_dir: str, comm_kernels: str | None = None) -> dict[str, str]:
-    """The environment of a strategy's ranks; `comm_kernels`: what the interposer treats as communication (None: NCCL's kernels)."""
-    env = dict(MULTICAST_OFF) | strategy.env
-    if strategy.shape:
+def strategy_env(strategy: levers.Strategy, stats_dir: str, comm_kernels: str | None = None) -> dict[str, str]:
+    """The environment of a strategy's ranks: multicast off, the levers' variables, and where they set
+    interposer policy fields, the interposer preloaded with them (stats into `stats_dir`; `comm_kernels`:
+    what it treats as communication, None: NCCL's kernels). Start-up calls reach the worker by the
+    strategy's name in the spec."""
+    setting = strategy.setting()
+    env = dict(MULTICAST_OFF) | dict(setting.env)
+    if setting.policy:
         from ccoverlap.interposer import Policy, preload_env
 
-        env |= Policy(mode="auto", stats=os.path.join(stats_dir, "interposer-%p.json"),
-                      comm=comm_kernels).to_environ()
+        env |= Policy(**setting.policy, stats=os.path.join(stats_dir, "interposer-%p.json"), comm=comm_kernels).to_environ()
         env |= preload_env(os.environ)  # keeps the user's own LD_PRELOAD
     return env
 
 
-def not_applicable(cfg: BenchConfig, strategy: BenchStrategy) -> str | None:
-    if strategy.cuda_only and cfg.device != "cuda":
-        return "n/a: needs CUDA and NCCL"
-    return None
+def host(cfg: BenchConfig) -> levers.Host:
+    """The machine the ranks run on, as the levers see it: a CPU under --device cpu, whatever is installed."""
+    return levers.Host.detect() if cfg.device == "cuda" else levers.Host("cpu")
+
+
+def not_applicable(cfg: BenchConfig, strategy: levers.Strategy, where: levers.Host) -> str | None:
+    """`n/a: lever: reason` for a strategy with a lever that does not apply on `where` in a fresh process,
+    or that the communication backend cannot honour; None when it runs."""
+    reason = strategy.not_applicable(where, "process") or cfg.comm_backend.not_applicable(strategy)
+    return f"n/a: {reason}" if reason else None
 
 
 class Stopped(BaseException):
@@ -78,7 +88,7 @@ def stop_on_signals() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def run_ranks(cfg: BenchConfig, strategy: BenchStrategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
+def run_ranks(cfg: BenchConfig, strategy: levers.Strategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
     """Start cfg.nproc ranks that run every workload under one strategy; (per-rank results,
     interposer stats) or raise RuntimeError. Whatever ends this early (a signal, an error) stops
     the ranks first; the temporary folder goes with them."""
@@ -194,20 +204,24 @@ def compare(rows: list[dict], baseline: str = "default") -> dict:
     return verdict
 
 
-def run_iter(cfg: BenchConfig, launcher: str = "spawn") -> Iterator[tuple[str, list[dict]]]:
+def run_iter(cfg: BenchConfig, launcher: str = "spawn", where: levers.Host | None = None) -> Iterator[tuple[str, list[dict]]]:
     """Per strategy, in order: its name and its rows for every workload, as soon as its ranks
-    finish. One set of fresh ranks per strategy runs all the workloads (start-up is paid once)."""
-    for name in cfg.strategies:
-        strategy = BY_NAME[name]
-        if reason := not_applicable(cfg, strategy):
-            yield name, [{"workload": w, "strategy": name, "status": reason} for w in cfg.workloads]
+    finish. One set of fresh ranks per strategy runs all the workloads (start-up is paid once).
+    Every row names the strategy and its levers (lever -> value); `where`: the ranks' machine."""
+    where = where or host(cfg)
+    for given in cfg.strategies:
+        strategy = levers.strategy(given)
+        name = strategy.name
+        tag = {"strategy": name, "levers": strategy.values}
+        if reason := not_applicable(cfg, strategy, where):
+            yield name, [{"workload": w, **tag, "status": reason} for w in cfg.workloads]
             continue
         try:
             ranks, stats = run_ranks(cfg, strategy, launcher)
         except RuntimeError as exc:
-            yield name, [{"workload": w, "strategy": name, "status": f"failed: {exc}"} for w in cfg.workloads]
+            yield name, [{"workload": w, **tag, "status": f"failed: {exc}"} for w in cfg.workloads]
             continue
-        rows = [row for w in cfg.workloads
+        rows = [{"workload": w, **tag} | row for w in cfg.workloads
                 for row in summarize(w, name, [r["results"][w] | {"rank": r["rank"]} for r in ranks], stats)]
         if "emulation" in ranks[0]:
             for row in rows:
@@ -215,5 +229,5 @@ def run_iter(cfg: BenchConfig, launcher: str = "spawn") -> Iterator[tuple[str, l
         yield name, rows
 
 
-def run(cfg: BenchConfig, launcher: str = "spawn") -> list[dict]:
-    return [row for _, rows in run_iter(cfg, launcher) for row in rows]
+def run(cfg: BenchConfig, launcher: str = "spawn", where: levers.Host | None = None) -> list[dict]:
+    return [row for _, rows in run_iter(cfg, launcher, where) for row in rows]

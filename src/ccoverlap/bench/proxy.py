@@ -6,33 +6,37 @@ dependency runs one way (proxy -> emulate)."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 
 from ccoverlap import cuda_driver as cu
 from ccoverlap import kernels
-from ccoverlap.bench.emulate import Emulation, tile
+from ccoverlap.bench.emulate import Emulation, LaunchLog, Shape, tile
 from ccoverlap.limits import read_live
-from ccoverlap.nccl import nccl_footprint
+from ccoverlap.nccl import cluster_dim, nccl_footprint
 
 WORD = 16  # bytes per proxy element (uint4)
-NCCL_SHMEM_PER_WARP = 4112  # NCCL's dynamic shared memory per warp of a CTA (nccl.py: 20 warps -> 82,240 B)
 
 
 @dataclass(frozen=True)
 class Launch:
-    """One proxy launch: CTAs, elements and pace; pure arithmetic, tested on the CPU."""
+    """One proxy launch: NCCL's threads and cluster rule, CTAs and pace; pure arithmetic, tested on the CPU."""
 
+    threads: int
     ctas: int
+    cluster: int  # 1: none
     total: int  # elements of WORD bytes read and written
     step_ns: int  # each CTA's time per step of threads x unroll elements
 
     @classmethod
-    def plan(cls, e: Emulation, unroll: int, ring: int, dst_bytes: int) -> Launch:
+    def plan(cls, shape: Shape, duration_ns: int, unroll: int, ring: int, dst_bytes: int) -> Launch:
+        """NCCL's `shape` moving `ring` bytes in `duration_ns`: no more CTAs than steps of work; the cluster
+        as NCCL sets it for that grid."""
         total = max(_ceil(ring, WORD), dst_bytes // WORD, 1)
-        ctas, step_ns = kernels.pace(total, e.ctas, e.threads * unroll, e.duration_ns(ring))
-        return cls(ctas, total, step_ns)
+        ctas, step_ns = kernels.pace(total, shape.ctas, shape.threads * unroll, duration_ns)
+        return cls(shape.threads, ctas, cluster_dim(shape.cluster, ctas), total, step_ns)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -40,21 +44,22 @@ def _ceil(a: int, b: int) -> int:
 
 
 class ProxyMover:
+    """One build of the paced proxy with the registers and static shared memory of the installed NCCL's
+    kernels; threads, CTAs, cluster and NCCL's dynamic shared memory (sized for 640 threads whatever
+    NCCL_NTHREADS says, NCCL issue 1985) come per launch from the emulation's Shape."""
+
     def __init__(self, emulation: Emulation, device: torch.device):
         limits = read_live(device.index or 0)
-        fp = nccl_footprint(arch=limits.arch, ctas=emulation.ctas).footprint
-        self.emulation, self.device = emulation, device
+        fp = nccl_footprint(arch=limits.arch).footprint
+        self.emulation = dataclasses.replace(emulation, clusters=fp.cluster > 1)  # clusters on sm_90 and newer
+        self.device = device
         self.kernel = kernels.build_comm_proxy(limits.arch, fp.regs, fp.static_smem, name="comm_paced")
         self.unroll = self.kernel.unroll
-        self.dynamic = emulation.threads // 32 * NCCL_SHMEM_PER_WARP
         least, greatest = limits.stream_priority_range
         self.stream = torch.cuda.ExternalStream(cu.driver().create_stream(greatest if emulation.high_priority else least))
-        self.launches = 0
+        self.log = LaunchLog()
 
-    def footprint(self):
-        return self.kernel.footprint(self.emulation.threads, self.dynamic, self.emulation.ctas)
-
-    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int) -> None:
+    def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int, shape: Shape) -> None:
         """After the work queued so far on the current stream, move `nbytes` on the comm stream."""
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
         for t in (src, dst):
@@ -64,13 +69,13 @@ class ProxyMover:
             with torch.cuda.stream(self.stream):
                 tile(src, dst)
             src = dst
-        launch = Launch.plan(self.emulation, self.unroll, nbytes, dst.nbytes)
+        launch = Launch.plan(shape, self.emulation.duration_ns(nbytes), self.unroll, nbytes, dst.nbytes)
         args = [ctypes.c_void_p(src.data_ptr()), ctypes.c_longlong(max(src.nbytes // WORD, 1)),
                 ctypes.c_void_p(dst.data_ptr()), ctypes.c_longlong(max(dst.nbytes // WORD, 1)),
                 ctypes.c_longlong(launch.total if dst.nbytes >= WORD else 0), ctypes.c_longlong(launch.step_ns),
-                ctypes.c_int(self.dynamic // WORD), ctypes.c_void_p(0)]
-        self.kernel.launch(launch.ctas, self.emulation.threads, self.stream.cuda_stream, args, self.dynamic)
-        self.launches += 1
+                ctypes.c_int(shape.dynamic_smem // WORD), ctypes.c_void_p(0)]
+        self.kernel.launch(launch.ctas, launch.threads, self.stream.cuda_stream, args, shape.dynamic_smem, launch.cluster)
+        self.log.add(shape.kind, launch.threads, launch.ctas, launch.cluster)
 
     def done(self, outputs: list[torch.Tensor]) -> torch.futures.Future:
         """A CUDA-aware future: whoever waits on it waits, on their own stream, for the proxies."""

@@ -14,11 +14,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ccoverlap import profiling, timing
+from ccoverlap import levers, profiling, startup, timing
 from ccoverlap.bench import catalog
 from ccoverlap.bench.comms import COMMS
 from ccoverlap.bench.config import BenchConfig, ModelSize
-from ccoverlap.bench.strategies import BY_NAME
 
 
 def _timed(fn, device: torch.device, reps: int, warmup: int, before=None) -> list[float]:
@@ -44,10 +43,10 @@ def run(spec: dict) -> dict:
     reported as failed and the next one runs."""
     config = spec["config"]
     cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()} | {"size": ModelSize(**config["size"])})
-    strategy = BY_NAME[spec["strategy"]]
+    strategy = levers.strategy(spec["strategy"])
     device, rank, world = cfg.comm_backend.init(cfg)
-    if strategy.carveout:
-        torch._C._set_sm_carveout_experimental(spec["carveout_sms"])
+    if calls := strategy.setting().startup:  # before any workload; `auto`: the SMs NCCL's CTAs need here
+        levers.run_startup(calls, startup.auto_sms(os.environ, torch.cuda.get_device_properties(device).multi_processor_count))
     out = {"rank": rank, "world_size": world, "strategy": strategy.name, "backend": cfg.backend, "results": {}}
     for name in cfg.workloads:
         started = time.perf_counter()
@@ -95,8 +94,9 @@ def main(argv: list[str]) -> None:
     dist.destroy_process_group()  # a normal exit: the interposer writes its stats then
 
 
-def spec_for(cfg: BenchConfig, strategy: str, out_dir: str, carveout_sms: int = 16) -> dict:
-    return {"config": dataclasses.asdict(cfg), "strategy": strategy, "out_dir": out_dir, "carveout_sms": carveout_sms}
+def spec_for(cfg: BenchConfig, strategy: str, out_dir: str) -> dict:
+    """What a rank reads: the config, the strategy (its start-up calls come from its name), where to write."""
+    return {"config": dataclasses.asdict(cfg), "strategy": strategy, "out_dir": out_dir}
 
 
 if __name__ == "__main__":

@@ -13,16 +13,19 @@ from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.catalog import WORKLOADS
 from ccoverlap.bench import comms
 from ccoverlap.bench.config import PRESETS, TINY_PRESET, BenchConfig, auto_device
-from ccoverlap.bench.strategies import STRATEGIES
 from ccoverlap.errors import UsageError
+from ccoverlap.levers import STRATEGIES
 
 from ._config import add_options, add_preset, from_args
 from ._output import QuietConsole, check_writable, print_table, print_text, warn, write_json
 
 EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
     f"workloads: {', '.join(f'{w.name} ({w.description})' for w in WORKLOADS)}.",
-    f"strategies: {', '.join(s.name for s in STRATEGIES)}. Each runs in fresh ranks (all workloads in them) with "
-    "the same seeds; losses are compared with `default` (outputs_match). CUDA-only strategies are listed as n/a on the CPU.",
+    f"strategies: {', '.join(s.name for s in STRATEGIES)} (the lever registry's list), or any combination "
+    "lever[=value]+lever... (`ccoverlap levers` lists them). Each runs in fresh ranks (all workloads in them) with "
+    "the same seeds; losses are compared with `default` (outputs_match). A strategy with a lever that does not "
+    "apply here (CUDA-only levers on the CPU, an NCCL too old) or that the --comm backend cannot honour is listed "
+    "as n/a with the lever and the reason.",
     "",
     f"communication (--comm): {comms.valid()}; auto picks nccl with two or more GPUs, emulate with one, gloo on "
     "the CPU. Under emulate, one process stands in for rank 0 of --emulate-world ranks and every collective is a "

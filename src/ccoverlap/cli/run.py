@@ -9,19 +9,28 @@ import signal
 import subprocess
 import sys
 
+from ccoverlap import levers, startup
 from ccoverlap.errors import UsageError
-from ccoverlap.interposer import FIELDS, POLICY_ENV, Field, parse, preload_env
+from ccoverlap.interposer import BY_KEY, FIELDS, POLICY_ENV, Field, parse, preload_env
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
-then these options (each overrides the variable of the same name). It is checked
+then --strategy's policy fields, then these options (each overrides the variable of
+the same name; an option that disagrees with --strategy is refused). It is checked
 before CMD starts: bad input exits with code 2. Communication kernels (names with
 nccl or rccl, or matching --comm) are never padded. See docs/interposer.md.
+
+--strategy COMBO applies a combination of levers (`ccoverlap levers`): their
+environment variables, their policy fields, and their start-up calls (sm-carveout),
+which a sitecustomize hook first on PYTHONPATH makes in every Python process of CMD
+as it imports torch (a sitecustomize of your own still runs after it). A lever that
+does not apply on this machine is refused, naming the lever and why.
 
 examples:
   ccoverlap run --pad-bytes 16384 -- python train.py
   ccoverlap run --blocks 4 --stats stats-%p.json -- torchrun --nproc-per-node 8 train.py
   ccoverlap run --mode auto --exclude 'gemm|cutlass' -- python train.py
+  ccoverlap run --strategy priority+shape -- torchrun --nproc-per-node 8 train.py
 """
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -38,6 +47,8 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--policy", metavar="FILE", help=f"JSON policy file ({POLICY_ENV})")
+    p.add_argument("--strategy", metavar="COMBO", help="apply a combination of levers, lever[=value]+... "
+                   "(`ccoverlap levers`): their variables, policy fields and start-up calls")
     for field in FIELDS:  # one option per field of the interposer's policy table
         p.add_argument(field.option, metavar=field.metavar, dest=field.key, help=option_help(field))
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
@@ -57,12 +68,42 @@ def child_environ(args: argparse.Namespace, environ: dict[str, str]) -> dict[str
     env = dict(environ)
     if args.policy is not None:
         env[POLICY_ENV] = os.path.abspath(args.policy)
+    if args.strategy is not None:
+        env |= strategy_environ(args.strategy, {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}, env)
     for field in FIELDS:
         value = getattr(args, field.key)
         if value is not None:
             env[field.env] = os.path.abspath(value) if field.kind == "path" else value
     parse(env)
     return env | preload_env(env)
+
+
+def strategy_environ(text: str, given: dict[str, str], environ: dict[str, str], host: levers.Host | None = None) -> dict[str, str]:
+    """The variables that apply strategy `text` to a program started with `environ`; `given`: the policy
+    options on the command line (policy key -> value), which must agree with the strategy's. UsageError
+    for a strategy that is bad, does not apply on `host` (this machine) or cannot be applied to a program."""
+    s = levers.strategy(text)
+    if s.no_overlap:
+        raise UsageError(f"--strategy {s.name}: the bench's baseline (its workloads wait for each collective); "
+                         "it cannot be applied to a program")
+    if reason := s.not_applicable(host or levers.Host.detect(), "process"):
+        raise UsageError(f"--strategy {s.name}: {reason}")
+    setting = s.setting()
+    out = dict(setting.env)
+    for key, value in setting.policy.items():
+        field = BY_KEY[key]
+        if key in given and _normal(field, given[key]) != _normal(field, value):
+            raise UsageError(f"{field.option} {given[key]} disagrees with --strategy {s.name}, which sets {key} {value}")
+        out[field.env] = value
+    if setting.startup:
+        out |= startup.environ(setting.startup, environ)
+    return out
+
+
+def _normal(field: Field, value: str) -> int | str:
+    """A policy value as the library compares it, so that 100 and 0100 agree (the whole policy is checked later)."""
+    text = value.strip()
+    return int(text) if field.kind.startswith("int") and text.isdigit() else text
 
 
 def run(args: argparse.Namespace) -> int:

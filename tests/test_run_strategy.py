@@ -1,0 +1,144 @@
+"""`ccoverlap run --strategy`: a combination of levers applied to an unmodified program (its variables,
+its interposer policy fields, its start-up calls through the sitecustomize hook), and refused in one line
+where it cannot be applied. CPU only: the host is the H200's where a lever needs CUDA."""
+import json
+import os
+import sys
+
+import pytest
+from test_interposer import clean_env, run_cli
+
+from ccoverlap import levers, startup
+from ccoverlap.cli import main
+from ccoverlap.interposer import library_path
+
+H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
+PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
+
+
+@pytest.fixture
+def on_h200(monkeypatch):
+    monkeypatch.setattr(levers.Host, "detect", lambda: H200)
+    for var in ("TORCH_NCCL_HIGH_PRIORITY", "NCCL_MAX_CTAS", "PYTHONPATH", startup.STARTUP_ENV, "LD_PRELOAD"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def child_env(capfd, *argv) -> dict:
+    assert main(["run", *argv, "--", sys.executable, "-c", PRINT_ENV]) == 0
+    return json.loads(capfd.readouterr().out)
+
+
+def test_the_levers_variables_and_policy_fields_reach_the_program(on_h200, capfd):
+    env = child_env(capfd, "--strategy", "priority+shape+nccl-ctas=8")
+    assert (env["TORCH_NCCL_HIGH_PRIORITY"], env["NCCL_MAX_CTAS"], env["CCOVERLAP_MODE"]) == ("1", "8", "auto")
+    assert env["LD_PRELOAD"].split()[0] == library_path() and startup.STARTUP_ENV not in env
+    env = child_env(capfd, "--strategy", "carveout-hint=60", "--carveout", "60", "--stats", "s.json")  # agreeing options
+    assert env["CCOVERLAP_CARVEOUT"] == "60" and env["CCOVERLAP_STATS"] == os.path.abspath("s.json")
+    assert "CCOVERLAP_MODE" not in env and "TORCH_NCCL_HIGH_PRIORITY" not in env
+    assert "CCOVERLAP_MODE" not in child_env(capfd, "--strategy", "default")  # no lever: nothing set
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--strategy", "shape", "--mode", "pad", "--pad-bytes", "64"], "--mode pad disagrees with --strategy shape, which sets mode auto"),
+    (["--strategy", "carveout-hint", "--carveout", "60"], "--carveout 60 disagrees with --strategy carveout-hint, which sets carveout 100"),
+    (["--strategy", "green"], "--strategy green: green: needs the compute on a green-context stream"),
+    (["--strategy", "no-overlap"], "--strategy no-overlap: the bench's baseline"),
+    (["--strategy", "warp-drive"], "unknown lever 'warp-drive': valid priority, shape"),
+    (["--strategy", "nccl-threads=100"], "nccl-threads=100: valid 64..512 in steps of 32"),
+])
+def test_what_cannot_be_applied_is_one_line_exit_2(argv, message, on_h200, capsys):
+    assert main(["run", *argv, "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("combo", "message"), [
+    ("priority", "--strategy priority: priority: needs CUDA or ROCm"),
+    ("nccl-cluster", "--strategy nccl-cluster: nccl-cluster: needs CUDA"),
+    ("sm-carveout", "--strategy sm-carveout: sm-carveout: needs CUDA"),
+])
+def test_levers_that_do_not_apply_on_this_cpu_machine_are_refused(combo, message):
+    out = run_cli("run", "--strategy", combo, "--", "true")
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"ccoverlap run: error: {message}"]
+
+
+def fake_torch_and_user_site(tmp_path) -> str:
+    """A folder holding a stand-in `torch` (so the test needs no real one) and a user's own sitecustomize."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("IMPORTED = True\n")
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITECUSTOMIZE_RAN = True\n")
+    return str(tmp_path)
+
+
+#: the program: records the start-up calls instead of making them, on a GPU of 132 SMs, then imports torch
+PROGRAM = """
+import builtins, json
+from ccoverlap import cuda_driver, levers
+calls = []
+levers.STARTUP_CALLS = {"sm_carveout": calls.append}
+class Driver:
+    def device(self, i): return i
+    def device_attribute(self, attr, device): return 132
+cuda_driver.driver = lambda: Driver()
+before = list(calls)
+import torch
+print(json.dumps({"before": before, "after": calls, "user_site": getattr(builtins, "USER_SITECUSTOMIZE_RAN", False)}))
+"""
+
+
+@pytest.mark.parametrize(("combo", "env", "calls"), [
+    ("sm-carveout=16", {}, [16]),
+    ("sm-carveout+priority", {}, [24]),  # auto: NCCL's 24 channels, in units of 8
+    ("sm-carveout", {"NCCL_MAX_CTAS": "4"}, [8]),  # auto under the program's NCCL knobs
+])
+def test_start_up_calls_are_made_as_the_program_imports_torch(combo, env, calls, on_h200, capfd, tmp_path, monkeypatch):
+    user = fake_torch_and_user_site(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", user)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert main(["run", "--strategy", combo, "--", sys.executable, "-c", PROGRAM]) == 0
+    out, err = capfd.readouterr()
+    seen = json.loads(out)
+    assert seen["before"] == [] and seen["after"] == calls  # at `import torch`, not before
+    assert seen["user_site"] is True  # the user's own sitecustomize still ran (chained)
+    assert err == ""
+
+
+def test_a_start_up_call_that_fails_says_so_and_the_program_runs_on(tmp_path):
+    user = fake_torch_and_user_site(tmp_path)
+    env = clean_env() | startup.environ({"sm_carveout": "auto"}, {"PYTHONPATH": user})
+    import subprocess
+
+    program = ("from ccoverlap import cuda_driver; cuda_driver.driver = lambda: None\n"
+               "import torch; print('ran', torch.IMPORTED)")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ran True"
+    assert out.stderr.count("\n") == 1 and "ccoverlap: start-up levers {\"sm_carveout\": \"auto\"} not applied in pid" in out.stderr
+    assert "no CUDA driver" in out.stderr
+
+
+def test_the_hook_goes_first_on_pythonpath_once_keeping_the_users():
+    env = startup.environ({"sm_carveout": "8"}, {"PYTHONPATH": f"/a{os.pathsep}/b"})
+    assert env == {startup.STARTUP_ENV: '{"sm_carveout": "8"}', "PYTHONPATH": os.pathsep.join([startup.HOOK_DIR, "/a", "/b"])}
+    assert startup.environ({"sm_carveout": "8"}, env)["PYTHONPATH"] == env["PYTHONPATH"]
+    assert os.path.isfile(os.path.join(startup.HOOK_DIR, "sitecustomize.py"))
+
+
+def test_an_explicit_carveout_reaches_torch_in_the_program(on_h200, capfd):
+    """End to end with the real torch: the call is made at `import torch` (no GPU needed for an explicit N)."""
+    pytest.importorskip("torch")
+    program = "import torch; print(torch._C._get_sm_carveout_experimental())"
+    assert main(["run", "--strategy", "sm-carveout=16", "--", sys.executable, "-c", program]) == 0
+    out, err = capfd.readouterr()
+    assert out.strip() == "16" and "ccoverlap" not in err  # torch warns that the carveout is experimental
+
+
+@pytest.mark.gpu
+def test_sm_carveout_auto_reaches_torch_as_the_sms_nccls_ctas_need(capfd):
+    from ccoverlap import cuda_driver as cu
+
+    drv = cu.driver()
+    sms = drv.device_attribute(cu.ATTR_MULTIPROCESSOR_COUNT, drv.device(0))
+    program = "import torch; print(torch._C._get_sm_carveout_experimental())"
+    assert main(["run", "--strategy", "sm-carveout+priority", "--", sys.executable, "-c", program]) == 0
+    assert capfd.readouterr().out.strip() == str(levers.comm_sms(24, sms))  # 24 on an H200 (132 SMs)
