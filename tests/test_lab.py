@@ -28,6 +28,7 @@ class _Phase:
 
 class _Proxy:
     shape = workloads.CommShape(640, 16, 4)
+    protocol = "SIMPLE"
 
     def footprint(self, shape=None):
         s = shape or self.shape
@@ -50,7 +51,7 @@ FMA = KernelFootprint(256, 16, grid=132 * 8 * 6)
     ("default", dict(concurrent=True, priority=False, comm=workloads.CommShape(640, 16, 4), pad=0)),
     ("no-overlap", dict(concurrent=False, priority=False)),
     ("priority", dict(priority=True)),
-    ("nccl-threads+priority", dict(priority=True, comm=workloads.CommShape(288, 16, 4))),
+    ("nccl-threads+priority", dict(priority=True, comm=workloads.CommShape(288, 16, 4))),  # Simple: + a sync warp
     ("nccl-ctas=8+nccl-cluster=1", dict(comm=workloads.CommShape(640, 8, 1))),
     ("nccl-cluster=0", dict(comm=workloads.CommShape(640, 16, 1))),
     ("green", dict(green_sms=16)),

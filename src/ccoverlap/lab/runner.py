@@ -20,7 +20,7 @@ from ccoverlap.interposer import preloaded, set_policy
 from ccoverlap.lab import metrics, workloads
 from ccoverlap.lab.config import LabConfig
 from ccoverlap.limits import DeviceLimits
-from ccoverlap.nccl import OBSERVED_LAUNCHES, nccl_footprint
+from ccoverlap import nccl
 from ccoverlap.planner import plan
 from ccoverlap.timing import summary
 
@@ -82,15 +82,14 @@ class Lab:
             kernel = kernels.build_comm_proxy(self.device.arch, 40, 16, name=kernel_name)
             shape = workloads.CommShape(512, 2 * c.comm_ctas, 1)
             return workloads.CommProxy(kernel, shape, name, 16 * 1024, nbytes, c.comm_busbw)
-        fp = (OBSERVED_LAUNCHES["allreduce"] if name == "nccl-allreduce"
-              else nccl_footprint(arch=self.device.arch, ctas=c.comm_ctas).footprint)
+        # NCCL_NTHREADS acts by protocol: the AllReduce seen was ring LL; the 640-thread default, as Simple
+        if name == "nccl-allreduce":
+            fp, protocol = nccl.OBSERVED_LAUNCHES["allreduce"], nccl.PROTOCOLS["allreduce"]
+        else:
+            fp, protocol = nccl.nccl_footprint(arch=self.device.arch, ctas=c.comm_ctas).footprint, "SIMPLE"
         kernel = kernels.build_comm_proxy(self.device.arch, fp.regs, fp.static_smem, name=kernel_name)
         shape = workloads.CommShape(fp.threads, fp.grid, fp.cluster)
-        return workloads.CommProxy(kernel, shape, name, fp.dynamic_smem, nbytes, c.comm_busbw)
-
-    def comm_sms(self, shape: workloads.CommShape) -> int:
-        """SMs communication needs on its own: its CTAs at one per SM, in green-context units of 8."""
-        return min(-(-shape.ctas // 8) * 8, self.device.sm_count - 8)
+        return workloads.CommProxy(kernel, shape, name, fp.dynamic_smem, nbytes, c.comm_busbw, protocol)
 
     def green_stream(self, comm_sms: int) -> workloads.Stream:
         """A stream of a green context holding all SMs but `comm_sms`: compute is confined there, and
@@ -190,17 +189,16 @@ class Lab:
         if reason := strategy.not_applicable(self.host, "lab"):
             return f"n/a: {reason}"
         v = strategy.values
-        shape = proxy.shape
-        if "nccl-threads" in v:  # NCCL adds a warp to NCCL_NTHREADS
-            shape = dataclasses.replace(shape, threads=int(v["nccl-threads"]) + 32)
-        if "nccl-ctas" in v:
-            shape = dataclasses.replace(shape, ctas=min(shape.ctas, int(v["nccl-ctas"])))
-        if "nccl-cluster" in v:
-            shape = dataclasses.replace(shape, cluster=max(int(v["nccl-cluster"]), 1))
+        env = strategy.setting().env  # NCCL's knobs, read as NCCL 2.28.9 reads them (ccoverlap.nccl)
+        knobs = nccl.Knobs.from_env(env)
+        ctas = knobs.channels(proxy.shape.ctas)
+        threads = knobs.threads(proxy.protocol, proxy.shape.threads) if knobs.nthreads else proxy.shape.threads
+        cluster = knobs.cluster if "NCCL_CGA_CLUSTER_SIZE" in env else proxy.shape.cluster
+        shape = workloads.CommShape(threads, ctas, nccl.cluster_dim(cluster, ctas))
         setup = Setup(concurrent=not strategy.no_overlap, priority="priority" in v, comm=shape)
         info |= {"comm_threads": shape.threads, "comm_ctas": shape.ctas, "comm_cluster": shape.cluster,
                  "comm_priority": setup.priority}
-        auto = self.comm_sms(shape)
+        auto = levers.comm_sms(shape.ctas, self.device.sm_count)
         if "sm-carveout" in v:
             if not phase.uses_cublas:
                 return "n/a: SM carveout applies to cuBLAS matmuls only"

@@ -194,6 +194,7 @@ class CommProxy:
     dynamic_smem: int
     nbytes: int
     busbw_gbps: float = 0.0  # 0: unpaced
+    protocol: str = "SIMPLE"  # how NCCL_NTHREADS acts on it (ccoverlap.nccl.THREAD_RULES)
 
     def __post_init__(self):
         self.n4 = self.nbytes // 16
