@@ -89,7 +89,7 @@ def _summarize_sizes(workload: str, strategy: str, ranks: list[dict], stats: dic
         per_rank = [r["sizes"][i] for r in ranks]
         rows.append({**{k: v for k, v in first.items() if k != "samples"}, "workload": workload, "strategy": strategy,
                      "status": "ok", "wrong": sum(r["wrong"] for r in per_rank),
-                     "step_ms": max(r["step_ms"] for r in per_rank),
+                     "step_ms": max(r["step_ms"] for r in per_rank), "interposer": stats or None,
                      "samples": {f"rank{r['rank']}": r["sizes"][i]["samples"] for r in ranks}})
     return rows
 

@@ -36,7 +36,7 @@ class LabConfig:
     fma_iters: int = field(default=40000, metadata={"help": "FMA loop trips per thread"})
     sparse_ms: float = field(default=4.0, metadata={"help": "how long the sparse family (one FMA block per SM) runs"})
     trace_dir: str | None = field(default=None, metadata={
-        "flag": "--trace", "metavar": "DIR", "help": "also record each cell (2 repetitions, the first analysed) as "
+        "flag": "--trace", "metavar": "DIR", "help": "also record each cell (1 warm-up and 2 recorded repetitions, the first analysed) as "
         "DIR/<compute>+<comm>/<strategy>-<order>/rank0_trace.json.gz, for `ccoverlap analyze --comm-regex "
         "'^comm_(proxy|paced)$'`"})
     elementwise_gib: float = 2.0

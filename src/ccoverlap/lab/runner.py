@@ -242,7 +242,7 @@ class Lab:
                 if self.cfg.trace_dir:  # the cell as the doctor sees it: known waits to check it against
                     where = Path(self.cfg.trace_dir, f"{phase.name}+{proxy.name}", f"{strategy.name}-{order}")
                     profiling.record(lambda: self._rep(phase, proxy, streams, setup, order),
-                                     where / "rank0_trace.json.gz", cuda=True, warmup=0, active=2)
+                                     where / "rank0_trace.json.gz", cuda=True, warmup=1, active=2)
             finally:
                 phase.hint(None)
         info["outputs_match"] = _same(reference, phase.snapshot(), phase.exact)
