@@ -122,3 +122,13 @@ def test_more_drain_never_needs_a_larger_pad(compute, comm, drain):
         padded = compute.padded(relaxed.pad_bytes)
         staying = max(occupancy("h200", padded).blocks - relaxed.drain, 0)
         assert coresident("h200", padded, staying, comm, 1)[0]
+
+
+def test_shrink_suggestion_names_nccl_nthreads_per_protocol():
+    """Ring Simple runs NCCL_NTHREADS plus a sync warp, ring LL exactly NCCL_NTHREADS (NCCL 2.28.9)."""
+    from ccoverlap import KernelFootprint, plan
+
+    p = plan("h200", KernelFootprint(256, 128, grid=132), KernelFootprint(640, 96, 22592, 82240, grid=16, cluster=4))
+    shrink = next(s for s in p.suggestions if s.startswith("shrink"))
+    assert shrink.startswith("shrink comm CTAs to 320 threads (NCCL_NTHREADS=288 for NCCL's Simple protocol, "
+                             "NCCL_NTHREADS=320 for NCCL's LL)")

@@ -18,9 +18,10 @@ from ccoverlap.footprint import KernelFootprint
 from ccoverlap.limits import DeviceLimits, get_device
 from ccoverlap.occupancy import CARVEOUT, Beside, Resource, beside, carveout_hint, occupancy
 
-#: NCCL_NTHREADS accepts 64..512 in warps; a CTA runs one more warp than that.
+#: NCCL_NTHREADS accepts 64..512 in warps; ring LL runs that many threads, ring Simple one warp more
+#: (ccoverlap.nccl.THREAD_RULES has NCCL's rules; kept here as numbers so the planner needs no NCCL).
 NCCL_NTHREADS_RANGE = (64, 512)
-NCCL_EXTRA_WARP = 32
+NCCL_SIMPLE_EXTRA_WARP = 32
 #: The lever that sets the compute kernel's preferred shared-memory carveout.
 CARVEOUT_HINT = "carveout-hint"
 
@@ -168,12 +169,11 @@ def _suggestions(dev: DeviceLimits, p: Plan) -> list[str]:
         smaller = dataclasses.replace(p.comm, threads=threads)
         raw = _plan_raw(dev, p.compute, smaller, p.per_sm, p.drain)
         if raw.feasible:
-            nthreads = threads - NCCL_EXTRA_WARP
-            hint = (
-                f" (NCCL_NTHREADS={nthreads} for NCCL)"
-                if NCCL_NTHREADS_RANGE[0] <= nthreads <= NCCL_NTHREADS_RANGE[1]
-                else ""
-            )
+            lo, hi = NCCL_NTHREADS_RANGE
+            settings = [f"NCCL_NTHREADS={n} for NCCL's {protocol}" for n, protocol in
+                        ((threads - NCCL_SIMPLE_EXTRA_WARP, "Simple protocol"), (threads, "LL"))
+                        if lo <= n <= hi and n % dev.warp_size == 0]
+            hint = f" ({', '.join(settings)})" if settings else ""
             out.append(
                 f"shrink comm CTAs to {threads} threads{hint}: then a pad of {raw.pad_bytes} B leaves "
                 f"{raw.compute_blocks} compute block(s)/SM beside them; each CTA then moves less data per step"
