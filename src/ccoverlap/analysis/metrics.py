@@ -14,11 +14,16 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.trace import Kernel, KernelClass, Trace
 from ccoverlap.errors import UsageError
 from ccoverlap.limits import PRESETS, DeviceLimits, preset_for
 from ccoverlap.occupancy import occupancy
+
+if TYPE_CHECKING:
+    from ccoverlap.analysis.contention import RankDiagnosis
+    from ccoverlap.analysis.recommend import Verdict
 
 Interval = tuple[float, float]
 
@@ -83,7 +88,13 @@ def covered(interval: Interval, merged: Sequence[Interval], starts: Sequence[flo
 
 
 def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
-    """The kernels HTA analyses: with two or more profiler steps, those launched before the last one.
+    """The kernels HTA analyses (see analysed_indices)."""
+    return tuple(trace.kernels[i] for i in analysed_indices(trace))
+
+
+def analysed_indices(trace: Trace) -> list[int]:
+    """The kernels HTA analyses, as indices into trace.kernels: with two or more profiler steps, those launched
+    before the last one.
 
     The last profiled step is usually cut short by the profiler stopping, so
     HTA drops the GPU work launched in it (and GPU work whose launch is not in
@@ -94,11 +105,11 @@ def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
     reached it still counts.
     """
     if len({name for name, _ in trace.steps}) < 2:
-        return trace.kernels
+        return list(range(len(trace.kernels)))
     last_start = max(ts for _, ts in trace.steps)
-    return tuple(
-        k for k in trace.kernels if (ts := trace.launches.get(k.correlation)) is not None and ts < last_start
-    )
+    launches = trace.launches
+    return [i for i, k in enumerate(trace.kernels)
+            if (call := launches.get(k.correlation)) is not None and call.ts < last_start]
 
 
 def unlaunched(trace: Trace) -> list[Kernel]:
@@ -238,9 +249,10 @@ class RankTimes:
     memory: list[Interval]
     busy: list[Interval]  # any GPU activity
     padded: tuple[KernelStats, ...]  # the kernels with padded launches
+    diagnosis: RankDiagnosis  # why collectives started late, and the scheduling headroom (analysis.contention)
 
     @classmethod
-    def of(cls, trace: Trace, baseline: Trace | None = None) -> RankTimes:
+    def of(cls, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> RankTimes:
         kernels = analysed_kernels(trace)
         stats = kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device))
         return cls(
@@ -251,6 +263,7 @@ class RankTimes:
             memory=_merged(of_kind(kernels, KernelClass.MEMORY)),
             busy=_merged(kernels),
             padded=tuple(s for s in stats if s.padded_launches),
+            diagnosis=diagnosis,
         )
 
     @cached_property
@@ -295,7 +308,7 @@ class Metric:
 
     key: str  # JSON key and RankMetrics attribute
     label: str  # in words, for plots
-    unit: str  # of the JSON value: "us" (shown in ms), "%", "x" (a ratio) or "" (a count)
+    unit: str  # of the JSON value: "us" (shown in ms), "ms", "%", "x" (a ratio) or "" (a count)
     fmt: str  # format spec of the shown value (after us -> ms)
     value: Callable[[RankTimes], Value]
     combine: Callable[[list], Value] | None = None  # a strategy's ranks into one value (mean, max, sum); None: not
@@ -336,6 +349,10 @@ METRICS: tuple[Metric, ...] = (
            mean, Column(9, "comm slowdown", "comm x")),
     Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
            column=Column(10, "padded launches", "padded")),
+    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.diagnosis.headroom_ms, mean,
+           Column(11, "headroom ms")),
+    Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
+           lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm")),
 )
 
 
@@ -351,13 +368,16 @@ def shown(terminal: bool = False) -> list[Metric]:
 
 @dataclass(frozen=True)
 class RankMetrics:
-    """One rank's values of METRICS (times in microseconds, over its analysed kernels) and its padded kernels."""
+    """One rank's values of METRICS (times in microseconds, over its analysed kernels), its padded kernels,
+    why its collectives started late (the diagnosis) and what to do about it (the verdict)."""
 
     strategy: str
     rank: int
     file: str
     values: dict[str, Value]  # METRICS key -> value, in METRICS order
     padded_kernels: tuple[KernelStats, ...]
+    diagnosis: RankDiagnosis
+    verdict: Verdict
 
     def __getattr__(self, key: str) -> Value:
         """r.compute_us: a metric's value."""
@@ -372,12 +392,25 @@ class RankMetrics:
 
     def to_dict(self) -> dict:
         return {"strategy": self.strategy, "rank": self.rank, "file": self.file, **self.values,
-                "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels]}
+                "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels],
+                "comm_kernels": [c.to_dict() for c in self.diagnosis.comm],
+                "exposed_comm_breakdown_ms": self.diagnosis.exposed_ms,
+                "recommendations": [r.to_dict() for r in self.verdict.recommendations],
+                "verdict": self.verdict.line}
 
 
-def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None) -> RankMetrics:
-    times = RankTimes.of(trace, baseline)
-    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded)
+def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
+                 diagnosis: RankDiagnosis | None = None) -> RankMetrics:
+    """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
+    # imported here: contention builds on this module's interval arithmetic
+    from ccoverlap.analysis.contention import diagnose
+    from ccoverlap.analysis.recommend import verdict
+
+    if diagnosis is None:
+        diagnosis = diagnose({trace.rank: trace}, {trace.rank: baseline} if baseline else None)[trace.rank]
+    times = RankTimes.of(trace, baseline, diagnosis)
+    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded,
+                       diagnosis, verdict([diagnosis]))
 
 
 def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:
