@@ -315,6 +315,26 @@ def test_parse_is_streamed_in_less_memory_than_twice_the_file(tmp_path):
     assert len(trace.kernels) == len(kernels) and peak < 2 * path.stat().st_size
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parse_leaves_the_cyclic_gc_as_it_found_it(tmp_path, enabled):
+    """The parse turns the cyclic collector off while it streams (no cycles, millions of objects), and back on
+    after, also when the file is refused."""
+    import gc
+
+    good = ks.write(tmp_path / "rank0_trace.json", 0, 1, *ks.random_run(2, 2))
+    (tmp_path / "bad.json").write_text('{"traceEvents": [')
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        read_trace(good)
+        assert gc.isenabled() is enabled
+        with pytest.raises(UsageError):
+            read_trace(tmp_path / "bad.json")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 def test_record_traces_script_compiles():
     """It runs only on a GPU machine (bench/device); here, at least, it must compile."""
     script = Path(__file__).parents[1] / "bench" / "device" / "record_traces.py"

@@ -51,24 +51,24 @@ class _Launches:
     """Activities ordered by their launch call's CPU start, per key (a stream or a CPU thread)."""
 
     def __init__(self):
-        self._items: dict = defaultdict(list)
+        self.items: dict = defaultdict(list)  # key -> [(launch ts, item)]: add, then freeze
 
     def add(self, key, ts: float, i: int) -> None:
-        self._items[key].append((ts, i))
+        self.items[key].append((ts, i))
 
     def freeze(self) -> _Launches:
-        for items in self._items.values():
+        for items in self.items.values():
             items.sort()
-        self._ts = {key: [ts for ts, _ in items] for key, items in self._items.items()}
+        self._ts = {key: [ts for ts, _ in items] for key, items in self.items.items()}
         return self
 
     def last_before(self, key, ts: float) -> int:
         at = bisect_left(self._ts.get(key, ()), ts)
-        return self._items[key][at - 1][1] if at else -1
+        return self.items[key][at - 1][1] if at else -1
 
     def first_after(self, key, ts: float) -> int:
         at = bisect_right(self._ts.get(key, ()), ts)
-        items = self._items.get(key, ())
+        items = self.items.get(key, ())
         return items[at][1] if at < len(items) else -1
 
 
@@ -79,12 +79,13 @@ def graph(trace: Trace) -> Graph:
     release = [min(c.end, k.ts) if c else k.ts for k, c in zip(kernels, calls, strict=True)]
     prev, last = [], {}
     by_stream, by_thread = _Launches(), _Launches()
+    streams, threads = by_stream.items, by_thread.items
     for i, (k, c) in enumerate(zip(kernels, calls, strict=True)):
         prev.append(last.get(k.stream, -1))
         last[k.stream] = i
         if c:
-            by_stream.add(k.stream, c.ts, i)
-            by_thread.add(c.tid, c.ts, i)
+            streams[k.stream].append((c.ts, i))
+            threads[c.tid].append((c.ts, i))
     by_stream.freeze()
     by_thread.freeze()
     records = _Launches()
