@@ -16,11 +16,9 @@ from hypothesis import strategies as st
 
 import kineto_synth as ks
 from ccoverlap.analysis import analyze, metrics
-from ccoverlap.analysis.metrics import (
-    analysed_kernels, device_limits, exposed_intervals, intersection, length, merge, rank_metrics, subtract,
-)
-from ccoverlap.analysis.report import short_name
-from ccoverlap.analysis.trace import Classifier, KernelClass, read_trace
+from ccoverlap.analysis.intervals import intersection, length, merge, subtract
+from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
+from ccoverlap.analysis.trace import Classifier, KernelClass, analysed_kernels, device_limits, read_trace, short_name
 from ccoverlap.cli import main
 from ccoverlap.errors import UsageError
 from ccoverlap.limits import PRESETS

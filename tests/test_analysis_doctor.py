@@ -13,10 +13,11 @@ from ccoverlap import levers
 from ccoverlap.analysis import analyze
 from ccoverlap.analysis.contention import PARTS, RESOURCE_CAUSES, Cause, diagnose
 from ccoverlap.analysis.deps import graph
-from ccoverlap.analysis.metrics import analysed_kernels, exposed_intervals, length, rank_metrics
+from ccoverlap.analysis.intervals import length
+from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
 from ccoverlap.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.replay import Node, makespan, replay
-from ccoverlap.analysis.trace import KernelClass, read_trace
+from ccoverlap.analysis.trace import KernelClass, analysed_kernels, read_trace
 from ccoverlap.cli import main
 from ccoverlap.occupancy import CARVEOUT, Resource
 from hta_reference import TRACES
@@ -283,6 +284,14 @@ def test_driver_launches_and_sync_records_are_in_the_model(tmp_path):
     assert comm.collective[:2] == ("allreduce", 1 << 20)
     g = graph(trace)
     assert g.events == {trace.kernels.index(comm): (0,)} and not g.unresolved
+
+
+def test_foreign_collective_args_are_keys_too(tmp_path):
+    """Collective args of a shape torch does not write (a list, an object) still identify the collective."""
+    odd = dict(NCCL, args={"Collective name": ["allreduce"], "In msg nelems": {"n": 4}})
+    trace, d = one_rank(tmp_path, [ks.K(ks.NCCL, 100, 50, **odd), ks.K(ks.NCCL, 200, 70, **odd)])
+    assert trace.kernels[0].collective[:2] == ('["allreduce"]', '{"n": 4}')
+    assert [c.uncontended_us for c in d.comm] == [50, 50]
 
 
 def test_a_trace_without_profiler_steps_is_one_window(tmp_path):

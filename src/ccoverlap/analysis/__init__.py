@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccoverlap.analysis.contention import diagnose
-from ccoverlap.analysis.metrics import RankMetrics, analysed_kernels, rank_metrics, unlaunched
-from ccoverlap.analysis.trace import Classifier, Problem, Trace, discover, read_traces
+from ccoverlap.analysis.metrics import RankMetrics, rank_metrics
+from ccoverlap.analysis.trace import Classifier, Problem, Trace, analysed_kernels, discover, read_traces, unlaunched
 from ccoverlap.errors import UsageError
 
 

@@ -22,9 +22,9 @@ from enum import Enum
 from functools import lru_cache
 
 from ccoverlap.analysis.deps import Graph, graph
-from ccoverlap.analysis.metrics import Interval, analysed_indices, analysed_kernels, covered, device_limits, merge
+from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
-from ccoverlap.analysis.trace import Kernel, KernelClass, Trace
+from ccoverlap.analysis.trace import Kernel, KernelClass, Trace, analysed_indices, analysed_kernels, device_limits
 from ccoverlap.errors import UsageError
 from ccoverlap.footprint import KernelFootprint
 from ccoverlap.limits import DeviceLimits
@@ -205,10 +205,9 @@ class _Rank:
                                     strict=True))
         self.compute_alone = _compute_alone(analysed_kernels(baseline) if baseline else (),
                                             [k for k in compute if not self.beside_comm[id(k)]])
-        self.comm_alone = comm_alone
         self.device = device_limits(trace.device)
         running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE])
-        step_of = {i: name for name, idx in self.windows for i in idx}
+        step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew and exposed time still to come
         for i in self.analysed:
             k = kernels[i]

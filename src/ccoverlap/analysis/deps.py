@@ -78,14 +78,16 @@ def graph(trace: Trace) -> Graph:
     calls = [trace.launches.get(k.correlation) if k.correlation >= 0 else None for k in kernels]
     release = [min(c.end, k.ts) if c else k.ts for k, c in zip(kernels, calls, strict=True)]
     prev, last = [], {}
-    by_stream, by_thread = _Launches(), _Launches()
-    streams, threads = by_stream.items, by_thread.items
-    for i, (k, c) in enumerate(zip(kernels, calls, strict=True)):
+    for i, k in enumerate(kernels):
         prev.append(last.get(k.stream, -1))
         last[k.stream] = i
-        if c:
-            streams[k.stream].append((c.ts, i))
-            threads[c.tid].append((c.ts, i))
+    by_stream, by_thread = _Launches(), _Launches()
+    if trace.waits or trace.wait_calls:  # launch order per stream and per thread: only waits need it
+        streams, threads = by_stream.items, by_thread.items
+        for i, (k, c) in enumerate(zip(kernels, calls, strict=True)):
+            if c:
+                streams[k.stream].append((c.ts, i))
+                threads[c.tid].append((c.ts, i))
     by_stream.freeze()
     by_thread.freeze()
     records = _Launches()

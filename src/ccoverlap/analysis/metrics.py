@@ -9,115 +9,18 @@ activity, and the last profiler step is left out as HTA leaves it out.
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
-from ccoverlap.analysis.trace import Kernel, KernelClass, Trace
+from ccoverlap.analysis.contention import RankDiagnosis, diagnose
+from ccoverlap.analysis.intervals import Interval, covered, intersection, length, merge, subtract
+from ccoverlap.analysis.recommend import Verdict, verdict
+from ccoverlap.analysis.trace import Kernel, KernelClass, Trace, analysed_kernels, device_limits
 from ccoverlap.errors import UsageError
-from ccoverlap.limits import PRESETS, DeviceLimits, preset_for
+from ccoverlap.limits import DeviceLimits
 from ccoverlap.occupancy import occupancy
-
-if TYPE_CHECKING:
-    from ccoverlap.analysis.contention import RankDiagnosis
-    from ccoverlap.analysis.recommend import Verdict
-
-Interval = tuple[float, float]
-
-
-def merge(intervals: Iterable[Interval]) -> list[Interval]:
-    """Union of intervals as sorted disjoint intervals; touching ones join (as HTA's merge)."""
-    out: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(s, e) for s, e in out]
-
-
-def length(merged: Sequence[Interval]) -> float:
-    return sum(e - s for s, e in merged)
-
-
-def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> float:
-    """Length of the intersection of two merged (sorted, disjoint) interval lists."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
-    """The parts of merged list `a` that merged list `b` does not cover."""
-    out: list[Interval] = []
-    j = 0
-    for start, end in a:
-        while j < len(b) and b[j][1] <= start:
-            j += 1
-        k, cursor = j, start
-        while k < len(b) and b[k][0] < end:
-            if b[k][0] > cursor:
-                out.append((cursor, b[k][0]))
-            cursor = max(cursor, b[k][1])
-            k += 1
-        if cursor < end:
-            out.append((cursor, end))
-    return out
-
-
-def covered(interval: Interval, merged: Sequence[Interval], starts: Sequence[float]) -> float:
-    """How much of one interval the merged list covers; `starts` are the merged starts, for bisect."""
-    lo, hi = interval
-    total = 0.0
-    i = max(bisect_right(starts, lo) - 1, 0)
-    while i < len(merged) and merged[i][0] < hi:
-        total += max(0.0, min(merged[i][1], hi) - max(merged[i][0], lo))
-        i += 1
-    return total
-
-
-def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
-    """The kernels HTA analyses (see analysed_indices)."""
-    return tuple(trace.kernels[i] for i in analysed_indices(trace))
-
-
-def analysed_indices(trace: Trace) -> list[int]:
-    """The kernels HTA analyses, as indices into trace.kernels: with two or more profiler steps, those launched
-    before the last one.
-
-    The last profiled step is usually cut short by the profiler stopping, so
-    HTA drops the GPU work launched in it (and GPU work whose launch is not in
-    the trace); with fewer than two steps every kernel counts. As in HTA, the
-    last step starts at the latest ProfilerStep annotation, CPU or GPU side:
-    Kineto writes the GPU one (gpu_user_annotation) without a stream, and HTA
-    reads it as a CPU event, so work launched in the last step before the GPU
-    reached it still counts.
-    """
-    if len({name for name, _ in trace.steps}) < 2:
-        return list(range(len(trace.kernels)))
-    last_start = max(ts for _, ts in trace.steps)
-    launches = trace.launches
-    return [i for i, k in enumerate(trace.kernels)
-            if (call := launches.get(k.correlation)) is not None and call.ts < last_start]
-
-
-def unlaunched(trace: Trace) -> list[Kernel]:
-    """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
-    if len({name for name, _ in trace.steps}) < 2:
-        return []
-    return [k for k in trace.kernels if k.correlation not in trace.launches]
-
 
 def of_kind(kernels: Iterable[Kernel], kind: KernelClass) -> list[Kernel]:
     return [k for k in kernels if k.kind is kind]
@@ -213,26 +116,6 @@ def _resident(device: DeviceLimits | None, fp, delta: int) -> int | None:
         return occupancy(device, fp.padded(delta)).blocks
     except UsageError:
         return None
-
-
-def device_limits(props: dict | None) -> DeviceLimits | None:
-    """The occupancy limits of the GPU named in a trace's deviceProperties (None if unknown)."""
-    if not props:
-        return None
-    name = str(props.get("name", "")).lower()
-    major, minor = props.get("computeMajor"), props.get("computeMinor")
-    preset = next((p for key, p in PRESETS.items() if key in name), None)
-    if preset is None:
-        preset = preset_for((major, minor))
-    if preset is None:
-        return None
-    fields = {
-        "sm_count": "numSms", "max_threads_per_sm": "maxThreadsPerMultiprocessor",
-        "regs_per_sm": "regsPerMultiprocessor", "smem_per_sm": "sharedMemPerMultiprocessor",
-        "smem_per_block_optin": "sharedMemPerBlockOptin",
-    }
-    read = {ours: int(props[theirs]) for ours, theirs in fields.items() if isinstance(props.get(theirs), int)}
-    return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties", **read)
 
 
 # --- per-rank metrics: one table (METRICS), read by the JSON, the per-strategy values, the report and the terminal ---
@@ -402,10 +285,6 @@ class RankMetrics:
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
                  diagnosis: RankDiagnosis | None = None) -> RankMetrics:
     """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
-    # imported here: contention builds on this module's interval arithmetic
-    from ccoverlap.analysis.contention import diagnose
-    from ccoverlap.analysis.recommend import verdict
-
     if diagnosis is None:
         diagnosis = diagnose({trace.rank: trace}, {trace.rank: baseline} if baseline else None)[trace.rank]
     times = RankTimes.of(trace, baseline, diagnosis)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ccoverlap.analysis.metrics import Interval, exposed_intervals, merge, metric
+from ccoverlap.analysis.intervals import Interval, merge
+from ccoverlap.analysis.metrics import exposed_intervals, metric
 from ccoverlap.analysis.trace import Kernel, KernelClass
 from ccoverlap.plotting import COLORS as PALETTE
 from ccoverlap.plotting import SMALL_SIZE, TITLE_SIZE, new_figure, png_bytes

@@ -7,6 +7,7 @@ analysis is a pure function of the model (ccoverlap.analysis.metrics).
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import gzip
 import json
@@ -24,6 +25,7 @@ import ijson
 
 from ccoverlap.errors import UsageError
 from ccoverlap.footprint import KernelFootprint
+from ccoverlap.limits import PRESETS, DeviceLimits, preset_for
 
 #: NCCL and RCCL collective kernels, old and new: ncclKernel_*, ncclDevKernel_*,
 #: ncclSymkDevKernel_* (HTA's pattern, so both tools class the same kernels).
@@ -205,6 +207,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     records: list[int] = []
     wait_calls: list[int] = []
     event_streams: dict[int, tuple[int, int]] = {}
+    threads: dict[int, int] = {}
     device_id = None
     try:
         with _open(path) as raw, _no_cyclic_gc():
@@ -231,7 +234,8 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
                 elif (corr := args.get("correlation")) is not None:
                     corr, ts, dur, tid = int(corr), _ts(ev), ev["dur"], ev.get("tid")
                     finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
-                    launches[corr] = _call((ts, ts + dur if finite else ts, tid if type(tid) is int else str(tid)))
+                    tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
+                    launches[corr] = _call((ts, ts + dur if finite else ts, tid))
                     if (name := ev.get("name")) in _WAIT_CALLS:
                         wait_calls.append(corr)
                     elif type(name) is str and name.startswith(_RECORD_CALLS):
@@ -297,7 +301,7 @@ def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dic
     if not 0 <= dur < math.inf:  # NaN too
         raise UsageError(f"GPU event {_name(ev)} at ts {ts}: duration {dur} us (valid: finite and >= 0)")
     bps = args.get("blocks per SM")
-    collective = tuple(args.get(a) for a in _COLLECTIVE_ARGS) if "Collective name" in args else None
+    collective = tuple(_scalar(args.get(a)) for a in _COLLECTIVE_ARGS) if "Collective name" in args else None
     return Kernel(
         name=name,
         kind=kind,
@@ -309,6 +313,11 @@ def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dic
         blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
         collective=collective,
     )
+
+
+def _scalar(value):
+    """A JSON value as a key: lists and objects (not what torch writes there) as their text."""
+    return value if value is None or isinstance(value, (str, int, float)) else json.dumps(value)
 
 
 def _ts(ev: dict) -> float:
@@ -352,6 +361,60 @@ def short_name(name: str, width: int = 64) -> str:
 def _short(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:160]
+
+
+# --- what the analyses read from a trace: the kernels that count, the GPU ---
+
+def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
+    """The kernels HTA analyses (see analysed_indices)."""
+    return tuple(trace.kernels[i] for i in analysed_indices(trace))
+
+
+def analysed_indices(trace: Trace) -> list[int]:
+    """The kernels HTA analyses, as indices into trace.kernels: with two or more profiler steps, those launched
+    before the last one.
+
+    The last profiled step is usually cut short by the profiler stopping, so
+    HTA drops the GPU work launched in it (and GPU work whose launch is not in
+    the trace); with fewer than two steps every kernel counts. As in HTA, the
+    last step starts at the latest ProfilerStep annotation, CPU or GPU side:
+    Kineto writes the GPU one (gpu_user_annotation) without a stream, and HTA
+    reads it as a CPU event, so work launched in the last step before the GPU
+    reached it still counts.
+    """
+    if len({name for name, _ in trace.steps}) < 2:
+        return list(range(len(trace.kernels)))
+    last_start = max(ts for _, ts in trace.steps)
+    launches = trace.launches
+    return [i for i, k in enumerate(trace.kernels)
+            if (call := launches.get(k.correlation)) is not None and call.ts < last_start]
+
+
+def unlaunched(trace: Trace) -> list[Kernel]:
+    """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
+    if len({name for name, _ in trace.steps}) < 2:
+        return []
+    return [k for k in trace.kernels if k.correlation not in trace.launches]
+
+
+def device_limits(props: dict | None) -> DeviceLimits | None:
+    """The occupancy limits of the GPU named in a trace's deviceProperties (None if unknown)."""
+    if not props:
+        return None
+    name = str(props.get("name", "")).lower()
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    preset = next((p for key, p in PRESETS.items() if key in name), None)
+    if preset is None:
+        preset = preset_for((major, minor))
+    if preset is None:
+        return None
+    fields = {
+        "sm_count": "numSms", "max_threads_per_sm": "maxThreadsPerMultiprocessor",
+        "regs_per_sm": "regsPerMultiprocessor", "smem_per_sm": "sharedMemPerMultiprocessor",
+        "smem_per_block_optin": "sharedMemPerBlockOptin",
+    }
+    read = {ours: int(props[theirs]) for ours, theirs in fields.items() if isinstance(props.get(theirs), int)}
+    return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties", **read)
 
 
 TRACE_SUFFIXES = (".json", ".json.gz")

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.metrics import shown, strategy_values
     from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.report import short_name, write_report
+    from ccoverlap.analysis.report import write_report
+    from ccoverlap.analysis.trace import short_name
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
