@@ -1,9 +1,11 @@
 """Kineto-shaped Chrome traces for tests, fixtures and the parse-throughput measurement.
 
 Events have the fields and args torch.profiler writes (torch 2.x): cpu_op with
-shapes, cuda_runtime launches with correlation ids, kernels with their launch
-args, ac2g flows, ProfilerStep annotations, deviceProperties and
-distributedInfo before traceEvents.
+shapes, cuda_runtime (or cuda_driver) launches with correlation ids, kernels with
+their launch args, ac2g flows, ProfilerStep annotations, deviceProperties and
+distributedInfo before traceEvents; with CUDA sync events on, cudaEventRecord /
+cudaStreamWaitEvent calls and CUPTI's "Stream Wait Event" records (cat cuda_sync),
+shaped as torch 2.11 writes them (wait_on_stream and the record's correlation -1).
 """
 from __future__ import annotations
 
@@ -38,12 +40,64 @@ class K:
     regs: int = 32
     smem: int = 0
     launch_ts: float | None = None  # CPU time of the launch call; default 5 us before ts
+    launch_dur: float = 4
+    tid: int | None = None  # CPU thread of the launch call; default the process id (the main thread)
+    driver: bool = False  # launched with cuLaunchKernelEx (cat cuda_driver), as NCCL launches
+    args: dict | None = None  # more kernel args (e.g. NCCL's "Collective name", "In msg nelems")
 
 
-def events(kernels: list[K], steps: list[tuple[float, float]], *, pid: int = 4242, cpu_noise: int = 0, seed: int = 0):
-    """Trace events for the kernels, their launches, flows and profiler steps (+ cpu_noise cpu_ops each)."""
+@dataclass(eq=False)
+class Call:
+    """A CPU runtime call with its own correlation id: cudaEventRecord*, cudaStreamWaitEvent."""
+
+    name: str
+    ts: float
+    dur: float = 1.0
+    tid: int | None = None
+
+
+@dataclass(eq=False)
+class Wait:
+    """CUPTI's "Stream Wait Event" for the cudaStreamWaitEvent `call`: `stream` waits for event `event_id`.
+
+    `record` (a Call) and `wait_on_stream` fill the fields torch 2.11 leaves at -1; give them to
+    mimic a Kineto that resolves them."""
+
+    call: Call
+    stream: int
+    event_id: int = -1
+    wait_on_stream: int = -1
+    record: Call | None = None
+
+
+def collective(name: str = "allreduce", nelems: int = 1 << 20, group: str = "0") -> dict:
+    """The args torch writes on an NCCL kernel (record_param_comms)."""
+    return {"Collective name": name, "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": 2,
+            "dtype": "BFloat16", "Process Group Name": group, "Process Group Ranks": "[0, 1]"}
+
+
+def events(kernels: list[K], steps: list[tuple[float, float]], *, pid: int = 4242, cpu_noise: int = 0, seed: int = 0,
+           calls: list[Call] = (), waits: list[Wait] = (), cuda_events: list[tuple[Call, int, int]] = ()):
+    """Trace events for the kernels, their launches, flows and profiler steps (+ cpu_noise cpu_ops each),
+    the CPU calls, Stream Wait Event records and cuda_event records ((record call, stream, event id): what a
+    Kineto with CUDA event activities writes) given."""
     rnd = random.Random(seed)
     yield {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python3"}}
+    call_corr = {id(c): 1_000_000 + i for i, c in enumerate(calls)}
+    for c in calls:
+        yield {"ph": "X", "cat": "cuda_runtime", "name": c.name, "pid": pid, "tid": pid if c.tid is None else c.tid,
+               "ts": c.ts, "dur": c.dur, "args": {"cbid": 135, "correlation": call_corr[id(c)]}}
+    for w in waits:
+        yield {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": w.stream,
+               "ts": w.call.ts + w.call.dur / 2, "dur": 0,
+               "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": w.wait_on_stream,
+                        "wait_on_cuda_event_record_corr_id": call_corr[id(w.record)] if w.record else -1,
+                        "wait_on_cuda_event_id": w.event_id, "stream": w.stream,
+                        "correlation": call_corr[id(w.call)], "device": 0, "context": 1}}
+    for call, stream, event_id in cuda_events:
+        yield {"ph": "X", "cat": "cuda_event", "name": "cudaEvent", "pid": 0, "tid": stream, "ts": call.ts, "dur": 0,
+               "args": {"event_id": event_id, "stream": stream, "correlation": call_corr[id(call)], "device": 0,
+                        "context": 1}}
     for n, (ts, dur) in enumerate(steps, start=1):
         yield {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": pid, "tid": pid,
                "ts": ts, "dur": dur, "args": {"External id": n, "Record function id": 0, "Ev Idx": n}}
@@ -56,15 +110,16 @@ def events(kernels: list[K], steps: list[tuple[float, float]], *, pid: int = 424
                             "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"],
                             "Input Strides": [[4096, 1], [4096, 1]], "Concrete Inputs": ["", ""],
                             "Sequence number": corr, "Fwd thread id": 0}}
-        call = "cudaLaunchKernel" if k.cat == "kernel" else "cudaMemcpyAsync"
-        yield {"ph": "X", "cat": "cuda_runtime", "name": call, "pid": pid, "tid": pid, "ts": launch, "dur": 4,
+        call = "cuLaunchKernelEx" if k.driver else "cudaLaunchKernel" if k.cat == "kernel" else "cudaMemcpyAsync"
+        yield {"ph": "X", "cat": "cuda_driver" if k.driver else "cuda_runtime", "name": call, "pid": pid,
+               "tid": pid if k.tid is None else k.tid, "ts": launch, "dur": k.launch_dur,
                "args": {"External id": corr, "cbid": 211, "correlation": corr}}
         yield {"ph": "s", "id": corr, "pid": pid, "tid": pid, "ts": launch, "cat": "ac2g", "name": "ac2g"}
         args = {"External id": corr, "queued": 0, "device": 0, "context": 1, "stream": k.stream, "correlation": corr}
         if k.cat == "kernel":
             args |= {"registers per thread": k.regs, "shared memory": k.smem, "blocks per SM": k.grid / 132,
                      "warps per SM": k.grid * k.block / 32 / 132, "grid": [k.grid, 1, 1], "block": [k.block, 1, 1],
-                     "est. achieved occupancy %": 50}
+                     "est. achieved occupancy %": 50} | (k.args or {})
         else:
             args |= {"bytes": 1 << 20, "memory bandwidth (GB/s)": 100.0}
         yield {"ph": "X", "cat": k.cat, "name": k.name, "pid": 0, "tid": k.stream, "ts": k.ts, "dur": k.dur, "args": args}

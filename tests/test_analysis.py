@@ -16,11 +16,9 @@ from hypothesis import strategies as st
 
 import kineto_synth as ks
 from ccoverlap.analysis import analyze, metrics
-from ccoverlap.analysis.metrics import (
-    analysed_kernels, device_limits, exposed_intervals, intersection, length, merge, rank_metrics, subtract,
-)
-from ccoverlap.analysis.report import short_name
-from ccoverlap.analysis.trace import Classifier, KernelClass, read_trace
+from ccoverlap.analysis.intervals import intersection, length, merge, subtract
+from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
+from ccoverlap.analysis.trace import Classifier, KernelClass, analysed_kernels, device_limits, read_trace, short_name
 from ccoverlap.cli import main
 from ccoverlap.errors import UsageError
 from ccoverlap.limits import PRESETS
@@ -181,9 +179,9 @@ def test_last_step_starts_at_the_gpu_annotation_as_in_hta():
     cpu_last = min(ts for name, ts in t.steps if name == "ProfilerStep#3")
     assert starts["ProfilerStep#3"] > cpu_last  # the GPU annotation of the last step comes later
     kept = analysed_kernels(t)
-    late = [k for k in kept if t.launches[k.correlation] >= cpu_last]
+    late = [k for k in kept if t.launches[k.correlation].ts >= cpu_last]
     assert {k.kind for k in late} >= {KernelClass.COMMUNICATION, KernelClass.COMPUTE}
-    assert all(t.launches[k.correlation] < starts["ProfilerStep#3"] for k in kept)
+    assert all(t.launches[k.correlation].ts < starts["ProfilerStep#3"] for k in kept)
     assert len(kept) < len(t.kernels)
 
 
@@ -315,6 +313,26 @@ def test_parse_is_streamed_in_less_memory_than_twice_the_file(tmp_path):
     assert len(trace.kernels) == len(kernels) and peak < 2 * path.stat().st_size
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parse_leaves_the_cyclic_gc_as_it_found_it(tmp_path, enabled):
+    """The parse turns the cyclic collector off while it streams (no cycles, millions of objects), and back on
+    after, also when the file is refused."""
+    import gc
+
+    good = ks.write(tmp_path / "rank0_trace.json", 0, 1, *ks.random_run(2, 2))
+    (tmp_path / "bad.json").write_text('{"traceEvents": [')
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        read_trace(good)
+        assert gc.isenabled() is enabled
+        with pytest.raises(UsageError):
+            read_trace(tmp_path / "bad.json")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 def test_record_traces_script_compiles():
     """It runs only on a GPU machine (bench/device); here, at least, it must compile."""
     script = Path(__file__).parents[1] / "bench" / "device" / "record_traces.py"
@@ -351,17 +369,25 @@ def test_metric_table_is_consistent():
     keys = [m.key for m in metrics.METRICS]
     positions = [m.column.position for m in metrics.METRICS if m.column]
     assert len(set(keys)) == len(keys) and len(set(positions)) == len(positions)
-    assert all(m.unit in ("us", "%", "x", "") for m in metrics.METRICS)
+    assert all(m.unit in ("us", "ms", "%", "x", "") for m in metrics.METRICS)
+
+
+#: Keys the contention doctor added to each rank (issue 13) after bench/results/analyze-* were published.
+DOCTOR_METRICS = ["scheduling_headroom_ms", "compute_slowdown_beside_comm"]
+DOCTOR_KEYS = ["comm_kernels", "exposed_comm_breakdown_ms", "recommendations", "verdict"]
 
 
 def test_json_keeps_the_published_key_order(capsys):
-    """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order."""
+    """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order,
+    and the doctor's additions after them (its metrics after the published metrics, its lists at the end)."""
     published = json.loads(PUBLISHED.read_text())["analysis"]
     _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
     data = json.loads(out)
     assert list(data) == list(published)
-    assert list(data["ranks"][0]) == list(published["ranks"][0])
-    assert list(data["strategies"]["default"]) == list(next(iter(published["strategies"].values())))
+    old = list(published["ranks"][0])
+    at = old.index("padded_kernels")
+    assert list(data["ranks"][0]) == old[:at] + DOCTOR_METRICS + old[at:] + DOCTOR_KEYS
+    assert list(data["strategies"]["default"]) == list(next(iter(published["strategies"].values()))) + DOCTOR_METRICS
     (padded,) = [r for r in data["ranks"] if r["padded_kernels"]][:1]
     (published_padded,) = [r for r in published["ranks"] if r["padded_kernels"]][:1]
     assert list(padded["padded_kernels"][0]) == list(published_padded["padded_kernels"][0])
@@ -397,7 +423,7 @@ def test_a_metric_added_to_the_table_shows_everywhere(capsys, tmp_path, monkeypa
     for r in data["ranks"]:
         path = Path(r["file"])
         assert r["longest_kernel_us"] == max(k.dur for k in analysed_kernels(read_trace(path)))
-        assert list(r)[-2:] == ["longest_kernel_us", "padded_kernels"]
+        assert list(r)[-len(DOCTOR_KEYS) - 2:-len(DOCTOR_KEYS)] == ["longest_kernel_us", "padded_kernels"]
     for name, s in data["strategies"].items():  # combined by max, not the mean
         assert s["longest_kernel_us"] == max(r["longest_kernel_us"] for r in data["ranks"] if r["strategy"] == name)
     assert "<th>longest kernel ms</th>" in report

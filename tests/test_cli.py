@@ -115,5 +115,9 @@ def _piped(argv: list[str], read_first_line: bool) -> subprocess.CompletedProces
 ], ids=["info", "analyze"])
 def test_a_closed_pipe_is_a_quiet_end(argv, read_first_line):
     proc = _piped(argv, read_first_line)
-    assert "Traceback" not in proc.stderr and proc.stderr == ""
+    # the only lines on stderr: analyze's notes on the H200 traces, recorded without CUDA sync events
+    notes = [x for x in proc.stderr.splitlines() if x.startswith("ccoverlap analyze: ")
+             and "without a Stream Wait Event record" in x]
+    assert "Traceback" not in proc.stderr and proc.stderr.splitlines() == notes
+    assert len(notes) == (6 if argv[0] == "analyze" else 0)
     assert proc.returncode == CLOSED_PIPE_EXIT == 141

@@ -2,8 +2,11 @@
 
 Generates a Kineto-shaped trace of about --mb MB (uncompressed JSON; cpu_ops
 with shapes around every launch, as real traces have) in a temporary folder,
-parses it in a fresh process and prints MB/s (of JSON) and peak RSS. The trace is
-deleted afterwards; nothing is committed.
+parses it in a fresh process and prints MB/s (of JSON) and peak RSS; then runs
+the rank's whole analysis on the parsed model (metrics, and why each collective
+started late: dependency graph, causes, breakdown, ideal replay) and prints its
+time and the MB/s of parse plus analysis. The trace is deleted afterwards;
+nothing is committed.
 
 usage: python bench/analysis/parse_throughput.py [--mb 300] [--gz]
 """
@@ -25,6 +28,7 @@ import kineto_synth  # noqa: E402
 PARSE = """
 import sys, time
 from pathlib import Path
+from ccoverlap.analysis.metrics import rank_metrics
 from ccoverlap.analysis.trace import read_trace
 
 def hwm():  # this process's peak RSS (ru_maxrss would include the parent's, inherited across exec)
@@ -35,7 +39,10 @@ base = hwm()
 t0 = time.perf_counter()
 trace = read_trace(Path(sys.argv[1]))
 dt = time.perf_counter() - t0
-print(dt, len(trace.kernels), base, hwm())
+parsed = hwm()
+t0 = time.perf_counter()
+rank_metrics("s", trace)
+print(dt, len(trace.kernels), base, parsed, time.perf_counter() - t0, hwm())
 """
 
 def generate(path: Path, mb: int, cpu_noise: int) -> None:
@@ -62,13 +69,15 @@ def main() -> None:
         size = json_bytes(path) if args.gz else path.stat().st_size
         print(f"generated {size / 1e6:.0f} MB in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         out = subprocess.run([sys.executable, "-c", PARSE, str(path)], capture_output=True, text=True, check=True)
-        seconds, kernels, base, rss = out.stdout.split()
-        seconds, base, rss = float(seconds), int(base), int(rss)
+        seconds, kernels, base, rss, analysis, analysed_rss = out.stdout.split()
+        seconds, base, rss, analysis = float(seconds), int(base), int(rss), float(analysis)
         print(json.dumps({
             "json_mb": round(size / 1e6, 1), "file_mb": round(path.stat().st_size / 1e6, 1), "kernels": int(kernels),
             "seconds": round(seconds, 2), "mb_per_s": round(size / 1e6 / seconds, 1),
             "peak_rss_mb": round(rss / 1e6, 1), "rss_before_parse_mb": round(base / 1e6, 1),
             "peak_rss_over_file": round(rss / path.stat().st_size, 3),
+            "analysis_seconds": round(analysis, 2), "with_analysis_mb_per_s": round(size / 1e6 / (seconds + analysis), 1),
+            "peak_rss_with_analysis_mb": round(int(analysed_rss) / 1e6, 1),
             "cpus": os.cpu_count(),
         }))
 

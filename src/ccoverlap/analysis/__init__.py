@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccoverlap.analysis.metrics import RankMetrics, analysed_kernels, rank_metrics, unlaunched
-from ccoverlap.analysis.trace import Classifier, Problem, Trace, discover, read_traces
+from ccoverlap.analysis.contention import diagnose
+from ccoverlap.analysis.metrics import RankMetrics, rank_metrics
+from ccoverlap.analysis.trace import Classifier, Problem, Trace, analysed_kernels, discover, read_traces, unlaunched
 from ccoverlap.errors import UsageError
 
 
@@ -23,8 +24,12 @@ class Analysis:
     missing_ranks: dict[str, list[int]]  # strategy -> ranks of its world with no usable trace (only where some are)
 
 
-def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None) -> Analysis:
-    """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics."""
+def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
+            comm_cluster: int | None = None) -> Analysis:
+    """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics and diagnoses.
+
+    `comm_cluster`: the communication kernels' cluster size, where the caller knows it (the traces do not
+    record it; NCCL's default is assumed)."""
     classifier = Classifier.with_user_regex(comm_regex)
     found = discover(root)
     problems: list[Problem] = []
@@ -50,11 +55,12 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     base = None
     if baseline is not None:
         base = _baseline(baseline, found, strategies, classifier, problems)
-    ranks = [
-        rank_metrics(name, trace, base.get(rank) if base else None)
-        for name, traces in strategies.items()
-        for rank, trace in traces.items()
-    ]
+    ranks = []
+    for name, traces in strategies.items():
+        diagnoses = diagnose(traces, base, comm_cluster)
+        for rank, trace in traces.items():
+            problems += [Problem(trace.path, note) for note in diagnoses[rank].notes]
+            ranks.append(rank_metrics(name, trace, base.get(rank) if base else None, diagnoses[rank]))
     return Analysis(strategies, base, ranks, problems, absent)
 
 

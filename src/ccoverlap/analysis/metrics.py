@@ -9,104 +9,18 @@ activity, and the last profiler step is left out as HTA leaves it out.
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from ccoverlap.analysis.trace import Kernel, KernelClass, Trace
+from ccoverlap.analysis.contention import RankDiagnosis, diagnose
+from ccoverlap.analysis.intervals import Interval, covered, intersection, length, merge, subtract
+from ccoverlap.analysis.recommend import Verdict, verdict
+from ccoverlap.analysis.trace import Kernel, KernelClass, Trace, analysed_kernels, device_limits
 from ccoverlap.errors import UsageError
-from ccoverlap.limits import PRESETS, DeviceLimits, preset_for
+from ccoverlap.limits import DeviceLimits
 from ccoverlap.occupancy import occupancy
-
-Interval = tuple[float, float]
-
-
-def merge(intervals: Iterable[Interval]) -> list[Interval]:
-    """Union of intervals as sorted disjoint intervals; touching ones join (as HTA's merge)."""
-    out: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(s, e) for s, e in out]
-
-
-def length(merged: Sequence[Interval]) -> float:
-    return sum(e - s for s, e in merged)
-
-
-def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> float:
-    """Length of the intersection of two merged (sorted, disjoint) interval lists."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
-    """The parts of merged list `a` that merged list `b` does not cover."""
-    out: list[Interval] = []
-    j = 0
-    for start, end in a:
-        while j < len(b) and b[j][1] <= start:
-            j += 1
-        k, cursor = j, start
-        while k < len(b) and b[k][0] < end:
-            if b[k][0] > cursor:
-                out.append((cursor, b[k][0]))
-            cursor = max(cursor, b[k][1])
-            k += 1
-        if cursor < end:
-            out.append((cursor, end))
-    return out
-
-
-def covered(interval: Interval, merged: Sequence[Interval], starts: Sequence[float]) -> float:
-    """How much of one interval the merged list covers; `starts` are the merged starts, for bisect."""
-    lo, hi = interval
-    total = 0.0
-    i = max(bisect_right(starts, lo) - 1, 0)
-    while i < len(merged) and merged[i][0] < hi:
-        total += max(0.0, min(merged[i][1], hi) - max(merged[i][0], lo))
-        i += 1
-    return total
-
-
-def analysed_kernels(trace: Trace) -> tuple[Kernel, ...]:
-    """The kernels HTA analyses: with two or more profiler steps, those launched before the last one.
-
-    The last profiled step is usually cut short by the profiler stopping, so
-    HTA drops the GPU work launched in it (and GPU work whose launch is not in
-    the trace); with fewer than two steps every kernel counts. As in HTA, the
-    last step starts at the latest ProfilerStep annotation, CPU or GPU side:
-    Kineto writes the GPU one (gpu_user_annotation) without a stream, and HTA
-    reads it as a CPU event, so work launched in the last step before the GPU
-    reached it still counts.
-    """
-    if len({name for name, _ in trace.steps}) < 2:
-        return trace.kernels
-    last_start = max(ts for _, ts in trace.steps)
-    return tuple(
-        k for k in trace.kernels if (ts := trace.launches.get(k.correlation)) is not None and ts < last_start
-    )
-
-
-def unlaunched(trace: Trace) -> list[Kernel]:
-    """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
-    if len({name for name, _ in trace.steps}) < 2:
-        return []
-    return [k for k in trace.kernels if k.correlation not in trace.launches]
-
 
 def of_kind(kernels: Iterable[Kernel], kind: KernelClass) -> list[Kernel]:
     return [k for k in kernels if k.kind is kind]
@@ -204,26 +118,6 @@ def _resident(device: DeviceLimits | None, fp, delta: int) -> int | None:
         return None
 
 
-def device_limits(props: dict | None) -> DeviceLimits | None:
-    """The occupancy limits of the GPU named in a trace's deviceProperties (None if unknown)."""
-    if not props:
-        return None
-    name = str(props.get("name", "")).lower()
-    major, minor = props.get("computeMajor"), props.get("computeMinor")
-    preset = next((p for key, p in PRESETS.items() if key in name), None)
-    if preset is None:
-        preset = preset_for((major, minor))
-    if preset is None:
-        return None
-    fields = {
-        "sm_count": "numSms", "max_threads_per_sm": "maxThreadsPerMultiprocessor",
-        "regs_per_sm": "regsPerMultiprocessor", "smem_per_sm": "sharedMemPerMultiprocessor",
-        "smem_per_block_optin": "sharedMemPerBlockOptin",
-    }
-    read = {ours: int(props[theirs]) for ours, theirs in fields.items() if isinstance(props.get(theirs), int)}
-    return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties", **read)
-
-
 # --- per-rank metrics: one table (METRICS), read by the JSON, the per-strategy values, the report and the terminal ---
 
 
@@ -238,9 +132,10 @@ class RankTimes:
     memory: list[Interval]
     busy: list[Interval]  # any GPU activity
     padded: tuple[KernelStats, ...]  # the kernels with padded launches
+    diagnosis: RankDiagnosis  # why collectives started late, and the scheduling headroom (analysis.contention)
 
     @classmethod
-    def of(cls, trace: Trace, baseline: Trace | None = None) -> RankTimes:
+    def of(cls, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> RankTimes:
         kernels = analysed_kernels(trace)
         stats = kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device))
         return cls(
@@ -251,6 +146,7 @@ class RankTimes:
             memory=_merged(of_kind(kernels, KernelClass.MEMORY)),
             busy=_merged(kernels),
             padded=tuple(s for s in stats if s.padded_launches),
+            diagnosis=diagnosis,
         )
 
     @cached_property
@@ -295,7 +191,7 @@ class Metric:
 
     key: str  # JSON key and RankMetrics attribute
     label: str  # in words, for plots
-    unit: str  # of the JSON value: "us" (shown in ms), "%", "x" (a ratio) or "" (a count)
+    unit: str  # of the JSON value: "us" (shown in ms), "ms", "%", "x" (a ratio) or "" (a count)
     fmt: str  # format spec of the shown value (after us -> ms)
     value: Callable[[RankTimes], Value]
     combine: Callable[[list], Value] | None = None  # a strategy's ranks into one value (mean, max, sum); None: not
@@ -336,6 +232,10 @@ METRICS: tuple[Metric, ...] = (
            mean, Column(9, "comm slowdown", "comm x")),
     Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
            column=Column(10, "padded launches", "padded")),
+    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.diagnosis.headroom_ms, mean,
+           Column(11, "headroom ms")),
+    Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
+           lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm")),
 )
 
 
@@ -351,13 +251,16 @@ def shown(terminal: bool = False) -> list[Metric]:
 
 @dataclass(frozen=True)
 class RankMetrics:
-    """One rank's values of METRICS (times in microseconds, over its analysed kernels) and its padded kernels."""
+    """One rank's values of METRICS (times in microseconds, over its analysed kernels), its padded kernels,
+    why its collectives started late (the diagnosis) and what to do about it (the verdict)."""
 
     strategy: str
     rank: int
     file: str
     values: dict[str, Value]  # METRICS key -> value, in METRICS order
     padded_kernels: tuple[KernelStats, ...]
+    diagnosis: RankDiagnosis
+    verdict: Verdict
 
     def __getattr__(self, key: str) -> Value:
         """r.compute_us: a metric's value."""
@@ -372,12 +275,21 @@ class RankMetrics:
 
     def to_dict(self) -> dict:
         return {"strategy": self.strategy, "rank": self.rank, "file": self.file, **self.values,
-                "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels]}
+                "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels],
+                "comm_kernels": [c.to_dict() for c in self.diagnosis.comm],
+                "exposed_comm_breakdown_ms": self.diagnosis.exposed_ms,
+                "recommendations": [r.to_dict() for r in self.verdict.recommendations],
+                "verdict": self.verdict.line}
 
 
-def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None) -> RankMetrics:
-    times = RankTimes.of(trace, baseline)
-    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded)
+def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
+                 diagnosis: RankDiagnosis | None = None) -> RankMetrics:
+    """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
+    if diagnosis is None:
+        diagnosis = diagnose({trace.rank: trace}, {trace.rank: baseline} if baseline else None)[trace.rank]
+    times = RankTimes.of(trace, baseline, diagnosis)
+    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded,
+                       diagnosis, verdict([diagnosis]))
 
 
 def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ccoverlap.analysis.metrics import Interval, exposed_intervals, merge, metric
+from ccoverlap.analysis.intervals import Interval, merge
+from ccoverlap.analysis.metrics import exposed_intervals, metric
 from ccoverlap.analysis.trace import Kernel, KernelClass
 from ccoverlap.plotting import COLORS as PALETTE
 from ccoverlap.plotting import SMALL_SIZE, TITLE_SIZE, new_figure, png_bytes
 
 COLORS = {kind: PALETTE[kind.value] for kind in KernelClass}
 EXPOSED = PALETTE["exposed"]
+WAIT = PALETTE["communication"]
 _PIXELS = 4000  # intervals closer than span/_PIXELS are drawn as one bar
 
 
@@ -28,9 +30,15 @@ def _coarse(intervals: list[Interval], gap: float, origin: float) -> list[tuple[
     return [((s - origin) / 1000, (e - s) / 1000) for s, e in out]
 
 
-def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str) -> bytes:
+#: A collective's wait for SMs (ready -> start) narrower than this share of the span gets no cause label.
+_LABELLED = 0.01
+
+
+def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str,
+                 waits: Sequence[tuple[int, float, float, str]] = ()) -> bytes:
     """One lane per stream (compute, communication, memory by colour; padded launches hatched),
-    and a top lane with the exposed communication."""
+    a top lane with the exposed communication, and each collective's wait for SMs (stream, ready,
+    start, cause) drawn before it on its lane, labelled with its cause."""
     from matplotlib.patches import Patch
 
     origin = min(k.ts for k in kernels)
@@ -46,6 +54,13 @@ def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str) 
         marks = _coarse([(k.ts, k.end) for k, p in zip(kernels, padded, strict=True) if p and k.stream == stream], gap, origin)
         ax.broken_barh(marks, (lane - 0.4, 0.8), facecolors="none", edgecolors=EXPOSED, hatch="////", linewidth=0.6)
     ax.broken_barh(_coarse(exposed_intervals(kernels), gap, origin), (-0.4, 0.8), facecolors=EXPOSED, linewidth=0)
+    lane_of = {stream: lane for lane, stream in enumerate(streams, start=1)}
+    for stream, ready, start, cause in waits:
+        x, width = (ready - origin) / 1000, (start - ready) / 1000
+        ax.broken_barh([(x, width)], (lane_of[stream] - 0.15, 0.3), facecolors="none", edgecolors=WAIT,
+                       hatch="....", linewidth=0.6)
+        if start - ready >= _LABELLED * gap * _PIXELS:
+            ax.text(x + width / 2, lane_of[stream] - 0.2, cause, ha="center", va="bottom", fontsize=SMALL_SIZE)
     ax.set_yticks(range(len(streams) + 1), ["exposed comm"] + [f"stream {s}" for s in streams])
     ax.set_ylim(-0.7, len(streams) + 0.7)
     ax.invert_yaxis()
@@ -54,7 +69,8 @@ def timeline_png(kernels: Sequence[Kernel], padded: Sequence[bool], title: str) 
     ax.legend(
         handles=[Patch(color=c, label=k.value) for k, c in COLORS.items()]
         + [Patch(facecolor="none", edgecolor=EXPOSED, hatch="////", label="padded"),
-           Patch(color=EXPOSED, label="exposed communication")],
+           Patch(color=EXPOSED, label="exposed communication")]
+        + ([Patch(facecolor="none", edgecolor=WAIT, hatch="....", label="collective waiting for SMs")] if waits else []),
         loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL_SIZE, frameon=False,
     )
     return png_bytes(fig)

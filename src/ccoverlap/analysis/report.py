@@ -9,17 +9,17 @@ import base64
 import datetime as _dt
 import html
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
-from ccoverlap.analysis.metrics import (
-    analysed_kernels, device_limits, exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values,
-)
+from ccoverlap.analysis.contention import PARTS, Cause
+from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
+from ccoverlap.analysis.recommend import verdict
+from ccoverlap.analysis.trace import analysed_kernels, device_limits, short_name
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
@@ -28,13 +28,6 @@ td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:
 
 def _two_places(value: float | None) -> str | None:
     return None if value is None else f"{value:.2f}"
-
-
-def short_name(name: str, width: int = 64) -> str:
-    """A kernel name without return type, template and argument lists: C++ names run to hundreds of characters."""
-    base = re.sub(r"^void ", "", name)
-    cut = re.search(r"(?<! )[<(]", base)  # "Memcpy HtoD (Pageable -> Device)" stays whole
-    return base[: cut.start() if cut else len(base)][:width]
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -47,6 +40,23 @@ def _table(headers: list[str], rows: list[list]) -> str:
 def _image(png: bytes, path: Path, alt: str) -> str:
     path.write_bytes(png)
     return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}"></p>'
+
+
+def _recommendations(analysis: Analysis) -> str:
+    """Per strategy: the verdict (headroom, exposed communication by part) and the levers worth trying."""
+    out = ["<h2>Recommendations</h2><p>Per rank, the mean over the strategy's ranks. Headroom: what an ideal "
+           "scheduler would save (every collective started when ready and ran uncontended, compute unslowed); "
+           "no lever gives more. See docs/analysis.md, \"Why a collective started late\".</p>"]
+    for name in dict.fromkeys(r.strategy for r in analysis.ranks):
+        ranks = [r for r in analysis.ranks if r.strategy == name]
+        v = verdict([r.diagnosis for r in ranks])
+        parts = {p: sum(r.diagnosis.exposed_ms[p] for r in ranks) / len(ranks) for p in PARTS}
+        out.append(f"<h3>{html.escape(name)}</h3><p>{html.escape(v.line)}</p>"
+                   + _table([f"exposed {p} ms" for p in PARTS], [[f"{ms:.3f}" for ms in parts.values()]]))
+        if v.recommendations:
+            out.append(_table(["lever", "expected gain ms", "evidence"],
+                              [[r.lever, f"{r.gain_ms:.3f}", r.evidence] for r in v.recommendations]))
+    return "".join(out)
 
 
 def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
@@ -86,6 +96,7 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
         "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
         image(strategy_bars_png(strategy_values(analysis.ranks)), "strategies.png", "strategies compared"),
         _table(["strategy", "rank", *(m.column.header for m in shown())], [r.row(shown()) for r in analysis.ranks]),
+        _recommendations(analysis),
     ]
     if analysis.problems:
         parts.append("<h2>Files not analysed or with notes</h2><ul>"
@@ -96,9 +107,12 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
             kernels = analysed_kernels(trace)
             reference = reference_for(trace, base)
             marks = [pad_bytes(k, reference) > 0 for k in kernels]
+            diagnosis = next(r.diagnosis for r in analysis.ranks if (r.strategy, r.rank) == (name, rank))
+            waits = [(c.kernel.stream, c.ready_us, c.kernel.ts, c.cause.value) for c in diagnosis.comm
+                     if c.cause is not Cause.NONE]
             parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(str(trace.path))}</code></p>")
-            parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}"), f"timeline_{name}_rank{rank}.png",
-                               f"timeline of {name} rank {rank}"))
+            parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}", waits),
+                               f"timeline_{name}_rank{rank}.png", f"timeline of {name} rank {rank}"))
             stats = kernel_stats(kernels, reference, device_limits(trace.device))
             parts.append("<h3>Kernels (longest total time first)</h3>" + _table(
                 ["kernel", "class", "launches", "total ms", "threads", "regs", "smem B", "pad B", "padded launches",
@@ -112,6 +126,15 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
                 ["kernel", "stream", "start ms", "duration ms", "exposed ms"],
                 [[short_name(e.kernel.name), e.kernel.stream, f"{(e.kernel.ts - kernels[0].ts) / 1000:.3f}",
                   f"{e.kernel.dur / 1000:.3f}", f"{e.exposed_us / 1000:.3f}"] for e in exposed_comm(kernels)[:top]],
+            ))
+            late = sorted(diagnosis.comm, key=lambda c: -c.sm_wait_us)[:top]
+            parts.append("<h3>Why collectives started late (longest wait for SMs first)</h3>" + _table(
+                ["kernel", "step", "ready ms", "start ms", "SM-wait ms", "cause", "blocked by", "slowdown",
+                 "skew ms", "exposed ms", "unresolved waits"],
+                [[short_name(c.kernel.name), c.step, f"{(c.ready_us - kernels[0].ts) / 1000:.3f}",
+                  f"{(c.kernel.ts - kernels[0].ts) / 1000:.3f}", f"{c.sm_wait_us / 1000:.3f}", c.cause.value,
+                  ", ".join(short_name(b) for b in c.blocked_by), _two_places(c.slowdown), f"{c.skew_us / 1000:.3f}",
+                  f"{c.exposed_us / 1000:.3f}", len(c.unresolved)] for c in late],
             ))
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>ccoverlap analysis</title>"
                     f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")

@@ -28,7 +28,9 @@ def register(sub) -> None:
         help="analyse torch.profiler traces: overlap, exposed communication, slowdown, padding",
         description="Per rank: the share of communication time covered by compute (HTA's comp_comm_overlap_pct), "
         "exposed communication, compute, communication and idle time, compute and communication slowdown against "
-        "a baseline, and which kernels were padded with shared memory and by how much.",
+        "a baseline, and which kernels were padded with shared memory and by how much. Per collective: when it "
+        "could have started, how long it waited for SMs and why; per strategy, a verdict: what an ideal scheduler "
+        "would save (the scheduling headroom) and the lever most likely to get it.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -44,7 +46,9 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.metrics import shown, strategy_values
-    from ccoverlap.analysis.report import short_name, write_report
+    from ccoverlap.analysis.recommend import verdict
+    from ccoverlap.analysis.report import write_report
+    from ccoverlap.analysis.trace import short_name
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
@@ -74,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
               for r in result.ranks for s in r.padded_kernels]
     if padded:
         print_table("padded kernels", ["strategy", "rank", "kernel", "launches", "pad B", "blocks/SM"], padded)
+    for name in dict.fromkeys(r.strategy for r in result.ranks):  # per rank, the mean over the strategy's ranks
+        print(f"verdict {name}: {verdict([r.diagnosis for r in result.ranks if r.strategy == name]).line}")
     if written:
         print(f"report: {written[0]}")
     return 0

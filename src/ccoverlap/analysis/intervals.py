@@ -1,0 +1,66 @@
+"""Interval arithmetic on merged (sorted, disjoint) time intervals: what every time metric is made of."""
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+
+Interval = tuple[float, float]
+
+
+def merge(intervals: Iterable[Interval]) -> list[Interval]:
+    """Union of intervals as sorted disjoint intervals; touching ones join (as HTA's merge)."""
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(s, e) for s, e in out]
+
+
+def length(merged: Sequence[Interval]) -> float:
+    return sum(e - s for s, e in merged)
+
+
+def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> float:
+    """Length of the intersection of two merged (sorted, disjoint) interval lists."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def subtract(a: Sequence[Interval], b: Sequence[Interval]) -> list[Interval]:
+    """The parts of merged list `a` that merged list `b` does not cover."""
+    out: list[Interval] = []
+    j = 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cursor = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                out.append((cursor, b[k][0]))
+            cursor = max(cursor, b[k][1])
+            k += 1
+        if cursor < end:
+            out.append((cursor, end))
+    return out
+
+
+def covered(interval: Interval, merged: Sequence[Interval], starts: Sequence[float]) -> float:
+    """How much of one interval the merged list covers; `starts` are the merged starts, for bisect."""
+    lo, hi = interval
+    total = 0.0
+    i = max(bisect_right(starts, lo) - 1, 0)
+    while i < len(merged) and merged[i][0] < hi:
+        total += max(0.0, min(merged[i][1], hi) - max(merged[i][0], lo))
+        i += 1
+    return total
