@@ -20,7 +20,7 @@ KB = 1024
 H200 = PRESETS["h200"]
 RESIDENT_8K = KernelFootprint(128, 8, 0, 8 * KB, grid=132)  # 132 x 128 threads, 8 registers: one block per SM
 SLOW_HOST = sweep.Settings(reps=3, spin_us=200_000)  # a loaded CI host must not look late to the fake GPU
-TABLES = sorted((Path(__file__).parents[1] / "bench" / "results").glob("carveout-*-h200.json"))
+TABLES = sorted((Path(__file__).parents[1] / "bench" / "results").glob("carveout-[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]-h200.json"))
 
 
 def comm(kb: int, threads: int = 256) -> KernelFootprint:
