@@ -1,8 +1,9 @@
-"""Start-up levers (Setting.startup, e.g. sm-carveout) in a program ccoverlap does not write:
-`ccoverlap run --strategy` puts `hook/` first on PYTHONPATH, whose sitecustomize calls `install()`
-in every Python process of the command. The calls are made when the process first imports torch
-(they are torch calls), before it can start GPU work; a process that never imports torch is left
-alone. A call that fails says so in one line on stderr, naming the process: never a silent no-op.
+"""The start-up hook: work done inside a program ccoverlap does not write. `ccoverlap run --strategy` and
+`ccoverlap doctor` put `hook/` first on PYTHONPATH, whose sitecustomize calls `install()` in every Python
+process of the command, and set the variable of each job (JOBS): the start-up levers (Setting.startup,
+e.g. sm-carveout) and the doctor's capture. The jobs run when the process first imports torch (they are
+torch calls), before it can start GPU work; a process that never imports torch is left alone. A job that
+fails says so in one line on stderr, naming the process: never a silent no-op.
 """
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ccoverlap import levers
 
 #: JSON of the start-up calls (name in levers.STARTUP_CALLS -> argument) for the hook to make
 STARTUP_ENV = "CCOVERLAP_STARTUP"
+#: JSON of the doctor's capture (doctor.config.DoctorConfig.capture())
+DOCTOR_ENV = "CCOVERLAP_DOCTOR"
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 
 
@@ -28,10 +31,17 @@ def auto_sms(environ: Mapping[str, str], sm_count: int) -> int:
 
 
 def environ(startup: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
-    """The variables that make the hook run `startup` in every Python process started with `base` + them:
-    the calls, and the hook's folder first on PYTHONPATH (the user's PYTHONPATH kept after it)."""
+    """The variables that make the hook make the start-up calls `startup` in every Python process started
+    with `base` + them."""
+    return hook_environ(STARTUP_ENV, dict(startup), base)
+
+
+def hook_environ(variable: str, value: object, base: Mapping[str, str]) -> dict[str, str]:
+    """The variables that make the hook do the job of `variable` (one of JOBS), given `value`, in every Python
+    process started with `base` + them: `value` as JSON, and the hook's folder first on PYTHONPATH (the
+    user's PYTHONPATH kept after it)."""
     kept = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != HOOK_DIR]
-    return {STARTUP_ENV: json.dumps(dict(startup)), "PYTHONPATH": os.pathsep.join([HOOK_DIR, *kept])}
+    return {variable: json.dumps(value), "PYTHONPATH": os.pathsep.join([HOOK_DIR, *kept])}
 
 
 def apply(environ: Mapping[str, str] = os.environ) -> None:
@@ -47,16 +57,33 @@ def apply(environ: Mapping[str, str] = os.environ) -> None:
     levers.run_startup(calls, auto_sms(environ, sms) if sms else 0)
 
 
-def _apply_or_say() -> None:
-    try:
-        apply()
-    except Exception as exc:  # noqa: BLE001 - the user's program runs on; the line says what was not applied
-        print(f"ccoverlap: start-up levers {os.environ.get(STARTUP_ENV)} not applied in pid {os.getpid()} "
-              f"({sys.executable}): {type(exc).__name__}: {exc}", file=sys.stderr)
+def _capture(environ: Mapping[str, str] = os.environ) -> None:
+    """Install the doctor's capture described in `environ`."""
+    from ccoverlap.doctor import capture
+
+    capture.install(json.loads(environ[DOCTOR_ENV]))
+
+
+#: the hook's jobs, in the order they run: variable -> (what it is, in words; the function doing it)
+JOBS: dict[str, tuple[str, Callable[[], None]]] = {
+    STARTUP_ENV: ("start-up levers", apply),
+    DOCTOR_ENV: ("doctor capture", _capture),
+}
+
+
+def _run_jobs() -> None:
+    for variable, (what, job) in JOBS.items():
+        if variable not in os.environ:
+            continue
+        try:
+            job()
+        except Exception as exc:  # noqa: BLE001 - the user's program runs on; the line says what was not done
+            print(f"ccoverlap: {what} {os.environ.get(variable)} not applied in pid {os.getpid()} "
+                  f"({sys.executable}): {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 class _AfterTorch(importlib.abc.MetaPathFinder):
-    """Finds torch as the rest of sys.meta_path does, and makes the calls once its import has run."""
+    """Finds torch as the rest of sys.meta_path does, and runs the jobs once its import has run."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
@@ -66,19 +93,19 @@ class _AfterTorch(importlib.abc.MetaPathFinder):
         if spec is not None and spec.loader is not None:
             run = spec.loader.exec_module
 
-            def exec_then_apply(module):
+            def exec_then_run_jobs(module):
                 run(module)
-                _apply_or_say()
+                _run_jobs()
 
-            spec.loader.exec_module = exec_then_apply  # this spec's own loader instance
+            spec.loader.exec_module = exec_then_run_jobs  # this spec's own loader instance
         return spec
 
 
 def install() -> None:
-    """Called by the hook: make the calls as torch is imported (at once if it already is)."""
-    if STARTUP_ENV not in os.environ:
+    """Called by the hook: run the jobs asked for as torch is imported (at once if it already is)."""
+    if not any(variable in os.environ for variable in JOBS):
         return
     if "torch" in sys.modules:
-        _apply_or_say()
+        _run_jobs()
     elif not any(isinstance(f, _AfterTorch) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterTorch())

@@ -7,9 +7,9 @@ import sys
 
 from ccoverlap.errors import UsageError
 
-from . import analyze, bench, info, interposer, lab, levers, occupancy, plan, run
+from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run
 
-COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze)
+COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.
@@ -25,6 +25,7 @@ Start with:
   ccoverlap plan --device h200 --compute threads=256,regs=32 --comm nccl
   ccoverlap lab --quick               one GPU: every strategy side by side
   ccoverlap run --mode auto -- torchrun ...   shape an unmodified program
+  ccoverlap doctor -- torchrun ...            profile an unmodified program: why is communication exposed?
 """
 
 

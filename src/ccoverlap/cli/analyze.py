@@ -45,9 +45,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.metrics import shown, strategy_values
     from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.report import write_report
     from ccoverlap.analysis.trace import short_name
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
@@ -55,24 +53,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)
     if not result.ranks:
         raise UsageError(f"nothing could be analysed in {args.dir}")
-    written = []
-    if args.report:
-        try:
-            written = write_report(result, args.report)
-        except OSError as exc:
-            raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
+    written = write_html(result, args.report) if args.report else []
     if args.json:
-        print_json({
-            "ranks": [r.to_dict() for r in result.ranks],
-            "strategies": strategy_values(result.ranks),
-            "baseline": str(args.baseline) if args.baseline else None,
-            "problems": [str(p) for p in result.problems],
-            "report": [str(p) for p in written],
-        } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {}))  # as published when none
+        print_json(document(result, args.baseline, written))
         return 0
-    columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
-    print_table("ccoverlap analyze: ms per rank (--json or --report for everything)",
-                ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])
+    print_ranks(result, "ccoverlap analyze: ms per rank (--json or --report for everything)")
     padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,
                f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
               for r in result.ranks for s in r.padded_kernels]
@@ -83,3 +68,34 @@ def run(args: argparse.Namespace) -> int:
     if written:
         print(f"report: {written[0]}")
     return 0
+
+
+def write_html(result, path: Path) -> list[Path]:
+    """The HTML report at `path` and its PNGs (every file written); UsageError where it cannot be written."""
+    from ccoverlap.analysis.report import write_report
+
+    try:
+        return write_report(result, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+
+
+def document(result, baseline: Path | None, written: list[Path]) -> dict:
+    """The JSON of an analysis (`--json`; `ccoverlap doctor --json` holds it too)."""
+    from ccoverlap.analysis.metrics import strategy_values
+
+    return {
+        "ranks": [r.to_dict() for r in result.ranks],
+        "strategies": strategy_values(result.ranks),
+        "baseline": str(baseline) if baseline else None,
+        "problems": [str(p) for p in result.problems],
+        "report": [str(p) for p in written],
+    } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {})  # as published when none
+
+
+def print_ranks(result, title: str) -> None:
+    """The terminal's table of the analysis: a row per rank, the metrics that have a terminal column."""
+    from ccoverlap.analysis.metrics import shown
+
+    columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
+    print_table(title, ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])

@@ -107,18 +107,35 @@ def _normal(field: Field, value: str) -> int | str:
 
 
 def run(args: argparse.Namespace) -> int:
-    cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if not cmd:
-        raise UsageError("give the command to run after --, e.g. ccoverlap run --pad-bytes 16384 -- python train.py")
+    cmd = command(args.argv, "ccoverlap run --pad-bytes 16384 -- python train.py")
     env = child_environ(args, dict(os.environ))
-    if shutil.which(cmd[0], path=env.get("PATH")) is None:
-        raise UsageError(f"command not found: {cmd[0]}")
+    found(cmd, env)
     return supervise(cmd, env)
+
+
+def command(argv: list[str], example: str) -> list[str]:
+    """The command after --; UsageError showing `example` where there is none."""
+    cmd = argv[1:] if argv[:1] == ["--"] else argv
+    if not cmd:
+        raise UsageError(f"give the command to run after --, e.g. {example}")
+    return cmd
+
+
+def found(cmd: list[str], env: dict[str, str], then: str = "") -> None:
+    """UsageError (`then` appended) where `cmd` is not a program on env's PATH."""
+    if shutil.which(cmd[0], path=env.get("PATH")) is None:
+        raise UsageError(f"command not found: {cmd[0]}{then}")
 
 
 def supervise(cmd: list[str], env: dict[str, str]) -> int:
     """Run `cmd` in its own process group, forward termination signals to the whole group
     (torchrun and its workers), and end the way it ended: same exit code, or same signal."""
+    return end_as(wait(cmd, env))
+
+
+def wait(cmd: list[str], env: dict[str, str]) -> int:
+    """Run `cmd` in its own process group, forwarding termination signals to the whole group, until it
+    ends; its return code (-N: killed by signal N)."""
     child = subprocess.Popen(cmd, env=env, preexec_fn=os.setpgrp)
 
     def forward(sig: int, _frame) -> None:
@@ -129,10 +146,15 @@ def supervise(cmd: list[str], env: dict[str, str]) -> int:
 
     previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
     try:
-        code = child.wait()
+        return child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def end_as(code: int) -> int:
+    """The exit code that ends this process as a command with return code `code` ended: the code itself,
+    or, for -N, death by signal N (128 + N where this process does not die of it)."""
     if code < 0:  # killed by a signal: die of the same one
         sig = -code
         sys.stdout.flush()

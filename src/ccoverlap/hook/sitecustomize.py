@@ -1,6 +1,7 @@
-"""ccoverlap's start-up hook (`ccoverlap run --strategy` puts this folder first on PYTHONPATH): makes the
-strategy's start-up calls as torch is imported (ccoverlap/startup.py), then runs the sitecustomize this
-one shadows, the next on sys.path (a user's, or the distribution's), so that it still runs."""
+"""ccoverlap's start-up hook (`ccoverlap run --strategy` and `ccoverlap doctor` put this folder first on
+PYTHONPATH): runs the jobs asked for (start-up levers, the doctor's capture) as torch is imported
+(ccoverlap/startup.py), then runs the sitecustomize this one shadows, the next on sys.path (a user's, or
+the distribution's), so that it still runs."""
 import importlib.machinery
 import importlib.util
 import os
@@ -11,8 +12,8 @@ def _install() -> None:
     try:
         from ccoverlap import startup
     except ImportError as exc:
-        print(f"ccoverlap: start-up levers {os.environ.get('CCOVERLAP_STARTUP')} not applied in pid {os.getpid()} "
-              f"({sys.executable}): ccoverlap is not importable there ({exc})", file=sys.stderr)
+        print(f"ccoverlap: the start-up hook did nothing in pid {os.getpid()} ({sys.executable}): "
+              f"ccoverlap is not importable there ({exc})", file=sys.stderr)
         return
     startup.install()
 

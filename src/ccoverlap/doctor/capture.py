@@ -1,0 +1,315 @@
+"""The doctor's capture, inside an unmodified program: installed by the start-up hook (ccoverlap/startup.py)
+in every Python process of the command as it imports torch.
+
+Steps are the program's optimizer steps, seen through torch's global optimizer-step hooks (every
+torch.optim optimizer calls them); where a program steps several optimizers, the first one to step sets
+the pace. The profiler (profiling.Recorder) starts in the optimizer step of step K (--skip), which is its
+warm-up, records steps K+1..K+N and writes rank<r>_trace.json.gz at the end of step K+N. Every step's
+time goes to rank<r>_steps.jsonl (doctor/record.py) as it ends, so the steps outside the window can be
+compared with a run without the doctor: the profiler's start, export and stop fall between two steps'
+clocks, not in them.
+
+With --seconds the window is wall-clock time instead, opened --skip-seconds after `import torch`, or
+later, once the process has initialised CUDA or torch.distributed or stepped an optimizer: the program's
+ranks, not a launcher such as torchrun or a data loader's workers. The profiler records the CPU side of the thread that starts it,
+so a timer thread asks the main thread to open and close the window, as a pending call (the mechanism
+Python's own signal handlers use): the main thread does it between two bytecodes.
+
+A process that ends inside the window writes what the profiler recorded: at exit (atexit: a normal end,
+sys.exit, an exception) and on SIGTERM where the program left its default action (torchrun and `ccoverlap
+doctor` send it to stop a job). SIGKILL leaves the step lines written so far and no trace of the open
+window. Nothing here changes what the program computes.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+
+import torch
+
+from ccoverlap import profiling
+from ccoverlap.doctor.config import DoctorConfig
+from ccoverlap.doctor.record import Log
+
+#: how long the end of a process waits for the GPU to finish its last steps' events (never a device sync:
+#: a program that failed may have a collective that never completes)
+DRAIN_S = 1.0
+#: how often a process of --seconds checks whether it is a rank yet (a launcher never is: it checks on, cheaply)
+RANK_POLL_S = 0.05
+
+
+def _say(what: str) -> None:
+    print(f"ccoverlap doctor: {what} (pid {os.getpid()}, {sys.executable})", file=sys.stderr)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    """torch.distributed's, once initialised; else RANK and WORLD_SIZE (a launcher's), else 0 of 1."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    try:
+        return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    except ValueError:
+        return 0, 1
+
+
+def _cuda_in_use() -> bool:
+    """The program has initialised CUDA (asking must not do it: a rank picks its device first)."""
+    return torch.cuda.is_initialized()
+
+
+def _event():
+    """A timing CUDA event recorded on the current stream, where the program uses CUDA and is not capturing a
+    graph (recording would break the capture); else None."""
+    if not _cuda_in_use() or torch.cuda.is_current_stream_capturing():
+        return None
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+class Capture:
+    def __init__(self, cfg: DoctorConfig):
+        self.cfg = cfg
+        self.enabled = True
+        self.log: Log | None = None
+        self.leader: weakref.ref | None = None  # the optimizer whose steps are the program's steps
+        self.done = 0  # its steps so far
+        self.recorder: profiling.Recorder | None = None
+        self.phase: str | None = None  # None, "warmup" or "recording": what the profiler does in the current step
+        self.recorded = 0
+        self.step_start: float | None = None
+        self.gpu_start = None
+        self.pending: collections.deque = collections.deque()  # (step line, start event, end event)
+        self.busy = False  # inside a hook: a SIGTERM then waits for the hook's end
+        self.killed: int | None = None
+        self.finished = False
+
+    # -- the record ---------------------------------------------------------------------------------------
+
+    def _open_log(self) -> Log | None:
+        if self.log is None:
+            rank, world = _rank_and_world()
+            window = {"seconds": self.cfg.seconds, "skip_seconds": self.cfg.skip_seconds} if self.cfg.seconds else \
+                {"skip": self.cfg.skip, "steps": self.cfg.steps}
+            try:
+                self.log = Log(Path(self.cfg.out), rank, {"world_size": world, **window})
+            except OSError as exc:
+                _say(f"cannot write in {self.cfg.out} ({exc.strerror or exc}): nothing recorded")
+                self.enabled = False
+        return self.log
+
+    def _write_ready(self, deadline: float | None = None) -> None:
+        """Write the step lines whose GPU time is known (or, past `deadline`, without it)."""
+        while self.pending:
+            line, start, end = self.pending[0]
+            try:
+                ready = end.query()
+                while not ready and deadline is not None and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                    ready = end.query()
+                if not ready and deadline is None:
+                    return
+                line["gpu_ms"] = start.elapsed_time(end) if ready else None
+            except RuntimeError:  # a CUDA error the program already met: the host time is still good
+                line["gpu_ms"] = None
+            self.pending.popleft()
+            self.log.write(line)
+
+    # -- the window ---------------------------------------------------------------------------------------
+
+    def open_window(self) -> None:
+        if self.recorder is not None or self.finished or self._open_log() is None:
+            return
+        cuda = _cuda_in_use()
+        try:
+            self.recorder = profiling.Recorder(self.log.trace, cuda, warmup=1,
+                                               active=1 if self.cfg.seconds else self.cfg.steps)
+            self.recorder.start()
+        except Exception as exc:  # noqa: BLE001 - the program runs on, its steps still timed; the record says why
+            why = f"{type(exc).__name__}: {exc}"
+            _say(f"the profiler did not start: {why}")
+            self.recorder = None
+            self.log.write({"window": "failed", "error": why})
+            return
+        self.phase = "warmup"
+        self.log.write({"window": "open", "cuda": cuda, "trace": self.log.trace.name})
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def advance(self) -> None:
+        """End a step of the window: warm-up to recording, or the last recorded step to the trace."""
+        if self.phase is None or self.finished:
+            return
+        if self.phase == "recording":
+            self.recorded += 1
+        try:
+            written = self.recorder.step()
+        except Exception as exc:  # noqa: BLE001
+            _say(f"the profiler failed: {type(exc).__name__}: {exc}")
+            self.close_window(complete=False)
+            return
+        if written:
+            self.close_window(complete=True)
+        else:
+            self.phase = "recording"
+
+    def close_window(self, complete: bool) -> None:
+        recorder, self.recorder, self.phase = self.recorder, None, None
+        try:
+            written = recorder.stop()
+        except Exception as exc:  # noqa: BLE001
+            _say(f"the trace was not written: {type(exc).__name__}: {exc}")
+            written = recorder.written
+        self.log.write({"window": "closed", "trace": recorder.path.name if written else None,
+                        "recorded": self.recorded, "complete": complete})
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == self._on_sigterm):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    # -- optimizer steps ----------------------------------------------------------------------------------
+
+    def _leads(self, optimizer) -> bool:
+        if self.leader is None or self.leader() is None:  # the first to step (or the one that replaced it)
+            self.leader = weakref.ref(optimizer)
+        return self.leader() is optimizer
+
+    def pre_step(self, optimizer, args, kwargs) -> None:
+        if not self.enabled or not self._leads(optimizer):
+            return
+        if not self.cfg.seconds and self.done == self.cfg.skip - 1:
+            self._in_hook(self.open_window)
+
+    def post_step(self, optimizer, args, kwargs) -> None:
+        if self.enabled and self._leads(optimizer) and self._open_log() is not None:
+            self._in_hook(self._step_ended)
+
+    def _step_ended(self) -> None:
+        end, gpu_end = time.perf_counter(), _event()
+        self.done += 1
+        line = {"step": self.done, "ms": None if self.step_start is None else (end - self.step_start) * 1e3,
+                "gpu_ms": None, "profiled": self.phase == "recording", "warmup": self.phase == "warmup"}
+        if self.gpu_start is not None and gpu_end is not None:
+            self.pending.append((line, self.gpu_start, gpu_end))
+        else:
+            self.log.write(line)
+        self._write_ready()
+        if not self.cfg.seconds:
+            self.advance()
+        self.step_start, self.gpu_start = time.perf_counter(), _event()
+
+    def _in_hook(self, work) -> None:
+        """Do `work` inside the program (in its optimizer step, or at its exit): a SIGTERM meanwhile waits for its
+        end, and whatever goes wrong ends the capture with one line, never the program."""
+        self.busy = True
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001
+            _say(f"the capture stopped: {type(exc).__name__}: {exc}")
+            self.enabled = False
+        finally:
+            self._hook_end()
+
+    # -- the end ------------------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """At the end of the process: the window's trace, cut short, and the step lines still waiting for the GPU."""
+        if self.enabled and not self.finished:
+            self.finished = True
+            self._in_hook(self._flush)
+
+    def _flush(self) -> None:
+        if self.recorder is not None:
+            self.close_window(complete=False)
+        if self.log is not None:
+            self._write_ready(deadline=time.monotonic() + DRAIN_S)
+
+    def _on_sigterm(self, sig: int, frame) -> None:
+        if self.busy:  # in the middle of a hook: it finishes the job at its end
+            self.killed = sig
+            return
+        self._die(sig)
+
+    def _hook_end(self) -> None:
+        self.busy = False
+        if self.killed is not None:
+            sig, self.killed = self.killed, None
+            self._die(sig)
+
+    def _die(self, sig: int) -> None:
+        self.finish()
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    def forget(self) -> None:
+        """In a forked child (a data loader's worker): it is not the rank, its copy of the state is not ours."""
+        self.enabled = False
+        self.recorder = self.log = None
+
+    # -- --seconds -----------------------------------------------------------------------------------------
+
+    def run_timer(self) -> None:
+        """The timer thread of --seconds: from --skip-seconds on, wait for the process to be a rank, then open the
+        window, start recording and close it, each on the main thread."""
+        import torch.distributed as dist
+
+        time.sleep(self.cfg.skip_seconds)
+        while not (self.log is not None or _cuda_in_use() or (dist.is_available() and dist.is_initialized())):
+            if self.finished or not threading.main_thread().is_alive():
+                return
+            time.sleep(RANK_POLL_S)
+        if not _in_main(self.open_window) or self.phase != "warmup":
+            return
+        if _in_main(self.advance):  # the profiler is warm: record from here
+            time.sleep(self.cfg.seconds)
+            _in_main(self.advance)
+
+
+_PENDING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+def _in_main(fn) -> bool:
+    """Run `fn` on the main thread between two of its bytecodes; True once it ran, False if the process ended first."""
+    done = threading.Event()
+
+    def call(_arg) -> int:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - an exception here would surface in the program's code
+            _say(f"the --seconds window failed: {type(exc).__name__}: {exc}")
+        finally:
+            done.set()
+        return 0
+
+    callback = _PENDING(call)  # kept alive until it ran
+    add = ctypes.pythonapi.Py_AddPendingCall
+    add.argtypes, add.restype = (_PENDING, ctypes.c_void_p), ctypes.c_int
+    while add(callback, None) != 0:  # the queue is full: try again
+        time.sleep(0.001)
+    while not done.wait(0.1):
+        if not threading.main_thread().is_alive():
+            return False
+    return True
+
+
+def install(config: dict) -> None:
+    """Called by the start-up hook, once torch is imported: time every optimizer step, open the window."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    cfg = DoctorConfig(**config)
+    capture = Capture(cfg)
+    register_optimizer_step_pre_hook(capture.pre_step)
+    register_optimizer_step_post_hook(capture.post_step)
+    atexit.register(capture.finish)
+    os.register_at_fork(after_in_child=capture.forget)
+    if cfg.seconds:
+        threading.Thread(target=capture.run_timer, name="ccoverlap-doctor", daemon=True).start()

@@ -1,0 +1,48 @@
+"""What `ccoverlap doctor` captures and writes: validated before the program starts (importable without torch)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ccoverlap.errors import UsageError, check_range
+
+#: the fields the capture inside the program reads (the rest are the command's)
+CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds")
+
+
+@dataclass(frozen=True)
+class DoctorConfig:
+    """The defaults are the CLI's; every field is an option (cli/_config.py)."""
+
+    steps: int = field(default=3, metadata={
+        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts short)"})
+    skip: int = field(default=5, metadata={
+        "metavar": "K", "help": "optimizer steps to run first, unprofiled; the profiler warms up in the last one's optimizer step"})
+    seconds: float = field(default=0.0, metadata={
+        "metavar": "S", "help": "profile this many seconds of wall clock instead of steps, for a program that never steps a "
+        "torch.optim optimizer (0: steps)"})
+    skip_seconds: float = field(default=0.0, metadata={
+        "metavar": "T", "help": "with --seconds: seconds from the program's `import torch` to the window"})
+    out: str | None = field(default=None, metadata={
+        "metavar": "DIR", "help": "folder for rank<r>_trace.json.gz and rank<r>_steps.jsonl, new or empty",
+        "shown": "./ccoverlap-doctor-<date>-<time>"})
+    json: str | None = field(default=None, metadata={
+        "metavar": "PATH", "help": "write the analysis, the step times and what was captured as JSON"})
+    report: str | None = field(default=None, metadata={
+        "metavar": "PATH", "help": "write the HTML report (a timeline per rank; its PNGs in <name>_files/ beside it)"})
+    comm_regex: str | None = field(default=None, metadata={
+        "metavar": "RE", "help": "also count kernels whose name matches RE as communication"})
+
+    def validate(self) -> DoctorConfig:
+        check_range("--steps", self.steps, 1, 1000)
+        check_range("--skip", self.skip, 1, 10**9)
+        for flag, value in (("--seconds", self.seconds), ("--skip-seconds", self.skip_seconds)):
+            if not 0 <= value <= 86400:
+                raise UsageError(f"{flag}={value:g} is out of range: valid 0..86400 seconds")
+        if self.skip_seconds and not self.seconds:
+            raise UsageError("--skip-seconds goes with --seconds: give the window's length too")
+        return self
+
+    def capture(self) -> dict:
+        """What every process of the program is told (the start-up hook's JSON)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k in CAPTURE_FIELDS}

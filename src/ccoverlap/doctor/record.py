@@ -1,0 +1,148 @@
+"""What a capture leaves per rank besides its trace: rank<r>_steps.jsonl, written by the program, read by the command.
+
+One JSON object a line, each written whole by one write() as it happens, so a program killed at any point
+(SIGKILL included) leaves every line before it: first the process (its rank, pid, the window asked for),
+then one line per optimizer step (host milliseconds from the end of the previous step, GPU milliseconds
+between CUDA events at the same two points where CUDA is in use, and whether the profiler was warming up or
+recording), and the window's opening and closing. The name ends in .jsonl, not .json: `ccoverlap analyze`
+takes every *.json in a folder for a trace. A second process of the same rank (one that spawned its own
+optimizer) writes rank<r>_pid<pid>_*: nothing is overwritten.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccoverlap import timing
+from ccoverlap.errors import UsageError
+
+FORMAT = "ccoverlap-doctor-steps/1"
+STEPS_SUFFIX = "_steps.jsonl"
+TRACE_SUFFIX = "_trace.json.gz"
+
+
+class Log:
+    """The writer, in the program: opened once the process is one of the program's ranks (its first optimizer
+    step, or the window of --seconds)."""
+
+    def __init__(self, folder: Path, rank: int, header: dict):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stem in (f"rank{rank}", f"rank{rank}_pid{os.getpid()}"):
+            try:
+                self._fd = os.open(folder / (stem + STEPS_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(f"{folder / (stem + STEPS_SUFFIX)} exists")
+        self.trace = folder / (stem + TRACE_SUFFIX)
+        self.write({"format": FORMAT, "rank": rank, "pid": os.getpid(), **header})
+
+    def write(self, obj: dict) -> None:
+        os.write(self._fd, (json.dumps(obj) + "\n").encode())
+
+
+@dataclass(frozen=True)
+class Step:
+    step: int  # 1 = the first optimizer step
+    ms: float | None  # host clock from the end of the previous step; None for the first (no start seen)
+    gpu_ms: float | None  # between CUDA events at the same points; None without CUDA
+    profiled: bool  # recorded in the trace
+    warmup: bool  # the profiler was warming up (started in this step's optimizer step)
+
+    @property
+    def outside(self) -> bool:
+        """A step the profiler did not touch: the ones to compare with a run without the doctor."""
+        return not (self.profiled or self.warmup)
+
+
+@dataclass(frozen=True)
+class RankRecord:
+    path: Path
+    rank: int
+    header: dict
+    steps: tuple[Step, ...]
+    cuda: bool | None  # CUDA in use when the window opened; None: no window
+    trace: Path | None  # the trace written, if any
+    recorded: int | None  # full steps in the trace; None while the window never closed (the process was killed)
+    complete: bool  # the window closed after all its steps
+    error: str | None  # why the profiler did not start
+
+    @property
+    def window(self) -> str:
+        if self.error is not None:
+            return f"the profiler did not start ({self.error})"
+        if self.cuda is None:
+            return "not reached"
+        if self.recorded is None:
+            return "open when the process ended (no trace)"
+        if "seconds" in self.header:
+            return f"{self.header['seconds']:g} s" if self.complete else "cut short"
+        if not self.complete:
+            return f"cut short after {self.recorded} step(s)"
+        profiled = [s.step for s in self.steps if s.profiled]
+        return f"steps {profiled[0]}-{profiled[-1]}" if profiled else "complete"
+
+    def summary(self) -> dict:
+        """Step times (ms) of the steps outside the profiler's window, and of the profiled ones."""
+        def stats(values: list[float]) -> dict | None:
+            return {"n": len(values)} | timing.summary(values) if values else None
+
+        outside = [s for s in self.steps if s.outside]
+        profiled = [s for s in self.steps if s.profiled]
+        return {
+            "rank": self.rank, "file": str(self.path), "steps": len(self.steps), "window": self.window,
+            "trace": str(self.trace) if self.trace else None, "cuda": self.cuda,
+            "outside_ms": stats([s.ms for s in outside if s.ms is not None]),
+            "outside_gpu_ms": stats([s.gpu_ms for s in outside if s.gpu_ms is not None]),
+            "profiled_ms": stats([s.ms for s in profiled if s.ms is not None]),
+            "profiled_steps": [s.step for s in profiled],
+        }
+
+
+def read(path: Path) -> RankRecord:
+    """One rank's record; UsageError (truncated, or not a doctor's file) naming the line.
+
+    A last line without its newline is a write the process did not finish (it was killed): left out."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    lines = text.split("\n")[:-1]  # what follows the last newline was never finished
+    events = []
+    for n, line in enumerate(lines, 1):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict) or (n == 1 and event.get("format") != FORMAT):
+            raise UsageError(f"{path}: line {n}: not a ccoverlap doctor step record ({FORMAT})")
+        events.append(event)
+    if not events:
+        raise UsageError(f"{path}: empty (not a ccoverlap doctor step record)")
+    header, rest = events[0], events[1:]
+    try:
+        steps = tuple(sorted((Step(e["step"], e["ms"], e["gpu_ms"], e["profiled"], e["warmup"])
+                              for e in rest if "step" in e), key=lambda s: s.step))
+        opened = next((e for e in rest if e.get("window") == "open"), None)
+        closed = next((e for e in rest if e.get("window") == "closed"), None)
+        failed = next((e for e in rest if e.get("window") == "failed"), None)
+        trace = closed["trace"] if closed else None
+        return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
+                          path.parent / trace if trace else None, closed["recorded"] if closed else None,
+                          bool(closed and closed["complete"]), failed["error"] if failed else None)
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
+
+
+def read_all(folder: Path) -> tuple[list[RankRecord], list[UsageError]]:
+    """Every record in `folder` by rank, and the files that are not records (one error each)."""
+    records, bad = [], []
+    for path in sorted(folder.glob("*" + STEPS_SUFFIX)):
+        try:
+            records.append(read(path))
+        except UsageError as exc:
+            bad.append(exc)
+    return sorted(records, key=lambda r: (r.rank, r.path.name)), bad
