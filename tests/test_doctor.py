@@ -106,6 +106,7 @@ def test_the_verdict_gives_each_ranks_step_times_on_the_cpu(runs):
     assert "no overlap analysis: the program ran on the CPU" in run.stdout
     doc = json.loads(run.json.read_text())
     assert doc["exit_code"] == 0 and doc["analysis"] is None and doc["failures"] == []
+    assert doc["provenance"]["commit"] and doc["provenance"]["version"]  # every recorded figure says where from
     times = {s["rank"]: s for s in doc["step_times"]}
     assert sorted(times) == [0, 1] and times[1]["outside_ms"]["n"] == 2  # steps 5 and 6 (1 has no start)
     assert times[0]["profiled_steps"] == [3, 4]

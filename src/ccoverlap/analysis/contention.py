@@ -255,12 +255,15 @@ class _Rank:
 
     def _ideal(self, comm: list[CommWait]) -> dict[int, float]:
         """Each analysed kernel's duration for an ideal scheduler: collectives uncontended (their wait for a
-        late peer kept), compute unslowed, never longer than measured."""
+        late peer kept), compute that ran beside communication unslowed, never longer than measured. Compute
+        that ran alone stays as measured: its spread is not the scheduler's to recover (and with no
+        communication at all, the headroom is then 0, as it must be)."""
         kernels, alone = self.trace.kernels, self.compute_alone
         out = {}
         for i in self.analysed:
             k = kernels[i]
-            out[i] = min(alone.get(_shape(k), k.dur), k.dur) if k.kind is KernelClass.COMPUTE else k.dur
+            slowed = k.kind is KernelClass.COMPUTE and self.beside_comm[id(k)]
+            out[i] = min(alone.get(_shape(k), k.dur), k.dur) if slowed else k.dur
         for c, i in zip(comm, self.comm_index, strict=True):
             if c.uncontended_us is not None:
                 out[i] = min(c.uncontended_us + c.skew_us, c.kernel.dur)

@@ -120,8 +120,10 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
     elif cfg.report:
         print(f"no report written to {cfg.report}: no GPU kernels were analysed")
     if cfg.json:
+        from ccoverlap import provenance
+
         write_json(cfg.json, {
-            "command": cmd, "exit_code": code, "out": str(out),
+            "provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
             "step_times": [r.summary() for r in records],
             "analysis": document(result, None, written) if result is not None else None,
             "failures": failures,
