@@ -5,13 +5,8 @@
 # priority; sparse + AllReduce proxy: default, carveout-hint=60) for checking the analysis. Lands under $OUT.
 # usage (device tool, carry .whl): CCOVERLAP_COMMIT=<sha> bash bench/device/doctor_h200.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/ccoverlap-out}; R=$OUT/r; mkdir -p "$R"
-if ls .whl/*.whl >/dev/null 2>&1; then  # ijson (the trace parser) is not in the device image
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader; date
+source "$(dirname "$0")/prologue.sh"
+R=$OUT/r; mkdir -p "$R"
 timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_doctor.py \
   "tests/test_bench_gpu.py::test_the_interposer_sees_the_proxy_launch_nccls_footprint" 2>&1 | tee "$OUT/pytest-gpu.log" | tail -5; date
 timeout 150 ccoverlap lab --compute fma --comm nccl --strategies default,priority --orders with --reps 10 \

@@ -2,13 +2,8 @@
 # One device call for the levers issue (12): the lab's lever cases, the cuBLAS GEMM's footprint, the GPU tests.
 # usage (device tool, carry .whl): CCOVERLAP_COMMIT=<full sha of HEAD here> bash bench/device/levers.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/ccoverlap-out}; mkdir -p "$OUT/cases"
-if ls .whl/*.whl >/dev/null 2>&1; then  # ijson (the trace parser) is not in the device image
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+source "$(dirname "$0")/prologue.sh"
+mkdir -p "$OUT/cases"
 pairs=()
 for case in carveout green-cluster persistent-gemm; do
   timeout 150 ccoverlap lab --case "$case" --out "$OUT/cases/lab-$case.json" --no-plots 2>&1 | tail -30 | tee -a "$OUT/levers.log"

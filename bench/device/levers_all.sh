@@ -5,13 +5,8 @@
 # lab traces with known waits for the doctor (issue 13). Each step has its own time limit; all lands under $OUT.
 # usage (device tool, carry .whl): CCOVERLAP_COMMIT=<sha> bash bench/device/levers_all.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/ccoverlap-out}; mkdir -p "$OUT/cases"
-if ls .whl/*.whl >/dev/null 2>&1; then  # ijson (the trace parser) is not in the device image
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader; date
+source "$(dirname "$0")/prologue.sh"
+mkdir -p "$OUT/cases"
 timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_bench_gpu.py tests/test_run_strategy.py \
   tests/test_lab_gpu.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -6; date
 for case in carveout persistent-gemm; do
