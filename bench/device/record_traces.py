@@ -25,17 +25,13 @@ Needs torch with CUDA and NCCL, and ccoverlap installed.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.profiler import ProfilerActivity, profile, schedule
 
-from ccoverlap import levers
+from ccoverlap import levers, profiling
 
 #: the strategy settings one process can apply to a group it makes: the high-priority stream
 HIGH_PRIORITY = {"TORCH_NCCL_HIGH_PRIORITY": "1"}
@@ -87,16 +83,6 @@ def step(group, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, payload: torc
     torch.cuda.synchronize()
 
 
-def write_gz(prof, path: Path) -> None:
-    """export_chrome_trace writes JSON; gzip it here so the layout is the same on every torch version."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(raw))
-        with open(raw, "rb") as fin, gzip.open(path, "wb", compresslevel=9) as fout:
-            shutil.copyfileobj(fin, fout)
-
-
 def main() -> None:
     args = parse_args()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -118,14 +104,8 @@ def main() -> None:
             step(group, a, b, c, payload, args.matmuls, overlap)
         dist.barrier()
         path = args.out / strategy.name / f"rank{rank}_trace.json.gz"
-        with profile(
-            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-            schedule=schedule(wait=0, warmup=1, active=args.active, repeat=1),
-            on_trace_ready=lambda prof, path=path: write_gz(prof, path),
-        ) as prof:
-            for _ in range(1 + args.active):
-                step(group, a, b, c, payload, args.matmuls, overlap)
-                prof.step()
+        profiling.record(lambda: step(group, a, b, c, payload, args.matmuls, overlap), path, cuda=True,
+                         warmup=1, active=args.active)  # CUDA sync events on: the doctor's dependencies
         dist.barrier()
         if rank == 0:
             print(f"{strategy.name}: {world} trace(s) in {path.parent} ({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
