@@ -131,6 +131,11 @@ class Lever:
     nccl_min: tuple[int, ...] | None = None  # first NCCL release that honours it
     needs: Callable[[Host], str | None] = lambda _host: None  # further conditions: a reason, or None
     not_in: Mapping[str, str] = field(default_factory=dict)  # scope -> why the lever has no effect there
+    tries: tuple[str, ...] = ()  # the values `ccoverlap tune` tries, most promising first (none: the default)
+
+    @property
+    def candidates(self) -> tuple[str, ...]:
+        return tuple(self.value(v) for v in self.tries or (self.default,))
 
     def value(self, text: str | None) -> str:
         return self.domain.parse(self.name, self.default if text is None else text)
@@ -234,7 +239,7 @@ LEVERS: tuple[Lever, ...] = (
         "env NCCL_MAX_CTAS", Domain(lo=1, hi=64), "4", _env("NCCL_MAX_CTAS"),
         cost="collectives slower where bandwidth needs the CTAs",
         planner="fewer comm CTAs to place beside compute",
-        nccl_min=(2, 17, 1),
+        nccl_min=(2, 17, 1), tries=("4", "8", "16"),
     ),
     Lever(
         "nccl-threads", "threads per NCCL CTA (ring Simple adds a sync warp; send/recv keeps 640)",

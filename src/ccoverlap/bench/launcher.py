@@ -12,7 +12,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ccoverlap import levers
@@ -21,6 +20,7 @@ from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import BenchConfig
 from ccoverlap.bench.worker import PARENT_ENV, spec_for
 from ccoverlap.errors import UsageError
+from ccoverlap.procs import GRACE_S, Stopped, stop, stop_on_signals  # noqa: F401 - the bench CLI reads them here
 
 RANK_TIMEOUT_S = 1800
 
@@ -56,36 +56,6 @@ def not_applicable(cfg: BenchConfig, strategy: levers.Strategy, where: levers.Ho
     or that the communication backend cannot honour; None when it runs."""
     reason = strategy.not_applicable(where, "process") or cfg.comm_backend.not_applicable(strategy)
     return f"n/a: {reason}" if reason else None
-
-
-class Stopped(BaseException):
-    """SIGINT or SIGTERM reached the bench. A BaseException, so that nothing on the way catches it:
-    unwinding stops every rank and removes its folder."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """Inside, SIGINT and SIGTERM raise Stopped in the main thread, once: later ones are ignored
-    while the bounded clean-up runs. The handlers before are restored after."""
-
-    def handler(signum, frame):
-        for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
-        raise Stopped(signum)
-
-    before = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
 
 
 def run_ranks(cfg: BenchConfig, strategy: levers.Strategy, launcher: str = "spawn") -> tuple[list[dict], dict]:
@@ -137,40 +107,6 @@ def wait_all(procs: list[subprocess.Popen], timeout_s: float) -> tuple[int, int]
             stop(procs, signal.SIGKILL)
             return failed
         time.sleep(0.05)
-
-
-#: seconds a rank has to end after a forwarded SIGINT or SIGTERM before it is killed
-GRACE_S = 5.0
-
-
-def stop(procs: list[subprocess.Popen], signum: int, grace_s: float = GRACE_S) -> None:
-    """Send `signum` to every rank (its whole process group, so torchrun's workers too), give
-    them `grace_s` to end, then kill what remains and reap them all."""
-    for p in procs:
-        _signal(p, signum)
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(max(deadline - time.monotonic(), 0))
-        except subprocess.TimeoutExpired:
-            pass
-    for p in procs:
-        _signal(p, signal.SIGKILL)
-        p.wait()
-
-
-def _signal(p: subprocess.Popen, signum: int) -> None:
-    """`signum` to p's process group where p leads one, else to p alone. Nothing once p is reaped:
-    its pid may then be another's (until then, even a zombie's pid is not reused)."""
-    if p.poll() is not None:
-        return
-    try:
-        if os.getpgid(p.pid) == p.pid:
-            os.killpg(p.pid, signum)
-        else:
-            p.send_signal(signum)
-    except ProcessLookupError:
-        pass
 
 
 def _merge_stats(stats: list[dict]) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ccoverlap import levers, profiling, startup, timing
+from ccoverlap import levers, procs, profiling, startup, timing
 from ccoverlap.bench import catalog
 from ccoverlap.bench.comms import COMMS
 from ccoverlap.bench.config import BenchConfig, ModelSize
@@ -66,18 +66,12 @@ def run(spec: dict) -> dict:
 
 #: the launcher's pid, where it started this rank itself (torchrun's ranks have torchrun as parent)
 PARENT_ENV = "CCOVERLAP_BENCH_PARENT"
-PR_SET_PDEATHSIG = 1
-
-
 def _tie_to_parent() -> None:
     """End with the launcher: SIGINT ends this rank at once (a rank waiting in a collective never
     gets back to Python to raise KeyboardInterrupt), and on Linux the kernel kills it when its
     parent dies, even of SIGKILL. A parent that died before that was set is caught by its pid."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    procs.die_with_parent()
     if (parent := os.environ.get(PARENT_ENV)) and os.getppid() != int(parent):
         os._exit(1)
 

@@ -186,14 +186,14 @@ class Capture:
     def pre_step(self, optimizer, args, kwargs) -> None:
         if not self.enabled or not self._leads(optimizer):
             return
-        if not self.cfg.seconds and self.done == self.cfg.skip - 1:
+        if self.cfg.profile and not self.cfg.seconds and self.done == self.cfg.skip - 1:
             self._in_hook(self.open_window)
 
     def post_step(self, optimizer, args, kwargs) -> None:
         if self.enabled and self._leads(optimizer) and self._open_log() is not None:
-            self._in_hook(self._step_ended)
+            self._in_hook(lambda: self._step_ended(optimizer))
 
-    def _step_ended(self) -> None:
+    def _step_ended(self, optimizer) -> None:
         end, gpu_end = time.perf_counter(), _event()
         self.done += 1
         line = {"step": self.done, "ms": None if self.step_start is None else (end - self.step_start) * 1e3,
@@ -205,7 +205,25 @@ class Capture:
         self._write_ready()
         if not self.cfg.seconds:
             self.advance()
+        if self.cfg.stop and self.done >= self.cfg.skip + self.cfg.steps and self.recorder is None:
+            self._stop(optimizer)
         self.step_start, self.gpu_start = time.perf_counter(), _event()
+
+    def _stop(self, optimizer) -> None:
+        """The tuner's trial has its steps: the GPU drained (every rank's collectives of this step were enqueued
+        before its optimizer step, so none waits on a rank that left), the fingerprint and the remaining step
+        lines written, and the process ended at once: the program's own exit (its atexit work, a final
+        checkpoint) is not part of a trial."""
+        if _cuda_in_use():
+            torch.cuda.synchronize()
+        if self.cfg.fingerprint:
+            self.log.write({"fingerprint": fingerprint(optimizer), "step": self.done})
+        self._write_ready(deadline=time.monotonic() + DRAIN_S)
+        self.log.write({"stopped": self.done})
+        self.finished = True
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     def _in_hook(self, work) -> None:
         """Do `work` inside the program (in its optimizer step, or at its exit): a SIGTERM meanwhile waits for its
@@ -272,6 +290,18 @@ class Capture:
         if _in_main(self.advance):  # the profiler is warm: record from here
             time.sleep(self.cfg.seconds)
             _in_main(self.advance)
+
+
+def fingerprint(optimizer) -> list[float]:
+    """The squared norm of every parameter tensor the optimizer steps (this rank's shard of a DTensor), in
+    float64: what the tuner compares between runs to see whether a setting changed the training's result.
+    One host sync."""
+    tensors = [p.to_local() if hasattr(p, "to_local") else p
+               for group in optimizer.param_groups for p in group["params"]]
+    if not tensors:
+        return []
+    device = tensors[0].device
+    return torch.stack([t.detach().double().pow(2).sum().to(device) for t in tensors]).tolist()
 
 
 _PENDING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)

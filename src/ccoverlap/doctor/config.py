@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ccoverlap.errors import UsageError, check_range
 
 #: the fields the capture inside the program reads (the rest are the command's)
-CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds")
+CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "profile", "stop", "fingerprint")
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class DoctorConfig:
         "metavar": "PATH", "help": "write the HTML report (a timeline per rank; its PNGs in <name>_files/ beside it)"})
     comm_regex: str | None = field(default=None, metadata={
         "metavar": "RE", "help": "also count kernels whose name matches RE as communication"})
+    # the tuner's trials (tune/trial.py), not options of the doctor: time steps without the profiler, end the
+    # program once steps skip+1..skip+steps are timed, and write a fingerprint of the trained parameters then
+    profile: bool = True
+    stop: bool = False
+    fingerprint: bool = False
 
     def validate(self) -> DoctorConfig:
         check_range("--steps", self.steps, 1, 1000)

@@ -4,7 +4,8 @@ One JSON object a line, each written whole by one write() as it happens, so a pr
 (SIGKILL included) leaves every line before it: first the process (its rank, pid, the window asked for),
 then one line per optimizer step (host milliseconds from the end of the previous step, GPU milliseconds
 between CUDA events at the same two points where CUDA is in use, and whether the profiler was warming up or
-recording), and the window's opening and closing. The name ends in .jsonl, not .json: `ccoverlap analyze`
+recording), and the window's opening and closing; under the tuner, a fingerprint of the trained parameters and
+the step after which the capture ended the process. The name ends in .jsonl, not .json: `ccoverlap analyze`
 takes every *.json in a folder for a trace. A second process of the same rank (one that spawned its own
 optimizer) writes rank<r>_pid<pid>_*: nothing is overwritten.
 """
@@ -69,6 +70,8 @@ class RankRecord:
     recorded: int | None  # full steps in the trace; None while the window never closed (the process was killed)
     complete: bool  # the window closed after all its steps
     error: str | None  # why the profiler did not start
+    fingerprint: tuple[float, ...] | None = None  # the tuner's: squared norms of the trained parameters at the end
+    stopped: int | None = None  # the tuner's: the step after which the capture ended the process
 
     @property
     def window(self) -> str:
@@ -130,9 +133,12 @@ def read(path: Path) -> RankRecord:
         closed = next((e for e in rest if e.get("window") == "closed"), None)
         failed = next((e for e in rest if e.get("window") == "failed"), None)
         trace = closed["trace"] if closed else None
+        printed = next((e["fingerprint"] for e in rest if "fingerprint" in e), None)
+        stopped = next((e["stopped"] for e in rest if "stopped" in e), None)
         return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
                           path.parent / trace if trace else None, closed["recorded"] if closed else None,
-                          bool(closed and closed["complete"]), failed["error"] if failed else None)
+                          bool(closed and closed["complete"]), failed["error"] if failed else None,
+                          tuple(map(float, printed)) if printed is not None else None, stopped)
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
 
