@@ -3,7 +3,7 @@ default, a flag and its help are declared once: in the dataclass.
 
 A field whose metadata has "help" is an option. Its flag is `--field-name` unless "flag" says
 otherwise; argparse reads its value as its default's type (int, float, text; a tuple default takes
-comma-separated items) unless "type" says, then "parse", where given, converts it when the config
+comma-separated items; with "append" the option repeats, one item each) unless "type" says, then "parse", where given, converts it when the config
 is built (so that its UsageError is one line, exit 2, from the command); its help ends with its default
 ("shown" words one the code settles later) and the value each preset gives it. A field holding a
 dataclass (the bench's model size) contributes that dataclass's fields. Presets are named
@@ -79,6 +79,14 @@ class _Given(argparse.Action):
         setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
 
 
+class _Appended(_Given):
+    """A repeatable option (metadata "append"): each use adds one item to the tuple."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        given = self.dest in getattr(namespace, GIVEN, ())
+        super().__call__(parser, namespace, (getattr(namespace, self.dest) if given else ()) + (value,), option_string)
+
+
 def add_options(parser: argparse.ArgumentParser, cls: type, presets: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """One option per field of `cls` with help; its default is the dataclass's, its help names it and
     what each preset (label: overrides) makes of it."""
@@ -92,7 +100,9 @@ def add_options(parser: argparse.ArgumentParser, cls: type, presets: Mapping[str
         shown = ([f"default: {meta.get('shown') or _show(default)}"] if default is not None or "shown" in meta else [])
         shown += [f"{', '.join(labels)}: {value}" for value, labels in by_value.items()]
         text = meta["help"] + (f" ({'; '.join(shown)})" if shown else "")
-        parser.add_argument(flag(f), dest=path, default=default, action=_Given, type=_parser(default, meta),
+        append = meta.get("append", False)
+        parser.add_argument(flag(f), dest=path, default=default, action=_Appended if append else _Given,
+                            type=str if append else _parser(default, meta),
                             metavar=meta.get("metavar") or flag(f)[2:].upper().replace("-", "_"), help=text.replace("%", "%%"))
 
 
