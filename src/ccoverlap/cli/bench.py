@@ -15,6 +15,7 @@ from ccoverlap.bench import comms
 from ccoverlap.bench.config import PRESETS, TINY_PRESET, BenchConfig, auto_device
 from ccoverlap.errors import UsageError
 from ccoverlap.levers import STRATEGIES
+from ccoverlap.stats import CONFIDENCE
 
 from ._config import add_options, add_preset, from_args
 from ._output import QuietConsole, check_writable, print_table, print_text, warn, write_json
@@ -23,7 +24,8 @@ EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in 
     f"workloads: {', '.join(f'{w.name} ({w.description})' for w in WORKLOADS)}.",
     f"strategies: {', '.join(s.name for s in STRATEGIES)} (the lever registry's list), or any combination "
     "lever[=value]+lever... (`ccoverlap levers` lists them). Each runs in fresh ranks (all workloads in them) with "
-    "the same seeds; losses are compared with `default` (outputs_match). A strategy with a lever that does not "
+    "the same seeds; losses are compared with `default` (outputs_match), and each row's steps with default's "
+    f"(vs default: ratio of medians, {CONFIDENCE:.0%} bootstrap interval, faster, slower or within noise). A strategy with a lever that does not "
     "apply here (CUDA-only levers on the CPU, an NCCL too old) or that the --comm backend cannot honour is listed "
     "as n/a with the lever and the reason.",
     "",
