@@ -106,6 +106,7 @@ def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
               "wall_s": 2.5}]
     (row,) = launcher.summarize("ddp", "default", ranks, {})
     assert row["step_ms"] == 12.0 and row["step_ms_min"] == 11.0 and row["step_ms_max"] == 13.0 and row["wall_s"] == 2.5
+    assert row["step_samples_ms"] == [11.0, 12.0, 13.0]  # the series vs_default compares: per step the slowest rank
     assert row["compute_only_ms"] == 8.0 and row["exposed_comm_ms"] == 4.0
     other = dict(row, strategy="priority", losses=[2.0, 1.5000001])
     verdict = launcher.compare([row, other])["ddp"]
@@ -144,6 +145,12 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
     else:
         assert all(len(r["samples"]["rank0"]) == 3 and r["step_ms"] > 0 for r in ok)
         assert all((r["exposed_comm_ms"] is not None) == (workload == "ddp") for r in ok)
+    # every ok row but default's is timed against default's (micro: of its size), one run of 3 steps each
+    assert all(("vs_default" in r) == (r["strategy"] != "default") for r in ok)
+    compared = [r["vs_default"] for r in ok if r["strategy"] != "default"]
+    assert compared and all(c["runs"] == [1, 1] and c["steps"] == [3, 3] and c["ci"][0] <= c["ratio"] <= c["ci"][1]
+                            and c["verdict"] in ("faster", "slower", "within noise") for c in compared)
+    assert "vs default (95% CI)" in capsys.readouterr().out
     assert out.with_suffix(".png").stat().st_size > 5000
 
 

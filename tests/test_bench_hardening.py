@@ -232,7 +232,8 @@ def test_a_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, monkeypatch
 
 def _fake_run(cfg, launcher_name="spawn"):
     yield "default", [{"workload": "ddp", "strategy": "default", "status": "ok", "step_ms": 2.0, "step_ms_min": 1.5,
-                       "step_ms_max": 2.5, "compute_only_ms": 1.0, "exposed_comm_ms": 1.0, "losses": [1.0]}]
+                       "step_ms_max": 2.5, "compute_only_ms": 1.0, "exposed_comm_ms": 1.0, "losses": [1.0],
+                       "step_samples_ms": [1.5, 2.0, 2.5]}]
 
 
 def test_a_failed_chart_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys):

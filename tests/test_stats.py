@@ -1,3 +1,4 @@
+import json
 import random
 
 import pytest
@@ -43,6 +44,7 @@ def test_the_same_samples_give_the_same_interval_and_the_label_shows_it():
     assert a == b
     assert a.label().startswith(f"{a.ratio:.3f}x [{a.lo:.3f}-{a.hi:.3f}]")
     assert a.to_dict()["ci"] == [a.lo, a.hi]
+    assert stats.Comparison.from_dict(json.loads(json.dumps(a.to_dict()))) == a  # read back from results
 
 
 @pytest.mark.parametrize("base,cand,what", [([], [[1.0]], "baseline"), ([[1.0]], [[]], "candidate"),

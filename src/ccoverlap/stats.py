@@ -50,6 +50,11 @@ class Comparison:
         return {"ratio": self.ratio, "ci": [self.lo, self.hi], "confidence": self.confidence,
                 "verdict": self.verdict, "runs": list(self.runs), "steps": list(self.steps)}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Comparison:
+        """The inverse of to_dict: a comparison read back from results (JSON), to label it."""
+        return cls(d["ratio"], *d["ci"], d["confidence"], tuple(d["runs"]), tuple(d["steps"]))
+
 
 def pooled_median(runs: Runs) -> float:
     return statistics.median(x for run in runs for x in run)

@@ -12,6 +12,9 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ccoverlap.levers import DEFAULT
+from ccoverlap.stats import CONFIDENCE, NOISE, Comparison
+
 #: timed(fn, before=None) -> ms per call; trace(fn) records a few calls of fn (or does nothing)
 Timer = Callable[..., list[float]]
 
@@ -24,6 +27,32 @@ def _fmt(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
 
 
+# -- every row type: its step series and how it compares with `default`'s ---------------------
+
+#: the per-step series (ms; per step the slowest rank) a row's step_ms is the median of, and that
+#: `vs_default` compares with default's: the table and the comparison read the same numbers
+SERIES = "step_samples_ms"
+VS_DEFAULT_COLUMN = f"vs {DEFAULT} ({CONFIDENCE:.0%} CI)"
+VS_DEFAULT_NOTE = (f"vs {DEFAULT}: median step / {DEFAULT}'s median step, {CONFIDENCE:.0%} bootstrap interval; "
+                   "'within noise' where it holds 1. One run per strategy, so it covers step-to-step noise only; "
+                   "process-to-process noise is what `ccoverlap tune` measures with repeated trials.")
+
+
+def _slowest_rank(per_rank: Iterable[list[float]]) -> list[float]:
+    """A step ends when its slowest rank ends: per step, the max over ranks."""
+    return [max(vals) for vals in zip(*per_rank)]
+
+
+def _vs_default_cell(r: dict) -> str:
+    """`default` itself is the baseline; a row with nothing to compare with shows '-'."""
+    if r["strategy"] == DEFAULT:
+        return "baseline"
+    if r.get("vs_default") is None:
+        return "-"
+    c = Comparison.from_dict(r["vs_default"])
+    return c.label() if c.verdict != NOISE else f"~ {c.label()}"  # '~': no effect shown, whatever the ratio
+
+
 # -- steps: one training step per strategy ---------------------------------------------------
 
 def _measure_steps(w, timed: Timer, trace: Callable) -> dict:
@@ -34,9 +63,8 @@ def _measure_steps(w, timed: Timer, trace: Callable) -> dict:
 
 
 def _summarize_steps(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
-    # a step ends when its slowest rank ends: per step, take the max over ranks
-    steps = [max(vals) for vals in zip(*(r["step_ms"] for r in ranks))]
-    compute = [max(vals) for vals in zip(*(r["compute_only_ms"] for r in ranks))] if ranks[0]["compute_only_ms"] else None
+    steps = _slowest_rank(r["step_ms"] for r in ranks)
+    compute = _slowest_rank(r["compute_only_ms"] for r in ranks) if ranks[0]["compute_only_ms"] else None
     step, comp = _median(steps), _median(compute)
     return [{
         "workload": workload, "strategy": strategy, "status": "ok",
@@ -44,7 +72,7 @@ def _summarize_steps(workload: str, strategy: str, ranks: list[dict], stats: dic
         "compute_only_ms": comp, "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
         "exposed_comm_note": ranks[0]["note"] or None,
         "losses": ranks[0]["losses"], "interposer": stats or None,
-        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
+        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks}, SERIES: steps,
         "wall_s": max(r["wall_s"] for r in ranks),  # build, warm-up, timing and trace of this workload
     }]
 
@@ -59,7 +87,7 @@ def _same_losses(rows: list[dict], baseline: str) -> dict:
 
 def _step_cells(r: dict) -> list:
     return [r["strategy"], f"{r['step_ms']:.2f} ({r['step_ms_min']:.2f}-{r['step_ms_max']:.2f})",
-            _fmt(r["compute_only_ms"]), _fmt(r["exposed_comm_ms"]), "ok"]
+            _vs_default_cell(r), _fmt(r["compute_only_ms"]), _fmt(r["exposed_comm_ms"]), "ok"]
 
 
 # -- sizes: nccl-tests style, one row per message size ----------------------------------------
@@ -87,10 +115,11 @@ def _summarize_sizes(workload: str, strategy: str, ranks: list[dict], stats: dic
     rows = []
     for i, first in enumerate(ranks[0]["sizes"]):
         per_rank = [r["sizes"][i] for r in ranks]
+        steps = _slowest_rank(r["samples"] for r in per_rank)
         rows.append({**{k: v for k, v in first.items() if k != "samples"}, "workload": workload, "strategy": strategy,
                      "status": "ok", "wrong": sum(r["wrong"] for r in per_rank),
-                     "step_ms": max(r["step_ms"] for r in per_rank), "interposer": stats or None,
-                     "samples": {f"rank{r['rank']}": r["sizes"][i]["samples"] for r in ranks}})
+                     "step_ms": statistics.median(steps), "interposer": stats or None,
+                     "samples": {f"rank{r['rank']}": r["sizes"][i]["samples"] for r in ranks}, SERIES: steps})
     return rows
 
 
@@ -100,7 +129,8 @@ def _none_wrong(rows: list[dict], baseline: str) -> dict:
 
 def _size_cells(r: dict) -> list:
     return [r["strategy"], r["size_bytes"], r["count"], r["type"], _fmt(r["time_ms"], ".3f"), _fmt(r["algbw_GBps"]),
-            _fmt(r["busbw_GBps"]), _fmt(r["step_ms"], ".3f"), _fmt(r["exposed_comm_ms"], ".3f"), r["wrong"]]
+            _fmt(r["busbw_GBps"]), _fmt(r["step_ms"], ".3f"), _vs_default_cell(r), _fmt(r["exposed_comm_ms"], ".3f"),
+            r["wrong"]]
 
 
 def _largest_size(rows: list[dict]) -> list[dict]:
@@ -113,6 +143,7 @@ class RowType:
     measure: Callable[[object, Timer, Callable], dict]  # in a rank: what the builder made -> this rank's results
     summarize: Callable[[str, str, list[dict], dict], list[dict]]  # (workload, strategy, ranks' results, stats) -> rows
     verdict: Callable[[list[dict], str], dict]  # (ok rows of every strategy, baseline) -> outputs_match
+    paired_by: tuple[str, ...]  # the fields a row shares with the baseline's row it is timed against (SERIES)
     columns: tuple[str, ...]  # the printed table
     cells: Callable[[dict], list]  # an ok row's cells
     status_column: int  # where a row that did not run says why
@@ -127,12 +158,12 @@ class RowType:
         return cells
 
 
-STEPS = RowType(_measure_steps, _summarize_steps, _same_losses,
-                ("strategy", "step ms (min-max)", "compute-only ms", "exposed comm ms", "status"), _step_cells, 4,
-                lambda rows: rows, "{name}")
-SIZES = RowType(_measure_sizes, _summarize_sizes, _none_wrong,
+STEPS = RowType(_measure_steps, _summarize_steps, _same_losses, (),
+                ("strategy", "step ms (min-max)", VS_DEFAULT_COLUMN, "compute-only ms", "exposed comm ms", "status"),
+                _step_cells, 5, lambda rows: rows, "{name}")
+SIZES = RowType(_measure_sizes, _summarize_sizes, _none_wrong, ("size_bytes",),
                 ("strategy", "size (B)", "count", "type", "time (ms)", "algbw (GB/s)", "busbw (GB/s)",
-                 "step with GEMMs (ms)", "exposed comm (ms)", "#wrong"), _size_cells, 1,
+                 "step with GEMMs (ms)", VS_DEFAULT_COLUMN, "exposed comm (ms)", "#wrong"), _size_cells, 1,
                 _largest_size, "{name} (largest size)")
 
 

@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ccoverlap import levers
+from ccoverlap import levers, stats
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
+from ccoverlap.bench.catalog import SERIES
 from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import BenchConfig
 from ccoverlap.bench.worker import PARENT_ENV, spec_for
@@ -138,6 +139,29 @@ def compare(rows: list[dict], baseline: str = "default") -> dict:
         mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
         verdict[workload] = BY_WORKLOAD[workload].rows.verdict(mine, baseline) if mine else {"match": False, "how": "no strategy ran"}
     return verdict
+
+
+NO_DEFAULT = f"no {levers.DEFAULT} to compare with"
+ONE_STEP = "one timed step: no interval"
+
+
+def against_default(rows: list[dict], baseline: str = levers.DEFAULT) -> dict[str, str | None]:
+    """Mark every ok row but the baseline's with `vs_default`: stats.compare of the baseline's row of the same
+    workload (and whatever else its row type pairs rows by: micro's size) with it, by their step series
+    (SERIES), one run each; None where there is nothing to compare with. Returns, per workload, why its
+    rows have no comparison (None: they have one), for the table's title."""
+    why = {}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        ok = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
+        key = BY_WORKLOAD[workload].rows.paired_by
+        base = {tuple(r[k] for k in key): r[SERIES] for r in ok if r["strategy"] == baseline}
+        why[workload] = NO_DEFAULT if not base else ONE_STEP if any(len(s) < 2 for s in base.values()) else None
+        for r in ok:
+            if r["strategy"] != baseline:
+                series = base.get(tuple(r[k] for k in key))
+                usable = series is not None and len(series) > 1 and len(r[SERIES]) > 1  # one step: a zero-width interval
+                r["vs_default"] = stats.compare([series], [r[SERIES]]).to_dict() if usable else None
+    return why
 
 
 def run_iter(cfg: BenchConfig, launcher: str = "spawn", where: levers.Host | None = None) -> Iterator[tuple[str, list[dict]]]:

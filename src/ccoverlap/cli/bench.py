@@ -10,11 +10,12 @@ import textwrap
 from pathlib import Path
 
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
-from ccoverlap.bench.catalog import WORKLOADS
+from ccoverlap.bench.catalog import VS_DEFAULT_NOTE, WORKLOADS
 from ccoverlap.bench import comms
 from ccoverlap.bench.config import PRESETS, TINY_PRESET, BenchConfig, auto_device
 from ccoverlap.errors import UsageError
 from ccoverlap.levers import STRATEGIES
+from ccoverlap.stats import CONFIDENCE
 
 from ._config import add_options, add_preset, from_args
 from ._output import QuietConsole, check_writable, print_table, print_text, warn, write_json
@@ -23,7 +24,8 @@ EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in 
     f"workloads: {', '.join(f'{w.name} ({w.description})' for w in WORKLOADS)}.",
     f"strategies: {', '.join(s.name for s in STRATEGIES)} (the lever registry's list), or any combination "
     "lever[=value]+lever... (`ccoverlap levers` lists them). Each runs in fresh ranks (all workloads in them) with "
-    "the same seeds; losses are compared with `default` (outputs_match). A strategy with a lever that does not "
+    "the same seeds; losses are compared with `default` (outputs_match), and each row's steps with default's "
+    f"(vs default: ratio of medians, {CONFIDENCE:.0%} bootstrap interval, faster, slower or within noise). A strategy with a lever that does not "
     "apply here (CUDA-only levers on the CPU, an NCCL too old) or that the --comm backend cannot honour is listed "
     "as n/a with the lever and the reason.",
     "",
@@ -105,15 +107,17 @@ def run(args: argparse.Namespace) -> int:
                     _write(out, cfg, prov, rows, complete=False)
     except launcher.Stopped as stop:
         if out:
+            launcher.against_default(rows)
             _write(out, cfg, prov, rows, complete=False, interrupted=str(stop))
         print(f"ccoverlap bench: stopped by {stop}: every rank ended" + (f"; {out} holds {len(rows)} rows (complete: false)" if out else ""),
               file=sys.stderr)
         return _exit_for(stop.signum)
     match = launcher.compare(rows)
+    unmatched = launcher.against_default(rows)
     if out:  # before printing: a closed pipe on stdout must not cost the results
         _write(out, cfg, prov, rows, complete=True, match=match)
         chart = _chart(rows, out.with_suffix(".png"))
-    _print(rows, match)
+    _print(rows, match, unmatched)
     if out:
         print_text(f"wrote {out}" + (f" and {chart}" if chart else ""))
     failed = [r for r in rows if r["status"].startswith("failed")]
@@ -153,9 +157,12 @@ def _write(out: Path, cfg: BenchConfig, prov: dict, rows: list[dict], complete: 
         raise UsageError(f"--json {out}: cannot write: {exc.strerror or exc}") from None
 
 
-def _print(rows: list[dict], match: dict) -> None:
+def _print(rows: list[dict], match: dict, unmatched: dict[str, str | None]) -> None:
+    """One table per workload; `unmatched`: why a workload's rows have no comparison with default (None: they have)."""
     for workload in dict.fromkeys(r["workload"] for r in rows):
         kind = BY_WORKLOAD[workload].rows
         verdict = match.get(workload, {})
-        print_table(f"{workload}: outputs match: {'yes' if verdict.get('match') else 'NO'} ({verdict.get('how', '-')})",
+        why = f"; {unmatched[workload]}" if unmatched.get(workload) else ""
+        print_table(f"{workload}: outputs match: {'yes' if verdict.get('match') else 'NO'} ({verdict.get('how', '-')}){why}",
                     list(kind.columns), [kind.table_row(r) for r in rows if r["workload"] == workload])
+    print_text(VS_DEFAULT_NOTE)
