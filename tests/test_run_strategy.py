@@ -142,3 +142,56 @@ def test_sm_carveout_auto_reaches_torch_as_the_sms_nccls_ctas_need(capfd):
     program = "import torch; print(torch._C._get_sm_carveout_experimental())"
     assert main(["run", "--strategy", "sm-carveout+priority", "--", sys.executable, "-c", program]) == 0
     assert capfd.readouterr().out.strip() == str(levers.comm_sms(24, sms))  # 24 on an H200 (132 SMs)
+
+
+# --- ccoverlap run --config: a tuned policy file ----------------------------------------------------
+
+def config(tmp_path, combo: str, **knobs) -> str:
+    from ccoverlap.tuned import TunedPolicy
+
+    return str(TunedPolicy.of(combo, knobs).save(tmp_path / "tuned.json", speedup=1.1))
+
+
+def test_a_policy_file_reaches_the_program_as_the_tuner_ran_it(on_h200, capfd, tmp_path, monkeypatch):
+    monkeypatch.setenv("CCOVERLAP_KEEP", "30")  # the caller's interposer variables do not change a tuned policy
+    env = child_env(capfd, "--config", config(tmp_path, "priority+shape+sm-carveout=16", NCCL_ALGO="Ring"))
+    assert (env["TORCH_NCCL_HIGH_PRIORITY"], env["NCCL_ALGO"], env["CCOVERLAP_MODE"]) == ("1", "Ring", "auto")
+    assert env["CCOVERLAP_KEEP"] == "50" and env["LD_PRELOAD"].split()[0] == library_path()
+    assert json.loads(env[startup.STARTUP_ENV]) == {"sm_carveout": "16"}
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == startup.HOOK_DIR
+    env = child_env(capfd, "--config", config(tmp_path, "shape"), "--keep", "30", "--mode", "auto")  # options on top
+    assert (env["CCOVERLAP_KEEP"], env["CCOVERLAP_MODE"]) == ("30", "auto")
+    assert child_env(capfd, "--strategy", "shape")["CCOVERLAP_KEEP"] == "30"  # --strategy layers over the variables
+
+
+def test_a_policy_files_start_up_calls_are_made_as_the_program_imports_torch(on_h200, capfd, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", fake_torch_and_user_site(tmp_path))
+    assert main(["run", "--config", config(tmp_path, "sm-carveout+nccl-ctas=4"), "--", sys.executable, "-c", PROGRAM]) == 0
+    seen = json.loads(capfd.readouterr().out)
+    assert seen["before"] == [] and seen["after"] == [8]  # auto under the file's NCCL_MAX_CTAS=4
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--strategy", "priority"], "--config and --strategy: give one"),
+    (["--mode", "pad", "--pad-bytes", "64"], "--mode pad disagrees with --config {path}, which sets mode auto"),
+])
+def test_a_policy_file_with_what_disagrees_is_one_line_exit_2(argv, message, on_h200, capsys, tmp_path):
+    path = config(tmp_path, "priority+shape")
+    assert main(["run", "--config", path, *argv, "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert message.format(path=path) in err and err.count("\n") == 1
+
+
+def test_a_bad_policy_file_is_one_line_exit_2_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "ccoverlap-policy/1", "levers": {"warp-drive": "on"}}))
+    out = run_cli("run", "--config", str(bad), "--", "true")
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"ccoverlap run: error: {bad}: unknown lever 'warp-drive': valid {', '.join(levers.BY_NAME)}"]
+
+
+def test_a_policy_file_whose_levers_do_not_apply_here_is_refused(tmp_path):
+    path = config(tmp_path, "nccl-ctas=8+priority")
+    out = run_cli("run", "--config", path, "--", "true")  # this CPU machine
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"ccoverlap run: error: --config {path}: nccl-ctas: needs CUDA"]

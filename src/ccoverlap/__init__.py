@@ -3,7 +3,8 @@
 The foundation is an exact model of what fits on one SM (`occupancy`), the
 hardware limits it needs (`limits`), kernel footprints (`footprint`) and the
 resource-aware pad planner (`planner`), which sizes occupancy shaping against
-the real footprint of the communication kernel (`nccl`).
+the real footprint of the communication kernel (`nccl`). `enable(policy)` applies a tuned policy
+(`ccoverlap tune`) inside a running script.
 """
 from ccoverlap.errors import UsageError
 from ccoverlap.footprint import KernelFootprint
@@ -23,4 +24,14 @@ __all__ = [
     "occupancy",
     "plan",
     "resident_blocks",
+    "enable",
 ]
+
+
+def __getattr__(name: str):
+    """`ccoverlap.enable` (tuned.enable), imported on first use, so that `import ccoverlap` stays light."""
+    if name == "enable":
+        from ccoverlap.tuned import enable
+
+        return enable
+    raise AttributeError(f"module 'ccoverlap' has no attribute {name!r}")

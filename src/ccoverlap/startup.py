@@ -45,8 +45,13 @@ def hook_environ(variable: str, value: object, base: Mapping[str, str]) -> dict[
 
 
 def apply(environ: Mapping[str, str] = os.environ) -> None:
-    """Make the calls in `environ`; `auto` sized for the first visible GPU (read through the driver: no context)."""
-    calls = json.loads(environ[STARTUP_ENV])
+    """Make the calls in `environ` (the hook's job)."""
+    call(json.loads(environ[STARTUP_ENV]), environ)
+
+
+def call(calls: Mapping[str, str], environ: Mapping[str, str]) -> None:
+    """Make the start-up calls `calls` in this process now; `auto` sized for the first visible GPU (read
+    through the driver: no context) under the NCCL knobs in `environ`. For the hook and `ccoverlap.enable`."""
     sms = 0  # no call takes `auto`: no GPU needed to size it
     if "auto" in calls.values():
         from ccoverlap import cuda_driver as cu

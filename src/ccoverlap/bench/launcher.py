@@ -2,6 +2,7 @@
 check that every strategy computed what the baseline computed."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ccoverlap import levers, stats
+from ccoverlap import levers, stats, tuned
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.catalog import SERIES
 from ccoverlap.bench.comms import MULTICAST_OFF
@@ -33,18 +34,13 @@ def _free_port() -> int:
 
 
 def strategy_env(strategy: levers.Strategy, stats_dir: str, comm_kernels: str | None = None) -> dict[str, str]:
-    """The environment of a strategy's ranks: multicast off, the levers' variables, and where they set
-    interposer policy fields, the interposer preloaded with them (stats into `stats_dir`; `comm_kernels`:
-    what it treats as communication, None: NCCL's kernels). Start-up calls reach the worker by the
-    strategy's name in the spec."""
-    setting = strategy.setting()
-    env = dict(MULTICAST_OFF) | dict(setting.env)
-    if setting.policy:
-        from ccoverlap.interposer import Policy, preload_env
-
-        env |= Policy(**setting.policy, stats=os.path.join(stats_dir, "interposer-%p.json"), comm=comm_kernels).to_environ()
-        env |= preload_env(os.environ)  # keeps the user's own LD_PRELOAD
-    return env
+    """The environment of a strategy's ranks: multicast off, then what its levers set (tuned.setting_environ:
+    variables, and where they set interposer policy fields, the whole policy with the interposer preloaded;
+    stats into `stats_dir`; `comm_kernels`: what it treats as communication, None: NCCL's kernels). Start-up
+    calls reach the worker by the strategy's name in the spec, not through the hook."""
+    setting = dataclasses.replace(strategy.setting(), startup={})
+    stats = os.path.join(stats_dir, "interposer-%p.json")
+    return dict(MULTICAST_OFF) | tuned.setting_environ(setting, os.environ, comm_kernels=comm_kernels, stats=stats)
 
 
 def host(cfg: BenchConfig) -> levers.Host:

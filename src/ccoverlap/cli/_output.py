@@ -26,15 +26,15 @@ def comma_list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
-def write_json(path: str | Path, obj) -> Path:
+def write_json(path: str | Path, obj, indent: int | None = None) -> Path:
     """Write `obj` as JSON through a temporary file, so a reader never sees half a file; whatever
-    goes wrong (a full disk, a signal) takes the temporary file with it."""
+    goes wrong (a full disk, a signal) takes the temporary file with it. `indent`: for files people edit."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w") as f:
-            json.dump(obj, f, default=str)
+            json.dump(obj, f, default=str, indent=indent)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

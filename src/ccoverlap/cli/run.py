@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 
-from ccoverlap import levers, startup
+from ccoverlap import levers, tuned
 from ccoverlap.errors import UsageError
 from ccoverlap.interposer import BY_KEY, FIELDS, POLICY_ENV, Field, parse, preload_env
 
@@ -26,11 +26,17 @@ which a sitecustomize hook first on PYTHONPATH makes in every Python process of 
 as it imports torch (a sitecustomize of your own still runs after it). A lever that
 does not apply on this machine is refused, naming the lever and why.
 
+--config POLICY applies a policy file that `ccoverlap tune` wrote (its levers and
+environment knobs) exactly as the tuner ran it: its variables, the interposer with
+its whole policy (defaults included), its start-up calls. Not with --strategy; an
+option that disagrees with the file's policy fields is refused. See docs/tune.md.
+
 examples:
   ccoverlap run --pad-bytes 16384 -- python train.py
   ccoverlap run --blocks 4 --stats stats-%p.json -- torchrun --nproc-per-node 8 train.py
   ccoverlap run --mode auto --exclude 'gemm|cutlass' -- python train.py
   ccoverlap run --strategy priority+shape -- torchrun --nproc-per-node 8 train.py
+  ccoverlap run --config tuned.json -- torchrun --nproc-per-node 8 train.py
 """
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -49,6 +55,8 @@ def register(sub) -> None:
     p.add_argument("--policy", metavar="FILE", help=f"JSON policy file ({POLICY_ENV})")
     p.add_argument("--strategy", metavar="COMBO", help="apply a combination of levers, lever[=value]+... "
                    "(`ccoverlap levers`): their variables, policy fields and start-up calls")
+    p.add_argument("--config", metavar="POLICY", help="apply a tuned policy file (`ccoverlap tune`): its levers "
+                   "and knobs, as the tuner ran them")
     for field in FIELDS:  # one option per field of the interposer's policy table
         p.add_argument(field.option, metavar=field.metavar, dest=field.key, help=option_help(field))
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
@@ -68,8 +76,13 @@ def child_environ(args: argparse.Namespace, environ: dict[str, str]) -> dict[str
     env = dict(environ)
     if args.policy is not None:
         env[POLICY_ENV] = os.path.abspath(args.policy)
+    given = {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}
+    if args.config is not None:
+        if args.strategy is not None:
+            raise UsageError("--config and --strategy: give one (a policy file names its own levers)")
+        env |= config_environ(args.config, given, env)
     if args.strategy is not None:
-        env |= strategy_environ(args.strategy, {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}, env)
+        env |= strategy_environ(args.strategy, given, env)
     for field in FIELDS:
         value = getattr(args, field.key)
         if value is not None:
@@ -86,18 +99,27 @@ def strategy_environ(text: str, given: dict[str, str], environ: dict[str, str], 
     if s.no_overlap:
         raise UsageError(f"--strategy {s.name}: the bench's baseline (its workloads wait for each collective); "
                          "it cannot be applied to a program")
-    if reason := s.not_applicable(host or levers.Host.detect(), "process"):
-        raise UsageError(f"--strategy {s.name}: {reason}")
-    setting = s.setting()
-    out = dict(setting.env)
-    for key, value in setting.policy.items():
+    return policy_environ(tuned.TunedPolicy.of(s), f"--strategy {s.name}", given, environ, host, whole_policy=False)
+
+
+def config_environ(path: str, given: dict[str, str], environ: dict[str, str], host: levers.Host | None = None) -> dict[str, str]:
+    """The variables that apply the tuned policy file at `path` as the tuner ran it (its whole interposer
+    policy, so the caller's CCOVERLAP_* variables do not change it); `given` as for strategy_environ."""
+    return policy_environ(tuned.load(path), f"--config {path}", given, environ, host, whole_policy=True)
+
+
+def policy_environ(policy: tuned.TunedPolicy, source: str, given: dict[str, str], environ: dict[str, str],
+                   host: levers.Host | None, whole_policy: bool) -> dict[str, str]:
+    """The variables that apply `policy` (named `source` in errors) to a program started with `environ`;
+    UsageError where one of its levers does not apply on `host` (this machine) or an option in `given`
+    disagrees with one of its policy fields."""
+    if reason := policy.not_applicable(host or levers.Host.detect()):
+        raise UsageError(f"{source}: {reason}")
+    for key, value in policy.policy.items():
         field = BY_KEY[key]
         if key in given and _normal(field, given[key]) != _normal(field, value):
-            raise UsageError(f"{field.option} {given[key]} disagrees with --strategy {s.name}, which sets {key} {value}")
-        out[field.env] = value
-    if setting.startup:
-        out |= startup.environ(setting.startup, environ)
-    return out
+            raise UsageError(f"{field.option} {given[key]} disagrees with {source}, which sets {key} {value}")
+    return tuned.setting_environ(policy.setting(), environ, whole_policy=whole_policy)
 
 
 def _normal(field: Field, value: str) -> int | str:
