@@ -204,12 +204,13 @@ def enable(policy: str | os.PathLike | TunedPolicy | Mapping) -> TunedPolicy:
     running process can take it, and return it. Call it before `init_process_group`.
 
     - Its variables are set in os.environ. PyTorch reads TORCH_NCCL_HIGH_PRIORITY each time a process group
-      creates an NCCL communicator (ProcessGroupNCCL::initNCCLComm: `getCvarBool(TORCH_NCCL_HIGH_PRIORITY)`,
-      which reads the environment on every call, torch/csrc/distributed/c10d/Utils.hpp getCvarBool), and
-      picks that communicator's stream from the high-priority pool: every NCCL group whose communicator is
-      made afterwards gets it, FSDP's and DeviceMesh's included, although distributed_c10d.py gives each
-      group options with is_high_priority_stream False. NCCL reads its own NCCL_* variables as it creates
-      a communicator too.
+      creates an NCCL communicator (ProcessGroupNCCL.cpp, initNCCLComm: `force_high =
+      getCvarBool(TORCH_NCCL_HIGH_PRIORITY, false); getStreamFromPool(options_->is_high_priority_stream ||
+      force_high)`; getCvarBool reads the environment on every call, c10d/Utils.hpp:151 in torch 2.13.0),
+      at a group's first collective (or at once with device_id): every NCCL group whose communicator is made
+      afterwards gets a high-priority stream, FSDP's and DeviceMesh's included, although each group's
+      options keep is_high_priority_stream False (distributed_c10d.py:2194-2196 in torch 2.13.0). NCCL
+      reads its own NCCL_* variables as it creates a communicator too.
     - Its start-up calls are made now (as `ccoverlap run`'s hook makes them at `import torch`).
     - Its interposer fields cannot be applied: the interposer must be preloaded when the process starts.
       Then one warning gives the `ccoverlap run --config` command to use instead.
