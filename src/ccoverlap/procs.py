@@ -89,3 +89,12 @@ def _signal(p: subprocess.Popen, signum: int) -> None:
         pass
 
 
+def exit_for(signum: int) -> int:
+    """SIGINT: exit 130, as shells report it; SIGTERM: die of it, so whoever sent it sees it did."""
+    if signum == signal.SIGINT:
+        return 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    return 128 + signum

@@ -8,6 +8,10 @@ Under torchrun (RANK set) it joins a gloo group (nccl with --cuda) and all-reduc
   --group         join a gloo group of one first (without torchrun)
   --cuda          on the GPU of its local rank
   --until-trace   with --seconds: and on until the doctor's rank0_trace.json.gz is written (at most a minute)
+
+For the tuner's tests, two environment knobs: DOCTOR_TRAIN_SLEEP_MS (host milliseconds slept in every step,
+default 0: a knob that changes speed, not the result) and DOCTOR_TRAIN_LR (the learning rate, default 0.05: a
+knob that changes the result).
 """
 import argparse
 import json
@@ -49,7 +53,8 @@ if args.seconds:
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
+opt = torch.optim.SGD(model.parameters(), lr=float(os.environ.get("DOCTOR_TRAIN_LR", "0.05")))
+sleep_s = float(os.environ.get("DOCTOR_TRAIN_SLEEP_MS", "0")) / 1000
 data, target = torch.randn(128, 32).to(device), torch.randn(128, 1).to(device)
 kill_sig, kill_at = map(int, args.kill.split("@")) if args.kill else (0, 0)
 for step in range(1, args.steps + 1):
@@ -60,6 +65,7 @@ for step in range(1, args.steps + 1):
         for p in model.parameters():
             dist.all_reduce(p.grad)
             p.grad /= dist.get_world_size()
+    time.sleep(sleep_s)
     opt.step()
     sys.stdout.write(f"step {step} loss {loss.item():.6f}\n")  # one write: ranks' lines never interleave
     sys.stdout.flush()

@@ -7,9 +7,9 @@ import sys
 
 from ccoverlap.errors import UsageError
 
-from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run
+from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run, tune
 
-COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor)
+COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, tune)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.
@@ -26,6 +26,8 @@ Start with:
   ccoverlap lab --quick               one GPU: every strategy side by side
   ccoverlap run --mode auto -- torchrun ...   shape an unmodified program
   ccoverlap doctor -- torchrun ...            profile an unmodified program: why is communication exposed?
+  ccoverlap tune -- torchrun ...              find its fastest levers; keep them only if faster beyond noise, same result
+  ccoverlap run --config policy.json -- torchrun ...   apply what tune found
 """
 
 

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -14,6 +12,7 @@ from ccoverlap.bench.catalog import VS_DEFAULT_NOTE, WORKLOADS
 from ccoverlap.bench import comms
 from ccoverlap.bench.config import PRESETS, TINY_PRESET, BenchConfig, auto_device
 from ccoverlap.errors import UsageError
+from ccoverlap.procs import exit_for
 from ccoverlap.levers import STRATEGIES
 from ccoverlap.stats import CONFIDENCE
 
@@ -111,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             _write(out, cfg, prov, rows, complete=False, interrupted=str(stop))
         print(f"ccoverlap bench: stopped by {stop}: every rank ended" + (f"; {out} holds {len(rows)} rows (complete: false)" if out else ""),
               file=sys.stderr)
-        return _exit_for(stop.signum)
+        return exit_for(stop.signum)
     match = launcher.compare(rows)
     unmatched = launcher.against_default(rows)
     if out:  # before printing: a closed pipe on stdout must not cost the results
@@ -122,17 +121,6 @@ def run(args: argparse.Namespace) -> int:
         print_text(f"wrote {out}" + (f" and {chart}" if chart else ""))
     failed = [r for r in rows if r["status"].startswith("failed")]
     return 1 if failed or not all(m["match"] for m in match.values()) else 0
-
-
-def _exit_for(signum: int) -> int:
-    """SIGINT: exit 130, as shells report it; SIGTERM: die of it, so whoever sent it sees it did."""
-    if signum == signal.SIGINT:
-        return 130
-    sys.stdout.flush()
-    sys.stderr.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-    return 128 + signum
 
 
 def _chart(rows: list[dict], path: Path) -> Path | None:

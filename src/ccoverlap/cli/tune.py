@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config(args)  # everything checked before the command first runs
     cmd = command(args.argv, "ccoverlap tune --budget 10 -- torchrun --nproc-per-node 8 train.py")
     found(cmd, dict(os.environ))
-    from ccoverlap.procs import Stopped, stop_on_signals
+    from ccoverlap.procs import exit_for, stop_on_signals
     from ccoverlap.tune import search, space
     from ccoverlap.tune.trial import Runner
 
@@ -103,10 +104,12 @@ def run(args: argparse.Namespace) -> int:
         t = exc.trial
         print(f"ccoverlap tune: error: the command fails under the default ({t.folder}): {t.error}", file=sys.stderr)
         return 1
-    except Stopped as stop:  # during the first trial: nothing to keep
-        print(f"ccoverlap tune: stopped by {stop} before the default ran once; nothing written", file=sys.stderr)
-        return 130
-    return _finish(outcome, cfg, cmd)
+    if outcome.interrupted and not any(t.timed for t in outcome.trials):
+        print(f"ccoverlap tune: stopped by {signal.Signals(outcome.interrupted).name} before the default ran once; "
+              f"nothing written (trial folders in {out})", file=sys.stderr)
+        return exit_for(outcome.interrupted)
+    code = _finish(outcome, cfg, cmd)
+    return exit_for(outcome.interrupted) if outcome.interrupted else code
 
 
 def _progress(cfg: TuneConfig):

@@ -217,7 +217,7 @@ class Capture:
         if _cuda_in_use():
             torch.cuda.synchronize()
         if self.cfg.fingerprint:
-            self.log.write({"fingerprint": fingerprint(optimizer), "step": self.done})
+            self.log.write({"fingerprint": fingerprint(optimizer), "after_step": self.done})
         self._write_ready(deadline=time.monotonic() + DRAIN_S)
         self.log.write({"stopped": self.done})
         self.finished = True

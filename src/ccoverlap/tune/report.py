@@ -2,6 +2,7 @@
 the search's Outcome; matplotlib only when the chart is drawn)."""
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from ccoverlap import plotting, stats, timing
@@ -49,7 +50,7 @@ def setting_rows(outcome: Outcome) -> list[list]:
 def verdict_lines(outcome: Outcome) -> list[str]:
     lines = []
     if outcome.interrupted:
-        lines.append(f"stopped by {outcome.interrupted}: the result stands on the trials run so far")
+        lines.append(f"stopped by {signal.Signals(outcome.interrupted).name}: the verdict stands on the trials run so far")
     if outcome.advice:
         a = outcome.advice
         lines.append(f"doctor: {a.line}")
@@ -70,7 +71,7 @@ def document(outcome: Outcome, policy_path: Path | None) -> dict:
     best = outcome.best
     return {
         "decision": "tuned" if outcome.kept else "default kept", "reason": outcome.reason,
-        "interrupted": outcome.interrupted,
+        "interrupted": signal.Signals(outcome.interrupted).name if outcome.interrupted else None,
         "best": {"name": best.name, "levers": dict(best.levers), "knobs": dict(best.knobs), "env": dict(best.env),
                  "policy": dict(best.policy), "startup": dict(best.startup)},
         "speedup": outcome.speedup,

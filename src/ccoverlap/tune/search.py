@@ -9,7 +9,7 @@
 3. Screening by successive halving: every arm runs once (a default run every few arms, so drift shows in the
    baseline), the better half of those not slower goes on to run again, for up to ROUNDS rounds.
 4. Combination: arms that each helped are added one at a time to the best so far, kept where the
-   combination beats it.
+   combination is faster than the best so far beyond the noise.
 5. Confirmation: the best against the default, alternating, until the interval of the ratio of medians
    (stats.compare, two-level bootstrap over runs and steps) excludes 1 or the budget is spent.
 A setting is kept only if it is faster beyond the noise and its result is the default's within tolerance;
@@ -18,6 +18,7 @@ otherwise the default stays and the outcome says why. Ctrl-C or SIGTERM ends the
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ class Outcome:
     advice: Advice | None
     skipped: dict[str, str]  # lever -> why not tried
     tolerance: float
-    interrupted: str | None = None
+    interrupted: int | None = None  # the signal that ended the search early
 
     @property
     def speedup(self) -> float:
@@ -114,6 +115,8 @@ class Search:
         self.timeout_s = self.budget_s
         self.tolerance = self.cfg.result_rtol
         self.since_default = 0
+        self.choice: TunedPolicy | None = None  # the setting the search settled on so far
+        self.helpers: list[TunedPolicy] = []
 
     # -- the budget ------------------------------------------------------------------------------------
 
@@ -170,15 +173,17 @@ class Search:
     # -- the procedure ---------------------------------------------------------------------------------
 
     def run(self) -> Outcome:
-        interrupted = None
+        interrupted: int | None = None
         try:
             arms = self.baseline()
-            best = self.screen(arms) if arms else None
-            if best is not None:
-                best = self.combine(best)
-                self.confirm(best)
-        except (Stopped, KeyboardInterrupt) as stop:
-            interrupted = str(stop) or "SIGINT"
+            self.choice = self.screen(arms) if arms else None
+            if self.choice is not None:
+                self.choice = self.combine(self.choice)
+                self.confirm(self.choice)
+        except Stopped as stop:
+            interrupted = stop.signum
+        except KeyboardInterrupt:
+            interrupted = signal.SIGINT
         return self.outcome(interrupted)
 
     def baseline(self) -> list[TunedPolicy]:
@@ -254,9 +259,9 @@ class Search:
             for _ in range(2):
                 self.trial(combo, "combine")
             self.interleave()
-            mine, theirs = self.compare(combo), self.compare(best)
+            mine, theirs = runs(self.trials, combo), runs(self.trials, best)
             if (mine and theirs and not self.failed(combo) and not self.refused(combo)
-                    and mine.ratio < theirs.ratio and mine.verdict == stats.FASTER):
+                    and stats.compare(theirs, mine).verdict == stats.FASTER):  # beats the best beyond the noise
                 best = combo
         return best
 
@@ -270,18 +275,19 @@ class Search:
             if self.failed(best) or self.refused(best):
                 return
             self.trial(best if n_best <= n_base else space.DEFAULT, "confirm")
-        self.final = best
 
     # -- the verdict -----------------------------------------------------------------------------------
 
-    def outcome(self, interrupted: str | None) -> Outcome:
+    def outcome(self, interrupted: int | None) -> Outcome:
         tried = list(dict.fromkeys(t.policy for t in self.trials if t.policy != space.DEFAULT))
         comparisons = {p.name: c for p in tried if (c := self.compare(p)) is not None}
         for t in self.trials:
             t.refused = self.refused(t.policy)
         winners = [p for p in tried if (c := comparisons.get(p.name)) and c.verdict == stats.FASTER
                    and not self.failed(p) and not self.refused(p)]
-        best = min(winners, key=lambda p: comparisons[p.name].ratio, default=None)
+        # the setting the search settled on; cut short before it settled, the fastest winner so far
+        best = self.choice if self.choice in winners else None if self.choice is not None and not interrupted \
+            else min(winners, key=lambda p: comparisons[p.name].ratio, default=None)
         if best is not None:
             c = comparisons[best.name]
             return Outcome(self.trials, best, True, f"{best.name} is faster than the default beyond the noise: "

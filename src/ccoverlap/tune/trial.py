@@ -130,8 +130,8 @@ class Runner:
             trial.status, trial.error = "timeout", f"stopped after {timeout_s:.0f} s (--trial-timeout)"
         elif code != 0 and not (records and all(r.stopped for r in records)):
             trial.error = _ended(code) + (f": {t}" if (t := _tail(folder / OUTPUT)) else "")
-        elif missing or bad:
-            trial.error = missing or str(bad[0])
+        elif bad or missing:
+            trial.error = str(bad[0]) if bad else missing
         else:
             trial.status = "ok"
         trial.samples, trial.gpu = samples, gpu
