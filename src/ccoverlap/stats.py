@@ -61,8 +61,7 @@ def pooled_median(runs: Runs) -> float:
 
 
 def _resample(runs: Runs, rng: random.Random) -> float:
-    picked = [runs[rng.randrange(len(runs))] for _ in runs]
-    return statistics.median(run[rng.randrange(len(run))] for run in picked for _ in run)
+    return statistics.median([x for run in rng.choices(runs, k=len(runs)) for x in rng.choices(run, k=len(run))])
 
 
 def compare(baseline: Runs, candidate: Runs, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
