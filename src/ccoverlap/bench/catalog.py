@@ -159,7 +159,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("micro", SIZES, False, "GEMM chain beside an all-reduce, nccl-tests style rows"),
     Workload("ddp", STEPS, True, "GPT-style decoder, DistributedDataParallel"),
     Workload("fsdp", STEPS, True, "FSDP2 fully_shard"),
-    Workload("tp", STEPS, True, "tensor-parallel attention and MLP"),
+    Workload("tp", STEPS, True, "tensor-parallel attention and MLP, the global batch shared by the ranks"),
     Workload("moe", STEPS, True, "top-1 experts with all-to-all dispatch and combine"),
     Workload("diloco", STEPS, True,
              "streaming DiLoCo: model fragments all-reduced in the background while local inner steps run"),

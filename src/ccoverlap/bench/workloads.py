@@ -120,6 +120,9 @@ def _sync():
 
 
 def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+    """Tensor-parallel ranks share one batch, so they train on the global batch (--batch x world sequences):
+    each rank's share of the sharded blocks is then about one DDP rank's work. The embedding, the final norm
+    and the output head are not sharded: every rank computes them over the whole global batch."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -131,7 +134,7 @@ def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wor
         parallelize_module(block, mesh, plan)
     # foreach kernels refuse a mix of DTensor (sharded) and plain (replicated) parameters on CUDA
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
-    inputs, targets = _tokens(cfg, device, cfg.seed + 1)  # tensor parallel ranks share their batch
+    inputs, targets = _tokens(cfg, device, cfg.seed + 1, cfg.size.batch * world)  # one batch shared by all ranks
     return Workload(_train_step(model, opt, inputs, targets), note="tensor parallelism has no compute-only step")
 
 
