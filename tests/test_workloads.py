@@ -18,6 +18,7 @@ import torch.distributed as dist  # noqa: E402
 
 from ccoverlap.bench import emulate, train, workloads  # noqa: E402
 from ccoverlap.bench.config import FULL  # noqa: E402
+from ccoverlap.bench.launcher import _free_port  # noqa: E402
 from ccoverlap.bench.models import MoE  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
@@ -102,14 +103,6 @@ def test_diloco_averages_fragments_and_measures_late_syncs(tmp_path):
     assert ranks[0][True]["done_at_launch"] and ranks[0][True]["counters"]["late_syncs"] == 0
     late = ranks[0][False]["counters"]
     assert not ranks[0][False]["done_at_launch"] and late["late_syncs"] == 1 and late["stall_ms"] > 100
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

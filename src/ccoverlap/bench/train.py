@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -78,10 +77,9 @@ def single_process_env(env: Mapping[str, str]) -> dict[str, str]:
     """What torch.distributed's env:// needs, where no launcher set it: rank 0 of 1 on a free local port."""
     if "WORLD_SIZE" in env:
         return {}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    from ccoverlap.bench.launcher import _free_port
+
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
 
 
 def train(cfg: BenchConfig, steps: int, log_every: int, say=print) -> None:
@@ -112,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         gpus = torch.cuda.device_count()
-        os.environ.update(single_process_env(os.environ))
+        env = single_process_env(os.environ)
         run = config(args, gpus)
-        cfg = run.bench(args.workload, int(os.environ["WORLD_SIZE"]), gpus)
+        cfg = run.bench(args.workload, int((os.environ | env)["WORLD_SIZE"]), gpus)
     except UsageError as exc:
         print(f"python -m ccoverlap.bench.train: error: {exc}", file=sys.stderr)
         return 2
+    os.environ.update(env)
     train(cfg, run.steps, run.log_every)
     import torch.distributed as dist
 
