@@ -124,7 +124,7 @@ def test_cuda_only_strategies_are_listed_not_dropped():
         ("shape", {"shape": "auto"}, "n/a: shape: needs CUDA or ROCm")]
 
 
-@pytest.mark.parametrize("workload", ["micro", "ddp", "fsdp", "tp", "moe"])
+@pytest.mark.parametrize("workload", ["micro", "ddp", "fsdp", "tp", "moe", "diloco"])
 def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     out = tmp_path / "r.json"
@@ -144,7 +144,13 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
         assert all(r["wrong"] == 0 and r["busbw_GBps"] == pytest.approx(r["algbw_GBps"]) for r in ok)  # 2(n-1)/n = 1
     else:
         assert all(len(r["samples"]["rank0"]) == 3 and r["step_ms"] > 0 for r in ok)
-        assert all((r["exposed_comm_ms"] is not None) == (workload == "ddp") for r in ok)
+        assert all((r["exposed_comm_ms"] is not None) == (workload in ("ddp", "diloco")) for r in ok)
+        # a workload's counters: diloco lands one fragment per step after its window (1 warm-up + 3 steps, window 2)
+        assert all(("syncs" in r) == (workload == "diloco") for r in ok)
+        if workload == "diloco":
+            assert {(r["strategy"], r["syncs"]) for r in ok} == {("no-overlap", 2), ("default", 2)}
+            assert all(r["late_syncs"] >= 0 and r["stall_ms"] >= 0 for r in ok)
+            assert next(r for r in ok if r["strategy"] == "no-overlap")["late_syncs"] == 0  # waited at launch
     # every ok row but default's is timed against default's (micro: of its size), one run of 3 steps each
     assert all(("vs_default" in r) == (r["strategy"] != "default") for r in ok)
     compared = [r["vs_default"] for r in ok if r["strategy"] != "default"]

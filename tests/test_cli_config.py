@@ -72,7 +72,7 @@ def test_bench_presets_on_the_cpu_and_on_gpus(monkeypatch):
 
 
 def test_workload_table_drives_rows_tables_and_plots():
-    assert [w.name for w in catalog.WORKLOADS] == ["micro", "ddp", "fsdp", "tp", "moe"]
+    assert [w.name for w in catalog.WORKLOADS] == ["micro", "ddp", "fsdp", "tp", "moe", "diloco"]
     sizes = [{"strategy": "default", "status": "ok", "size_bytes": n, "step_ms": 1.0} for n in (10, 20)]
     assert catalog.BY_NAME["micro"].rows.plotted(sizes) == sizes[1:]
     assert catalog.BY_NAME["ddp"].rows.plotted(sizes) == sizes

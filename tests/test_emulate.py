@@ -155,7 +155,9 @@ def test_every_workload_runs_through_the_emulated_group(tmp_path, monkeypatch, c
     data = json.loads(out.read_text())
     assert data["provenance"]["backend"] == "ccov_emulate" and data["provenance"]["world_size"] == 1
     assert all(m["match"] for m in data["outputs_match"].values()) and set(data["outputs_match"]) == {
-        "micro", "ddp", "fsdp", "tp", "moe"}
+        "micro", "ddp", "fsdp", "tp", "moe", "diloco"}
+    # diloco's background all-reduces go through the emulated group too: 3 steps, window 2, one fragment landed
+    assert {r["syncs"] for r in data["rows"] if r["workload"] == "diloco" and r["status"] == "ok"} == {1}
     ok = [r for r in data["rows"] if r["status"] == "ok"]
     assert {r["strategy"] for r in ok} == {"no-overlap", "default"}
     described = ok[0]["emulation"]

@@ -14,7 +14,7 @@ from ccoverlap.bench import catalog
 from ccoverlap.bench.config import FULL, BenchConfig
 
 out, batches = sys.argv[1], [int(b) for b in sys.argv[2:]] or [8, 16, 32]
-cfg = BenchConfig(comm="emulate", device="cuda", nproc=1, gpus=1, workloads=("ddp", "fsdp", "tp", "moe"))
+cfg = BenchConfig(comm="emulate", device="cuda", nproc=1, gpus=1, workloads=("ddp", "fsdp", "tp", "moe", "diloco"))
 device, rank, world = cfg.comm_backend.init(cfg)
 rows = []
 for name in cfg.workloads:
@@ -22,12 +22,12 @@ for name in cfg.workloads:
         c = replace(cfg, size=replace(FULL, batch=batch))
         try:
             w = catalog.BY_NAME[name].builder(c, rank, world, device, False)
-            timing.timed(w.run_step, 0, 3, cuda=True)
+            timing.timed(w.run_step, 0, 3, cuda=True, drain=not w.background)  # as the bench times it
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            samples = timing.timed(w.run_step, 10, 0, cuda=True)
+            samples = timing.timed(w.run_step, 10, 0, cuda=True, drain=not w.background)
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
             row = {"workload": name, "batch": batch, "samples_ms": samples, **timing.summary(samples),
-                   "cpu_s_per_step": cpu / 10, "wall_s_per_step": wall / 10}
+                   "cpu_s_per_step": cpu / 10, "wall_s_per_step": wall / 10, **w.counters()}
         except Exception as exc:  # noqa: BLE001
             row = {"workload": name, "batch": batch, "error": f"{type(exc).__name__}: {exc}"[:300]}
         print(json.dumps({k: v for k, v in row.items() if k != "samples_ms"}), flush=True)

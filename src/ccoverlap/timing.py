@@ -33,12 +33,15 @@ def elapsed_ms(fn: Callable[[], object], cuda: bool = False) -> float:
 
 
 def timed(fn: Callable[[], object], reps: int, warmup: int = 0, *, cuda: bool = False,
-          before: Callable[[], object] | None = None, align: Callable[[], object] | None = None) -> list[float]:
+          before: Callable[[], object] | None = None, align: Callable[[], object] | None = None,
+          drain: bool = True) -> list[float]:
     """Milliseconds of each of `reps` calls of `fn`, after `warmup` untimed ones.
 
     `before` runs before every call, warm-up included, outside the timed span
     (e.g. resetting an input); before each timed call the GPU is drained (on
-    `cuda`) and then `align` runs (e.g. a barrier, so ranks start together).
+    `cuda`, unless not `drain`: work that runs across calls, such as a collective
+    left in flight, must not be finished for free between them) and then `align`
+    runs (e.g. a barrier, so ranks start together).
     """
     for _ in range(warmup):
         if before:
@@ -48,7 +51,7 @@ def timed(fn: Callable[[], object], reps: int, warmup: int = 0, *, cuda: bool = 
     for _ in range(reps):
         if before:
             before()
-        if cuda:
+        if cuda and drain:
             import torch
 
             torch.cuda.synchronize()

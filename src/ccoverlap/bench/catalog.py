@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from ccoverlap.levers import DEFAULT
 from ccoverlap.stats import CONFIDENCE, NOISE, Comparison
 
-#: timed(fn, before=None) -> ms per call; trace(fn) records a few calls of fn (or does nothing)
+#: timed(fn, before=None, drain=True) -> ms per call (drain=False: nothing drained or aligned between calls);
+#: trace(fn) records a few calls of fn (or does nothing)
 Timer = Callable[..., list[float]]
 
 
@@ -56,7 +57,8 @@ def _vs_default_cell(r: dict) -> str:
 # -- steps: one training step per strategy ---------------------------------------------------
 
 def _measure_steps(w, timed: Timer, trace: Callable) -> dict:
-    out = {"step_ms": timed(w.run_step), "losses": w.losses, "note": w.note}
+    out = {"step_ms": timed(w.run_step, drain=not w.background), "losses": w.losses, "note": w.note,
+           "counters": w.counters()}  # over the warm-up and timed steps
     trace(w.step)
     out["compute_only_ms"] = timed(w.compute_only) if w.compute_only else None
     return out
@@ -66,11 +68,13 @@ def _summarize_steps(workload: str, strategy: str, ranks: list[dict], stats: dic
     steps = _slowest_rank(r["step_ms"] for r in ranks)
     compute = _slowest_rank(r["compute_only_ms"] for r in ranks) if ranks[0]["compute_only_ms"] else None
     step, comp = _median(steps), _median(compute)
+    # a workload's own counters (bench/workloads.Workload.counters): the worst rank's, as step times take the slowest
+    counters = {k: max(r["counters"][k] for r in ranks) for k in ranks[0].get("counters", {})}
     return [{
         "workload": workload, "strategy": strategy, "status": "ok",
         "step_ms": step, "step_ms_min": min(steps), "step_ms_max": max(steps),
         "compute_only_ms": comp, "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
-        "exposed_comm_note": ranks[0]["note"] or None,
+        "exposed_comm_note": ranks[0]["note"] or None, **counters,
         "losses": ranks[0]["losses"], "interposer": stats or None,
         "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks}, SERIES: steps,
         "wall_s": max(r["wall_s"] for r in ranks),  # build, warm-up, timing and trace of this workload
@@ -186,7 +190,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("micro", SIZES, False, "GEMM chain beside an all-reduce, nccl-tests style rows"),
     Workload("ddp", STEPS, True, "GPT-style decoder, DistributedDataParallel"),
     Workload("fsdp", STEPS, True, "FSDP2 fully_shard"),
-    Workload("tp", STEPS, True, "tensor-parallel attention and MLP"),
+    Workload("tp", STEPS, True, "tensor-parallel attention and MLP, the global batch shared by the ranks"),
     Workload("moe", STEPS, True, "top-1 experts with all-to-all dispatch and combine"),
+    Workload("diloco", STEPS, True,
+             "streaming DiLoCo: model fragments all-reduced in the background while local inner steps run"),
 )
 BY_NAME = {w.name: w for w in WORKLOADS}

@@ -61,7 +61,12 @@ class MoE(nn.Module):
     """Top-1 routed experts spread over ranks: all-to-all dispatch, local experts, all-to-all combine.
 
     Each rank sends every other rank a fixed-capacity slice (tokens per rank / world), so the
-    exchange sizes are static; tokens over capacity keep only the residual path.
+    exchange sizes are static; tokens over capacity keep only the residual path. Every shape is
+    static and nothing waits for the host (no .any(), .nonzero() or boolean indexing): a dropped
+    token is written to a spare slot that is not sent, and each local expert runs over all the
+    rows received, its output kept where the row is routed to it. That costs expert FLOPs: each
+    expert computes world x capacity rows instead of its share, experts-per-rank times the MLP
+    work of routing each row to one expert (2x at the default of 2 experts per rank).
     """
 
     def __init__(self, d: int, experts_per_rank: int, group=None):
@@ -81,23 +86,18 @@ class MoE(nn.Module):
         prob, expert = F.softmax(self.gate(tokens), dim=-1).max(dim=-1)
         dest = expert // self.local
         cap = n // self.world
-        # slot of each token in its destination's slice; over-capacity tokens are dropped
+        # slot of each token in its destination's slice; over-capacity tokens go to the spare slot (world x cap)
         order = torch.argsort(dest * n + torch.arange(n, device=x.device))
         rank_in_dest = torch.empty_like(order)
         rank_in_dest[order] = torch.arange(n, device=x.device) - torch.searchsorted(dest[order], dest[order])
         keep = rank_in_dest < cap
-        slot = dest * cap + rank_in_dest
-        send = torch.zeros(self.world * cap, d + 1, device=x.device, dtype=x.dtype)
-        send[slot[keep], :d] = tokens[keep]
-        send[slot[keep], d] = (expert[keep] % self.local).to(x.dtype) + 1  # 0 marks an empty slot
+        slot = torch.where(keep, dest * cap + rank_in_dest, self.world * cap)
+        tag = (expert % self.local).to(x.dtype) + 1  # 0 marks an empty slot
+        send = torch.zeros(self.world * cap + 1, d + 1, device=x.device, dtype=x.dtype)
+        send = send.index_put((slot,), torch.cat([tokens, tag[:, None]], dim=-1))[:-1]
         recv = all_to_all_single(torch.empty_like(send), send, group=self.group)
-        out = torch.zeros(recv.shape[0], d, device=x.device, dtype=x.dtype)
-        which = recv[:, d].round().long() - 1
-        for e, expert_mlp in enumerate(self.experts):
-            mask = which == e
-            if mask.any():
-                out = out.index_put((mask.nonzero(as_tuple=True)[0],), expert_mlp(recv[mask, :d]))
+        rows, which = recv[:, :d], recv[:, d].round().long() - 1
+        out = sum(expert_mlp(rows) * (which == e).to(x.dtype)[:, None] for e, expert_mlp in enumerate(self.experts))
         back = all_to_all_single(torch.empty_like(out), out, group=self.group)
-        y = torch.zeros_like(tokens)
-        y = y.index_put((keep.nonzero(as_tuple=True)[0],), back[slot[keep]] * prob[keep, None])
-        return y.reshape(shape)
+        # the spare slot reads a zero row: dropped tokens get nothing but the residual path
+        return (F.pad(back, (0, 0, 0, 1))[slot] * prob[:, None]).reshape(shape)

@@ -20,9 +20,11 @@ from ccoverlap.bench.comms import COMMS
 from ccoverlap.bench.config import BenchConfig, ModelSize
 
 
-def _timed(fn, device: torch.device, reps: int, warmup: int, before=None) -> list[float]:
-    """Milliseconds per call (ccoverlap.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a barrier."""
-    return timing.timed(fn, reps, warmup, cuda=device.type == "cuda", before=before, align=dist.barrier)
+def _timed(fn, device: torch.device, reps: int, warmup: int, before=None, drain: bool = True) -> list[float]:
+    """Milliseconds per call (ccoverlap.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a barrier,
+    unless not `drain` (a barrier would wait for the collectives left in flight: gloo's and NCCL's queue them)."""
+    return timing.timed(fn, reps, warmup, cuda=device.type == "cuda", before=before,
+                        align=dist.barrier if drain else None, drain=drain)
 
 
 def _trace(fn, path: Path, device: torch.device) -> None:
@@ -34,7 +36,7 @@ def _workload(cfg: BenchConfig, name: str, strategy: str, no_overlap: bool, rank
     w = catalog.BY_NAME[name]
     trace = Path(cfg.trace_dir) / name / strategy / f"rank{rank}_trace.json.gz" if cfg.trace_dir and w.traced else None
     return w.rows.measure(w.builder(cfg, rank, world, device, no_overlap),
-                          lambda fn, before=None: _timed(fn, device, cfg.steps, cfg.warmup, before),
+                          lambda fn, before=None, drain=True: _timed(fn, device, cfg.steps, cfg.warmup, before, drain),
                           (lambda fn: _trace(fn, trace, device)) if trace else (lambda fn: None))
 
 

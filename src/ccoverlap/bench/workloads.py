@@ -3,6 +3,7 @@ same step with the collectives skipped (where that keeps the computation the sam
 exposed communication is step time minus compute-only time."""
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -23,6 +24,10 @@ class Workload:
     compute_only: Callable[[], torch.Tensor] | None = None
     losses: list[float] = field(default_factory=list)
     note: str = ""  # why compute_only is missing, for the results
+    #: what the workload counted over the steps run so far (name -> number), reported in its rows
+    counters: Callable[[], dict[str, float]] = dict
+    #: its collectives run across steps: timing must not drain the device or align the ranks between steps
+    background: bool = False
 
     def run_step(self) -> None:
         self.losses.append(float(self.step()))
@@ -32,10 +37,11 @@ def _dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-def _tokens(cfg: BenchConfig, device, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _tokens(cfg: BenchConfig, device, seed: int, sequences: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sequences` (default --batch) random sequences of --seq tokens, inputs and next-token targets."""
     g = torch.Generator().manual_seed(seed)
     s = cfg.size
-    data = torch.randint(0, s.vocab, (s.batch, s.seq + 1), generator=g)
+    data = torch.randint(0, s.vocab, (sequences or s.batch, s.seq + 1), generator=g)
     return data[:, :-1].to(device), data[:, 1:].to(device)
 
 
@@ -114,6 +120,9 @@ def _sync():
 
 
 def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+    """Tensor-parallel ranks share one batch, so they train on the global batch (--batch x world sequences):
+    each rank's share of the sharded blocks is then about one DDP rank's work. The embedding, the final norm
+    and the output head are not sharded: every rank computes them over the whole global batch."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -125,7 +134,7 @@ def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wor
         parallelize_module(block, mesh, plan)
     # foreach kernels refuse a mix of DTensor (sharded) and plain (replicated) parameters on CUDA
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
-    inputs, targets = _tokens(cfg, device, cfg.seed + 1)  # tensor parallel ranks share their batch
+    inputs, targets = _tokens(cfg, device, cfg.seed + 1, cfg.size.batch * world)  # one batch shared by all ranks
     return Workload(_train_step(model, opt, inputs, targets), note="tensor parallelism has no compute-only step")
 
 
@@ -149,6 +158,145 @@ def moe(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wo
 
     return Workload(_train_step(model, opt, inputs, targets, average_shared),
                     note="the all-to-all is on the critical path: no compute-only step")
+
+
+#: Streaming DiLoCo's schedule (Douillard et al. 2025). The model is cut into FRAGMENTS fragments, one of them
+#: synchronised per inner step, round-robin: each fragment is synced every FRAGMENTS inner steps and only a
+#: FRAGMENTS-th of the model is on the wire at a time. A fragment's all-reduce runs beside the WINDOW inner steps
+#: after its launch before the program waits for it (the paper's overlap tau): communication stays hidden as
+#: long as it takes less than WINDOW inner steps. A model of fewer blocks has fewer fragments, and the window
+#: is at most the fragments, so a fragment is never in flight twice.
+FRAGMENTS, WINDOW = 4, 2
+#: the outer optimizer (SGD with Nesterov momentum on the anchor, the averaged delta as its gradient) and the
+#: merge of a fragment's local parameters with its new anchor (this much of the local ones kept), as in the papers
+OUTER_LR, OUTER_MOMENTUM, MERGE_LOCAL = 0.7, 0.9, 0.5
+#: a wait that stalled the GPU stream longer than this found its sync unfinished: late
+LATE_MS = 0.05
+
+
+@dataclass
+class _Fragment:
+    params: list[torch.Tensor]  # the model's, updated by the inner optimizer
+    anchor: list[torch.Tensor]  # the global copy (float32), updated by the outer optimizer
+    outer: torch.optim.Optimizer
+
+
+@dataclass
+class _Sync:
+    fragment: _Fragment
+    delta: torch.Tensor  # anchor - params, flat float32: summed over ranks by the all-reduce
+    work: dist.Work
+    waited: bool = False
+
+
+class StreamingDiLoCo:
+    """The outer loop of streaming DiLoCo over a GPT's fragments (contiguous groups of blocks, the embedding
+    with the first, the final norm and head with the last). `after_inner_step(t)` lands the sync launched at
+    step t - window (waits for it, steps the outer optimizer, merges) and launches fragment t % fragments.
+    The outer optimizers only ever step after an inner step: the inner optimizer is the program's first.
+    `no_overlap` waits for each all-reduce as it is launched (the outer update still lands after the window,
+    so every strategy computes the same); whether a sync finished within its window is measured at its wait."""
+
+    def __init__(self, model, world: int, no_overlap: bool = False, fragments: int = FRAGMENTS, window: int = WINDOW):
+        groups = [list(part) for part in torch.tensor_split(torch.arange(len(model.blocks)), min(fragments, len(model.blocks)))]
+        self.fragments = []
+        for i, blocks in enumerate(groups):
+            modules = [model.blocks[b] for b in blocks] + ([model.emb] if i == 0 else []) \
+                + ([model.ln_f, model.head] if i == len(groups) - 1 else [])
+            params = [p for m in modules for p in m.parameters()]
+            anchor = [p.detach().float().clone().requires_grad_() for p in params]
+            outer = torch.optim.SGD(anchor, lr=OUTER_LR, momentum=OUTER_MOMENTUM, nesterov=True)
+            self.fragments.append(_Fragment(params, anchor, outer))
+        self.world, self.no_overlap = world, no_overlap
+        self.window = min(window, len(self.fragments))
+        self.in_flight: dict[int, _Sync] = {}  # launch step -> its sync
+        self.syncs = self.late = 0
+        self.stall_ms = 0.0
+        self.stalls: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # CUDA: read when counted
+
+    @torch.no_grad()
+    def launch(self, step: int) -> None:
+        f = self.fragments[step % len(self.fragments)]
+        delta = torch.cat([(a - p.float()).reshape(-1) for a, p in zip(f.anchor, f.params)])
+        sync = _Sync(f, delta, dist.all_reduce(delta, async_op=True))
+        if self.no_overlap:
+            sync.work.wait()
+            _sync()
+            sync.waited = True
+        self.in_flight[step] = sync
+
+    def _wait(self, sync: _Sync) -> None:
+        """Wait, and measure whether the sync had finished: on CUDA the stall of the stream at the wait."""
+        if sync.delta.is_cuda:
+            before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            before.record()
+            sync.work.wait()
+            after.record()
+            self.stalls.append((before, after))
+        else:
+            done = sync.work.is_completed()
+            t0 = time.perf_counter()
+            sync.work.wait()
+            if not done:
+                self.late += 1
+                self.stall_ms += (time.perf_counter() - t0) * 1e3
+
+    @torch.no_grad()
+    def land(self, step: int) -> None:
+        sync = self.in_flight.pop(step - self.window, None)
+        if sync is None:
+            return
+        if not sync.waited:
+            self._wait(sync)
+        f = sync.fragment
+        for a, g in zip(f.anchor, sync.delta.div_(self.world).split([a.numel() for a in f.anchor])):
+            a.grad = g.view_as(a)
+        f.outer.step()
+        for p, a in zip(f.params, f.anchor):
+            p.mul_(MERGE_LOCAL).add_(a.to(p.dtype), alpha=1 - MERGE_LOCAL)
+        self.syncs += 1
+
+    def after_inner_step(self, step: int) -> None:
+        self.land(step)
+        self.launch(step)
+
+    def drain(self) -> None:
+        """Wait for every sync in flight and drop them (before steps that must run without communication)."""
+        for sync in self.in_flight.values():
+            sync.work.wait()
+        self.in_flight.clear()
+
+    def counters(self) -> dict[str, float]:
+        for before, after in self.stalls:
+            after.synchronize()
+            if (ms := before.elapsed_time(after)) > LATE_MS:
+                self.late += 1
+                self.stall_ms += ms
+        self.stalls.clear()
+        return {"syncs": self.syncs, "late_syncs": self.late, "stall_ms": self.stall_ms}
+
+
+def diloco(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+    """Streaming DiLoCo: local inner steps (each rank its own data, no collective), model fragments all-reduced
+    in the background (StreamingDiLoCo). compute_only: the inner steps alone."""
+    model = _gpt(cfg, device)
+    outer = StreamingDiLoCo(model, world, no_overlap)
+    inner = _train_step(model, torch.optim.SGD(model.parameters(), lr=1e-3), *_tokens(cfg, device, cfg.seed + 1 + rank))
+    steps = 0
+
+    def step():
+        nonlocal steps
+        loss = inner()
+        outer.after_inner_step(steps)
+        steps += 1
+        return loss
+
+    def compute_only():
+        outer.drain()
+        return inner()
+
+    dist.barrier()  # the ranks start together: no barrier aligns their steps from here on (background=True)
+    return Workload(step, compute_only, counters=outer.counters, background=True)
 
 
 @dataclass
