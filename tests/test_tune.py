@@ -202,7 +202,7 @@ def test_ctrl_c_keeps_the_best_so_far():
 def test_arms_are_every_applicable_lever_value_and_every_knob_value():
     sp = space.arms(CUDA, (), {"NCCL_ALGO": ("Ring", "Tree")})
     names = [a.name for a in sp.arms]
-    assert "priority" in names and "nccl-ctas" in names and "nccl-ctas=8" in names and "nccl-ctas=16" in names
+    assert "priority" in names and "nccl-ctas" in names and "nccl-ctas=2" in names and "nccl-ctas=8" in names
     assert names[-2:] == ["NCCL_ALGO=Ring", "NCCL_ALGO=Tree"]
     assert "green" in sp.skipped and "green" not in names  # no effect in a training process
 

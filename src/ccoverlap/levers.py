@@ -239,7 +239,7 @@ LEVERS: tuple[Lever, ...] = (
         "env NCCL_MAX_CTAS", Domain(lo=1, hi=64), "4", _env("NCCL_MAX_CTAS"),
         cost="collectives slower where bandwidth needs the CTAs",
         planner="fewer comm CTAs to place beside compute",
-        nccl_min=(2, 17, 1), tries=("4", "8", "16"),
+        nccl_min=(2, 17, 1), tries=("4", "2", "8"),
     ),
     Lever(
         "nccl-threads", "threads per NCCL CTA (ring Simple adds a sync warp; send/recv keeps 640)",
