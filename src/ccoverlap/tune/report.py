@@ -60,7 +60,7 @@ def verdict_lines(outcome: Outcome) -> list[str]:
         lines.append(f"tuned: {outcome.reason} (speedup {outcome.speedup:.3f}x)")
         if (share := outcome.recovered()) is not None:
             lines.append(f"recovered {100 * share:.0f}% of the doctor's scheduling headroom "
-                         f"({outcome.advice.headroom_ms:.3f} ms)")
+                         f"({outcome.advice.headroom_pct:.1f}% of the step)")
     else:
         lines.append(outcome.reason)
     return lines
