@@ -160,7 +160,7 @@ def test_a_command_failing_under_the_default_stops_at_once():
 
 
 def test_a_budget_too_small_says_what_it_needs():
-    with pytest.raises(UsageError, match=r"too small: one trial of this command takes 60 s.*--budget 5"):
+    with pytest.raises(UsageError, match=r"too small: one trial of this command takes 60 s.*at least 6 \(--budget 7.5\)"):
         search(Fake({}, trial_s=60), ARMS, budget=1).run()
 
 

@@ -32,10 +32,10 @@ from ccoverlap.tune.config import TuneConfig
 from ccoverlap.tune.trial import Trial, drift
 from ccoverlap.tuned import TunedPolicy
 
-MIN_TRIALS = 4  # a budget must hold the two baseline runs, one arm and one confirming run
 ROUNDS = 3  # successive-halving rounds at most
 INTERLEAVE = 4  # a default run after every this many arm runs
 CONFIRM_RUNS = 3  # runs of the best and of the default before a verdict counts
+MIN_TRIALS = 2 + 1 + CONFIRM_RUNS  # a budget must hold the baseline, one candidate and its confirmation
 MAX_CONFIRM_RUNS = 8
 AUTO_TIMEOUT = (3.0, 60.0)  # --trial-timeout 0: this many times the first run, at least this many seconds
 MARGIN = 1.25  # a trial is started only if this many times the typical trial still fits
@@ -206,7 +206,7 @@ class Search:
                              f"(--budget {math.ceil(needed / 60 * 2) / 2:g})")
         self.trial(space.DEFAULT, "baseline")
         arms = list(self.arms)
-        if arms and self.doctor is not None and self.fits(1, reserve=MIN_TRIALS):
+        if arms and self.doctor is not None and self.fits(1, reserve=1 + CONFIRM_RUNS):
             self.advice = self.doctor(self.trial(space.DEFAULT, "doctor", profile=True))
         if self.advice is not None:
             arms = space.ordered(arms, self.advice.recommended)
