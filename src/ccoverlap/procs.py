@@ -98,3 +98,13 @@ def exit_for(signum: int) -> int:
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     return 128 + signum
+
+
+def ending(code: int) -> str:
+    """How a child with return code `code` ended, in words: `exit code 3`, `signal SIGKILL`."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"

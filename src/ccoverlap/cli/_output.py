@@ -57,6 +57,16 @@ def check_writable(path: str | Path, flag: str, directory: bool = False) -> None
         raise UsageError(f"{flag} {path}: cannot write in {base} ({exc.strerror or exc})") from None
 
 
+def check_new_folder(path: str | Path, flag: str) -> Path:
+    """`path`, absolute, where it is a folder that is new or empty and writable; else one line, exit 2."""
+    path = Path(path).absolute()
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"{flag} {path}: {'holds files already' if path.is_dir() else 'is a file'}; "
+                         "give a new or empty folder")
+    check_writable(path, flag, directory=True)
+    return path
+
+
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,9 +12,10 @@ from ccoverlap import startup
 from ccoverlap.doctor import record
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.errors import UsageError
+from ccoverlap.procs import ending
 
 from ._config import GIVEN, add_options, from_args
-from ._output import check_writable, print_table, write_json
+from ._output import check_new_folder, check_writable, print_table, write_json
 from .analyze import document, print_ranks, write_html
 from .run import command, end_as, found, wait
 
@@ -60,11 +60,7 @@ def _config(args: argparse.Namespace) -> DoctorConfig:
     cfg = from_args(DoctorConfig, args).validate()
     if cfg.seconds and {"steps", "skip"} & getattr(args, GIVEN, set()):
         raise UsageError("--seconds profiles a time window; --steps and --skip count optimizer steps: give one or the other")
-    out = Path(cfg.out or f"ccoverlap-doctor-{dt.datetime.now():%Y%m%d-%H%M%S}").absolute()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: {'holds files already' if out.is_dir() else 'is a file'}; "
-                         "give a new or empty folder")
-    check_writable(out, "--out", directory=True)
+    out = check_new_folder(cfg.out or f"ccoverlap-doctor-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
     for flag, path in (("--json", cfg.json), ("--report", cfg.report)):
         if path is not None:
             check_writable(path, flag)
@@ -146,20 +142,11 @@ def _show(result, report: str | None) -> list[Path]:
 
 
 def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
-    ended = "" if code == 0 else f"the command ended with {_ending(code)}; "
+    ended = "" if code == 0 else f"the command ended with {ending(code)}; "
     if not records and not traces:
         return f"ccoverlap doctor: {ended}captured nothing in {out}"
     ranks = ", ".join(str(r.rank) for r in records) or "-"
     return f"ccoverlap doctor: {ended}captured {traces} trace(s) and the step times of rank(s) {ranks} in {out}"
-
-
-def _ending(code: int) -> str:
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
 
 
 def _nothing(records: list[record.RankRecord], cfg: DoctorConfig) -> str:

@@ -15,7 +15,7 @@ from ccoverlap.errors import UsageError
 from ccoverlap.tune.config import TuneConfig
 
 from ._config import add_options, from_args
-from ._output import check_writable, print_table, print_text, warn, write_json
+from ._output import check_new_folder, check_writable, print_table, print_text, warn, write_json
 from .run import command, found
 
 EPILOG = """\
@@ -64,10 +64,7 @@ def register(sub) -> None:
 
 def _config(args: argparse.Namespace) -> TuneConfig:
     cfg = from_args(TuneConfig, args).validate()
-    out = Path(cfg.out or f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}").absolute()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: {'holds files already' if out.is_dir() else 'is a file'}; give a new or empty folder")
-    check_writable(out, "--out", directory=True)
+    out = check_new_folder(cfg.out or f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
     json_path = Path(cfg.json).absolute() if cfg.json else out / "tune.json"
     policy_path = Path(cfg.policy_out).absolute() if cfg.policy_out else out / "policy.json"
     for flag, path in (("--json", json_path), ("--policy-out", policy_path)):

@@ -129,7 +129,7 @@ class Runner:
         if code is None:
             trial.status, trial.error = "timeout", f"stopped after {timeout_s:.0f} s (--trial-timeout)"
         elif code != 0 and not (records and all(r.stopped for r in records)):
-            trial.error = _ended(code) + (f": {t}" if (t := _tail(folder / OUTPUT)) else "")
+            trial.error = f"ended with {procs.ending(code)}" + (f": {t}" if (t := _tail(folder / OUTPUT)) else "")
         elif bad or missing:
             trial.error = str(bad[0]) if bad else missing
         else:
@@ -137,15 +137,6 @@ class Runner:
         trial.samples, trial.gpu = samples, gpu
         trial.fingerprints = {r.rank: r.fingerprint for r in records if r.fingerprint is not None}
         return trial
-
-
-def _ended(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 def _slug(name: str) -> str:

@@ -1,0 +1,112 @@
+"""`ccoverlap tune` end to end on the CPU, on a small training program with two environment knobs: one makes
+it faster and keeps its result (kept), one changes its result (refused); bad input; Ctrl-C."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ccoverlap import tuned
+
+TRAIN = Path(__file__).parent / "data" / "doctor_train.py"
+PROGRAM = [sys.executable, str(TRAIN), "--steps", "100000"]
+
+
+def tune(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ccoverlap", "tune", *args], capture_output=True, text=True,
+                          env=os.environ | (env or {}), timeout=kw.pop("timeout", 300), **kw)
+
+
+def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_path):
+    out = tmp_path / "t"
+    run = tune("--budget", "3", "--skip", "2", "--steps", "5", "--out", str(out),
+               "--env", "DOCTOR_TRAIN_SLEEP_MS=2", "--env", "DOCTOR_TRAIN_LR=0.1", "--", *PROGRAM,
+               env={"DOCTOR_TRAIN_SLEEP_MS": "80"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["decision"] == "tuned" and doc["best"]["knobs"] == {"DOCTOR_TRAIN_SLEEP_MS": "2"}
+    assert doc["comparison"]["verdict"] == "faster" and doc["speedup"] > 2
+    assert doc["settings"]["DOCTOR_TRAIN_SLEEP_MS=2"]["runs"][1] >= 3  # confirmed on repeated runs
+    lr = [t for t in doc["trials"] if t["knobs"] == {"DOCTOR_TRAIN_LR": "0.1"}]
+    assert lr and all(t["refused"] and "changed the result" in t["refused"] for t in lr)
+    assert all(t["clock"] == "host" for t in doc["trials"])
+    assert doc["provenance"]["commit"] and doc["command"] == PROGRAM
+    assert (out / "tune.png").stat().st_size > 5000
+    assert "DOCTOR_TRAIN_LR=0.1" in run.stdout and "CHANGED" in run.stdout and "<- kept" in run.stdout
+    policy = tuned.load(out / "policy.json")
+    assert dict(policy.knobs) == {"DOCTOR_TRAIN_SLEEP_MS": "2"} and policy.meta["decision"] == "tuned"
+    applied = subprocess.run([sys.executable, "-m", "ccoverlap", "run", "--config", str(out / "policy.json"), "--",
+                              sys.executable, "-c", "import os; print(os.environ['DOCTOR_TRAIN_SLEEP_MS'])"],
+                             capture_output=True, text=True, env=os.environ | {"DOCTOR_TRAIN_SLEEP_MS": "80"})
+    assert applied.stdout.strip() == "2"
+
+
+def test_on_the_cpu_without_knobs_the_default_is_kept_after_the_baseline(tmp_path):
+    run = tune("--budget", "1", "--skip", "2", "--steps", "3", "--out", str(tmp_path / "t"), "--", *PROGRAM)
+    assert run.returncode == 0, run.stderr[-3000:]
+    doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert doc["decision"] == "default kept" and "no lever applies here" in doc["reason"]
+    assert [t["phase"] for t in doc["trials"]] == ["baseline", "baseline"]
+    assert "not tried: priority: needs CUDA" in run.stdout
+
+
+def test_a_command_failing_under_the_default_stops_with_its_error(tmp_path):
+    run = tune("--budget", "1", "--skip", "2", "--steps", "3", "--out", str(tmp_path / "t"), "--",
+               sys.executable, str(TRAIN), "--steps", "3", "--exit", "3")
+    assert run.returncode == 1
+    assert "fails under the default" in run.stderr and "exit code 3" in run.stderr
+    assert not (tmp_path / "t" / "tune.json").exists()
+
+
+def test_too_few_steps_say_what_a_trial_needs(tmp_path):
+    run = tune("--budget", "1", "--skip", "2", "--steps", "5", "--out", str(tmp_path / "t"), "--",
+               sys.executable, str(TRAIN), "--steps", "4")
+    assert run.returncode == 1 and "made 4 optimizer step(s)" in run.stderr and "--skip 2 + --steps 5" in run.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--levers", "nope"], "unknown lever 'nope'"),
+    (["--env", "NCCL_ALGO"], "--env 'NCCL_ALGO': write NAME=V1,V2"),
+    (["--budget", "0.1"], "--budget 0.1: valid 0.5..10080"),
+    (["--steps", "2"], "--steps=2 is out of range"),
+    (["--levers", "priority"], "--levers priority: needs CUDA"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
+    run = tune(*args, "--out", str(tmp_path / "t"), "--", *PROGRAM)
+    assert run.returncode == 2 and message in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert not (tmp_path / "t").exists()
+
+
+def test_no_command_and_a_missing_command_are_refused(tmp_path):
+    assert "give the command to run after --" in tune("--out", str(tmp_path / "a")).stderr
+    run = tune("--out", str(tmp_path / "b"), "--", "no-such-program-xyz")
+    assert run.returncode == 2 and "command not found: no-such-program-xyz" in run.stderr
+
+
+def test_ctrl_c_stops_the_trial_and_writes_what_it_has(tmp_path):
+    out = tmp_path / "t"
+    proc = subprocess.Popen([sys.executable, "-m", "ccoverlap", "tune", "--budget", "5", "--skip", "2", "--steps", "5",
+                             "--out", str(out), "--env", "DOCTOR_TRAIN_SLEEP_MS=200", "--", *PROGRAM],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ | {"DOCTOR_TRAIN_SLEEP_MS": "100"})
+    deadline = time.monotonic() + 120
+    steps = out / "trial002-default" / "rank0_steps.jsonl"
+    while not (steps.exists() and steps.read_text().count("\n") >= 3) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = json.loads(steps.read_text().splitlines()[0])["pid"]
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["interrupted"] == "SIGINT" and doc["decision"] == "default kept"
+    assert "stopped by SIGINT" in stdout
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):  # the trial's program went with it
+        os.kill(pid, 0)
