@@ -24,7 +24,9 @@ COMPUTE_SLOWDOWN = "compute_slowdown"  # compute ran slower beside collectives
 LEVERS_FOR: dict[str, tuple[str, ...]] = {
     Cause.CARVEOUT.value: ("carveout-hint",),
     Cause.REGISTERS.value: ("nccl-threads", "shape"),
-    Cause.THREADS.value: ("shape", "nccl-threads"),
+    # priority first: behind a grid of many waves it dispatches the comm CTAs as the first compute blocks retire
+    # (lab, H200: 5.88 ms of SM-wait behind a full FMA grid, 0.94-0.96 ms under priority, docs/results.md)
+    Cause.THREADS.value: ("priority", "shape", "nccl-threads"),
     Cause.SHARED_MEMORY.value: ("shape",),
     Cause.BLOCKS.value: ("shape",),
     Cause.CLUSTER.value: ("nccl-cluster=1",),
