@@ -125,3 +125,14 @@ def from_args(cls: type, args: argparse.Namespace, *presets: Mapping[str, Any]):
         flat[path] = parse[path](value) if path in parse else value
     return _rebuild(defaults, flat)
 
+
+def add_command(sub, name: str, cls: type, run: Callable, *, help: str, description: str, epilog: str,
+                what: str) -> argparse.ArgumentParser:
+    """A subcommand that wraps a user's command (`ccoverlap NAME [options] -- CMD`): its options from `cls`,
+    then CMD; `what` says what CMD is to it, for --help."""
+    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(p, cls)
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help=what)
+    p.set_defaults(run=run)
+    return p

@@ -14,7 +14,7 @@ from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.errors import UsageError
 from ccoverlap.procs import ending
 
-from ._config import GIVEN, add_options, from_args
+from ._config import GIVEN, add_command, from_args
 from ._output import check_new_folder, check_writable, print_table, write_json
 from .analyze import document, print_ranks, write_html
 from .run import command, end_as, found, wait
@@ -42,18 +42,14 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "doctor",
+    add_command(
+        sub, "doctor", DoctorConfig, run,
         help="profile an unmodified program (any number of ranks) and analyse its overlap",
         description="Run CMD with the profiler injected at start-up, record a few of its steps on every rank, "
         "then analyse the traces: per rank the step times, the overlap of communication with compute, the "
         "exposed communication and what to do about it. CMD's exit code and signals are passed through.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG, what="the command to run",
     )
-    add_options(p, DoctorConfig)
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
-    p.set_defaults(run=run)
 
 
 def _config(args: argparse.Namespace) -> DoctorConfig:

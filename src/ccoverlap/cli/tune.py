@@ -14,7 +14,7 @@ from ccoverlap.bench.comms import COMMS
 from ccoverlap.errors import UsageError
 from ccoverlap.tune.config import TuneConfig
 
-from ._config import add_options, from_args
+from ._config import add_command, from_args
 from ._output import check_new_folder, check_writable, print_table, print_text, warn, write_json
 from .run import command, found
 
@@ -47,19 +47,15 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "tune",
+    add_command(
+        sub, "tune", TuneConfig, run,
         help="find the fastest levers for an unmodified program; keep them only if faster beyond noise, same result",
         description="Run CMD under the default and under candidate levers and environment knobs, each in fresh "
         "processes, time its optimizer steps, and keep the fastest setting only where it is faster than the "
         "default beyond the run-to-run noise and trains to the same parameters. Writes a policy file for "
         "`ccoverlap run --config` and ccoverlap.enable().",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG, what="the command to tune",
     )
-    add_options(p, TuneConfig)
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to tune")
-    p.set_defaults(run=run)
 
 
 def _config(args: argparse.Namespace) -> TuneConfig:
