@@ -110,3 +110,18 @@ def test_ctrl_c_stops_the_trial_and_writes_what_it_has(tmp_path):
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):  # the trial's program went with it
         os.kill(pid, 0)
+
+
+def test_a_trial_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """A full disk under --out: one line, exit 2, no traceback (the runner's mkdir made to fail)."""
+    from ccoverlap.cli import main
+    from ccoverlap.tune import trial
+
+    def full(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trial.Path, "mkdir", full)
+    monkeypatch.setattr("ccoverlap.levers.Host.detect", classmethod(lambda cls: __import__("ccoverlap").levers.Host("cpu")))
+    assert main(["tune", "--out", str(tmp_path / "t"), "--", *PROGRAM]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("cannot write a trial's record: No space left on device") and "Traceback" not in "".join(err)

@@ -84,15 +84,17 @@ def run(args: argparse.Namespace) -> int:
     host = levers.Host.detect()
     candidates = space.arms(host, cfg.levers, cfg.knobs)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     runner = Runner(cmd, dict(os.environ), out, cfg.skip, cfg.steps, comm_kernels(cfg))
     print_text(f"ccoverlap tune: {len(candidates.arms)} candidate(s) on {host.platform}; budget {cfg.budget:g} min; "
                f"trials in {out}")
     finder = search.Search(runner, candidates.arms, cfg, (lambda t: advice(t, comm_kernels(cfg)))
                            if host.platform != "cpu" else None, dict(candidates.skipped), on_trial=_progress(cfg))
     try:
+        out.mkdir(parents=True, exist_ok=True)
         with stop_on_signals():
             outcome = finder.run()
+    except OSError as exc:  # a trial's folder or output could not be written (a full disk)
+        raise UsageError(f"--out {out}: cannot write a trial's record: {exc.strerror or exc}") from None
     except search.CommandFailed as exc:
         t = exc.trial
         print(f"ccoverlap tune: error: the command fails under the default ({t.folder}): {t.error}", file=sys.stderr)
