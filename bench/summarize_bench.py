@@ -1,5 +1,7 @@
-"""Markdown tables of bench results files (for docs/results.md): step time per workload and
-strategy, the change against `default`, and several files side by side.
+"""Markdown tables of bench results files (for docs/results.md): step time per workload and strategy, its ratio
+to `default` with the bench's 95% interval and verdict (bench/launcher.py against_default), several files side
+by side. Files recorded before rows kept their step series get it from their per-rank samples (per step, the
+slowest rank), as the bench computes it now.
 
 usage: python bench/summarize_bench.py LABEL=FILE [LABEL=FILE ...]
 """
@@ -8,21 +10,29 @@ from __future__ import annotations
 import json
 import sys
 
-WORKLOADS = ("ddp", "fsdp", "tp", "moe")
+from ccoverlap.bench.catalog import SERIES
+from ccoverlap.bench.launcher import against_default
+from ccoverlap.stats import NOISE, Comparison
+
+WORKLOADS = ("ddp", "fsdp", "tp", "moe", "diloco")
 
 
 def load(path: str) -> dict[tuple[str, str], dict]:
-    rows = json.load(open(path))["rows"]
-    return {(r["workload"], r["strategy"]): r for r in rows if r["status"] == "ok" and r["workload"] != "micro"}
+    rows = [r for r in json.load(open(path))["rows"] if r["status"] == "ok" and r["workload"] != "micro"]
+    for r in rows:
+        r.setdefault(SERIES, [max(step) for step in zip(*r["samples"].values())])
+    against_default(rows)
+    return {(r["workload"], r["strategy"]): r for r in rows}
 
 
 def cell(rows: dict, workload: str, strategy: str) -> str:
-    r, base = rows.get((workload, strategy)), rows.get((workload, "default"))
+    r = rows.get((workload, strategy))
     if r is None:
         return "-"
     text = f"{r['step_ms']:.1f} ({r['step_ms_min']:.1f}-{r['step_ms_max']:.1f})"
-    if base and strategy != "default":
-        text += f" {100 * (r['step_ms'] / base['step_ms'] - 1):+.0f}%"
+    if r.get("vs_default"):
+        c = Comparison.from_dict(r["vs_default"])
+        text += f" {c.ratio:.3f}x {'~' if c.verdict == NOISE else c.verdict}"
     return text
 
 
@@ -30,7 +40,7 @@ def main(pairs: list[str]) -> None:
     files = [(p.split("=", 1)[0], load(p.split("=", 1)[1])) for p in pairs]
     strategies = list(dict.fromkeys(s for _, rows in files for (_, s) in rows))
     for workload in WORKLOADS:
-        print(f"\n{workload}: step ms, median (min-max), change vs default\n")
+        print(f"\n{workload}: step ms, median (min-max), ratio to default (~: within noise, 95% interval)\n")
         print("| strategy | " + " | ".join(label for label, _ in files) + " |")
         print("| --- |" + " --- |" * len(files))
         for s in strategies:
