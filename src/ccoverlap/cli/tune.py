@@ -84,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
     host = levers.Host.detect()
     candidates = space.arms(host, cfg.levers, cfg.knobs)
     out = Path(cfg.out)
-    runner = Runner(cmd, dict(os.environ), out, cfg.skip, cfg.steps, comm_kernels(cfg))
+    comm = comm_kernels(cfg)
+    runner = Runner(cmd, dict(os.environ), out, cfg.skip, cfg.steps, comm)
     print_text(f"ccoverlap tune: {len(candidates.arms)} candidate(s) on {host.platform}; budget {cfg.budget:g} min; "
                f"trials in {out}")
-    finder = search.Search(runner, candidates.arms, cfg, (lambda t: advice(t, comm_kernels(cfg)))
+    finder = search.Search(runner, candidates.arms, cfg, (lambda t: advice(t, comm))
                            if host.platform != "cpu" else None, dict(candidates.skipped), on_trial=_progress(cfg))
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -237,10 +237,10 @@ class Search:
                 self.trial(arm, "screen")
                 self.interleave()
             ranked = self.helping(alive)
-            if len(ranked) <= 1 or not self.fits(len(ranked[: math.ceil(len(ranked) / 2)]), reserve=CONFIRM_RUNS):
-                alive = ranked
+            half = math.ceil(len(ranked) / 2)
+            if len(ranked) <= 1 or not self.fits(half, reserve=CONFIRM_RUNS):
                 break
-            alive = ranked[: max(2, math.ceil(len(ranked) / 2))] if rnd == 0 else ranked[: math.ceil(len(ranked) / 2)]
+            alive = ranked[: max(2, half) if rnd == 0 else half]
         self.helpers = self.helping(arms)
         return self.helpers[0] if self.helpers else None
 
