@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from fake_gpu.build import build  # noqa: E402
 
 from ccoverlap import provenance  # noqa: E402
-from ccoverlap.interposer import library_path  # noqa: E402
+from ccoverlap.control.interposer import library_path  # noqa: E402
 
 
 def main() -> int:

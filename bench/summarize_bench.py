@@ -12,7 +12,7 @@ import sys
 
 from ccoverlap.bench.catalog import SERIES
 from ccoverlap.bench.launcher import against_default
-from ccoverlap.stats import NOISE, Comparison
+from ccoverlap.util.stats import NOISE, Comparison
 
 WORKLOADS = ("ddp", "fsdp", "tp", "moe", "diloco")
 

@@ -2,7 +2,7 @@ import pytest
 
 
 def pytest_collection_modifyitems(config, items):
-    from ccoverlap import cuda_driver
+    from ccoverlap.gpu import cuda_driver
 
     if cuda_driver.driver() is not None:
         return

@@ -3,7 +3,7 @@
 Written from the header, not from csrc/occupancy.c, so the C core is checked
 against a second reading of the same rules on presets that have no GPU table.
 """
-from ccoverlap.limits import DeviceLimits
+from ccoverlap.model.limits import DeviceLimits
 
 
 def cuda_blocks(d: DeviceLimits, threads: int, regs: int, static: int, dynamic: int) -> int:

@@ -1,4 +1,4 @@
-"""Why a collective started late (`ccoverlap.analysis.contention`, `deps`, `replay`, `recommend`): constructed
+"""Why a collective started late (`ccoverlap.doctor.analysis.contention`, `deps`, `replay`, `recommend`): constructed
 traces with known answers, the breakdown invariant, the ideal replay, and the real H200 fixture."""
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 import kineto_synth as ks
-from ccoverlap import levers
-from ccoverlap.analysis import analyze
-from ccoverlap.analysis.contention import PARTS, RESOURCE_CAUSES, Cause, diagnose
-from ccoverlap.analysis.deps import graph
-from ccoverlap.analysis.intervals import length
-from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
-from ccoverlap.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
-from ccoverlap.analysis.replay import Node, makespan, replay
-from ccoverlap.analysis.trace import KernelClass, analysed_kernels, read_trace
+from ccoverlap.control import levers
+from ccoverlap.doctor.analysis import analyze
+from ccoverlap.doctor.analysis.contention import PARTS, RESOURCE_CAUSES, Cause, diagnose
+from ccoverlap.doctor.analysis.deps import graph
+from ccoverlap.doctor.analysis.intervals import length
+from ccoverlap.doctor.analysis.metrics import exposed_intervals, rank_metrics
+from ccoverlap.doctor.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
+from ccoverlap.doctor.analysis.replay import Node, makespan, replay
+from ccoverlap.doctor.analysis.trace import KernelClass, analysed_kernels, read_trace
 from ccoverlap.cli import main
-from ccoverlap.occupancy import CARVEOUT, Resource
+from ccoverlap.model.occupancy import CARVEOUT, Resource
 from hta_reference import TRACES
 from test_analysis import good_trace_files
 

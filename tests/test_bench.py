@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from ccoverlap import cuda_driver, levers, startup
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.control import levers, startup
 from ccoverlap.bench import comms, launcher
 from ccoverlap.bench.config import TINY, BenchConfig
 from ccoverlap.cli import bench as cli_bench
@@ -52,7 +53,7 @@ H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=
 def test_every_registry_strategy_sets_what_its_levers_set(strategy):
     """Variables as given, policy fields through the preloaded interposer, multicast always off; start-up
     calls and no-overlap reach the worker through the strategy's name."""
-    from ccoverlap.interposer import Policy
+    from ccoverlap.control.interposer import Policy
 
     setting = strategy.setting()
     env = launcher.strategy_env(strategy, "/tmp/s", "^comm_paced$")

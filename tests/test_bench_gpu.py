@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from ccoverlap import cuda_driver
+from ccoverlap.gpu import cuda_driver
 from ccoverlap.cli import main
 
 pytestmark = pytest.mark.gpu
@@ -26,8 +26,8 @@ def test_the_emulation_proxy_has_nccls_footprint_and_pace():
 
     from ccoverlap.bench import emulate
     from ccoverlap.bench.proxy import ProxyMover
-    from ccoverlap.limits import read_live
-    from ccoverlap.nccl import nccl_footprint
+    from ccoverlap.model.limits import read_live
+    from ccoverlap.model.nccl import nccl_footprint
 
     e = emulate.Emulation(world=8, busbw_gbps=280.0)
     device = torch.device("cuda", 0)

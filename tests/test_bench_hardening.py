@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import cuda_driver
+from ccoverlap.gpu import cuda_driver
 from ccoverlap.bench import launcher
-from ccoverlap.cli import _output, main
+from ccoverlap.cli import main
+from ccoverlap.util import output as _output
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from ccoverlap import cuda_driver, stats
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.util import stats
 from ccoverlap.bench import launcher, plots
 from ccoverlap.bench.catalog import SERIES, VS_DEFAULT_COLUMN, VS_DEFAULT_NOTE
 from ccoverlap.cli import bench as cli_bench

@@ -1,4 +1,4 @@
-from ccoverlap import cache
+from ccoverlap.util import cache
 
 
 def test_work_is_done_once_per_key_and_survives_an_unwritable_cache(tmp_path, monkeypatch):

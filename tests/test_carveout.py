@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from ccoverlap import KernelFootprint, UsageError, plan
-from ccoverlap import cuda_driver as cu
-from ccoverlap import carveout_sweep as sweep
+from ccoverlap.gpu import cuda_driver as cu
+from ccoverlap.lab import carveout_sweep as sweep
 from ccoverlap.cli import main
-from ccoverlap.limits import PRESETS, read_live
-from ccoverlap.occupancy import CARVEOUT, beside, carveout_hint, fits_beside, hinted_config
+from ccoverlap.model.limits import PRESETS, read_live
+from ccoverlap.model.occupancy import CARVEOUT, beside, carveout_hint, fits_beside, hinted_config
 from test_limits import FakeDriver
 
 KB = 1024

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import cuda_driver
+from ccoverlap.gpu import cuda_driver
 from ccoverlap.cli import CLOSED_PIPE_EXIT, main
 
 

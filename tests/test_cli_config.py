@@ -1,4 +1,4 @@
-"""CLI options come from the config dataclasses (cli/_config.py): one default per field, shown in
+"""CLI options come from the config dataclasses (util/options.py): one default per field, shown in
 --help; presets are named overrides that options given on the command line beat. And the bench's
 two tables (workloads, communication backends) are where their differences live."""
 import re
@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import cuda_driver, levers
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.control import levers
 from ccoverlap.bench import catalog, comms, launcher
 from ccoverlap.bench.config import FULL, MICRO_TINY, TINY, BenchConfig
-from ccoverlap.cli import _config, build_parser
+from ccoverlap.cli import build_parser
+from ccoverlap.util import options as _config
 from ccoverlap.cli import bench as cli_bench
 from ccoverlap.cli import lab as cli_lab
 from ccoverlap.lab.config import QUICK, LabConfig
@@ -84,7 +86,9 @@ def test_workload_table_drives_rows_tables_and_plots():
 
 def test_every_workload_has_its_builder():
     pytest.importorskip("torch")
-    assert all(callable(w.builder) for w in catalog.WORKLOADS)
+    from ccoverlap.bench import workloads
+
+    assert all(callable(getattr(workloads, w.name, None)) for w in catalog.WORKLOADS)
 
 
 def test_comm_table():

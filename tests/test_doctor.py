@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_interposer import clean_env
 
-from ccoverlap import startup
+from ccoverlap.control import startup
 from ccoverlap.cli import main
 from ccoverlap.doctor import record
 from ccoverlap.doctor.config import DoctorConfig
@@ -220,7 +220,7 @@ def gpu_record(folder: Path, rank: int) -> None:
 
 def test_gpu_traces_are_analysed_and_reported(tmp_path, capsys):
     """The analysis half of the doctor on real H200 traces (two ranks of the `default` fixture)."""
-    from ccoverlap.cli.doctor import diagnose
+    from ccoverlap.doctor.session import diagnose
 
     out = tmp_path / "out"
     for rank in (0, 1):
@@ -239,7 +239,7 @@ def test_gpu_traces_are_analysed_and_reported(tmp_path, capsys):
 
 
 def test_nothing_profiled_says_to_lower_skip_when_the_program_stopped_before_the_window(tmp_path):
-    from ccoverlap.cli.doctor import _nothing
+    from ccoverlap.doctor.session import _nothing
 
     log = record.Log(tmp_path, 0, {"world_size": 1, "skip": 5, "steps": 3})
     for step in (1, 2, 3):

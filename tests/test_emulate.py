@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-from ccoverlap import cuda_driver, levers, nccl
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.control import levers
+from ccoverlap.model import nccl
 from ccoverlap.cli import main
-from ccoverlap.errors import UsageError
+from ccoverlap.util.errors import UsageError
 
 torch = pytest.importorskip("torch")
 from ccoverlap.bench import emulate, launcher  # noqa: E402

@@ -1,7 +1,7 @@
 import pytest
 
 from ccoverlap import KernelFootprint, UsageError
-from ccoverlap import cuda_driver as cu
+from ccoverlap.gpu import cuda_driver as cu
 
 
 def test_spec_with_aliases_and_kib():

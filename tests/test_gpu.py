@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from ccoverlap.limits import PRESETS, read_live
-from ccoverlap.nccl import find_cuobjdump, find_libnccl, nccl_footprint
+from ccoverlap.model.limits import PRESETS, read_live
+from ccoverlap.model.nccl import find_cuobjdump, find_libnccl, nccl_footprint
 
 pytestmark = pytest.mark.gpu
 
@@ -21,7 +21,7 @@ def test_live_limits_equal_the_preset_of_this_gpu():
 
 def test_fresh_random_sample_matches_cuda_occupancy_api():
     cupy = pytest.importorskip("cupy")
-    from ccoverlap.validate import validate
+    from ccoverlap.lab.validate import validate
 
     seed = time.time_ns() % 2**32
     dev, rows = validate(kernels=12, shapes_per_kernel=12, seed=seed)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap.errors import UsageError
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.interposer import FIELDS, Policy, library_path
-from ccoverlap.occupancy import pad_for_blocks
-from ccoverlap.planner import plan
+from ccoverlap.util.errors import UsageError
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.control.interposer import FIELDS, Policy, library_path
+from ccoverlap.model.occupancy import pad_for_blocks
+from ccoverlap.model.planner import plan
 
 COMPUTE = KernelFootprint(256, 16, 0, 1024)  # launcher.c: computeA_func
 KERNEL = KernelFootprint(256, 32, 1024, 1024)  # computeK_cudart_kernel (a CUkernel)

@@ -14,8 +14,8 @@ import pytest
 from test_interposer import clean_env, launch
 from test_interposer_gpu import gpu
 
-from ccoverlap.interposer import BY_KEY, Policy
-from ccoverlap.levers import LEVERS
+from ccoverlap.control.interposer import BY_KEY, Policy
+from ccoverlap.control.levers import LEVERS
 
 COMPUTE, KERNEL, COMM, COOP = ("computeA_func", "computeK_cudart_kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
                                "coop_grid_sync_kernel")
@@ -152,7 +152,9 @@ def test_every_levers_policy_is_a_policy_the_interposer_takes():
 
 PROBE = """
 import ctypes, json, torch
-from ccoverlap import cuda_driver as cu, kernels, limits
+from ccoverlap.gpu import cuda_driver as cu
+from ccoverlap.lab import kernels
+from ccoverlap.model import limits
 torch.zeros(1, device="cuda")  # the primary context, current
 sleep = kernels.build(limits.read_live(0).arch, ["sleep_kernel"])["sleep_kernel"]  # a CUkernel, 0 B shared memory
 def hint():

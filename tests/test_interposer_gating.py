@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_interposer import COMM, COMPUTE, KERNEL, clean_env, launch
 
-from ccoverlap.errors import UsageError
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.interposer import Policy, library_path, set_policy
-from ccoverlap.limits import get_device
-from ccoverlap.occupancy import pad_for_blocks
-from ccoverlap.planner import _plan_raw, plan
+from ccoverlap.util.errors import UsageError
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.control.interposer import Policy, library_path, set_policy
+from ccoverlap.model.limits import get_device
+from ccoverlap.model.occupancy import pad_for_blocks
+from ccoverlap.model.planner import _plan_raw, plan
 
 # the footprint auto mode learned on two H200 from DDP's first NCCL kernel (docs/interposer.md)
 ALLGATHER = KernelFootprint(128, 96, 21568, 82240)
@@ -204,8 +204,8 @@ def test_set_policy_under_concurrent_launches(fake):
 def test_set_policy_from_python_in_a_preloaded_process(fake, tmp_path):
     script = f"""
 import ctypes, json
-from ccoverlap.errors import UsageError
-from ccoverlap.interposer import set_policy
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.interposer import set_policy
 cuda = ctypes.CDLL({str(fake / "libcuda.so.1")!r}, mode=ctypes.RTLD_GLOBAL)
 cuda.fake_function.restype = ctypes.c_void_p
 cuda.fake_function.argtypes = [ctypes.c_char_p] + [ctypes.c_int] * 4

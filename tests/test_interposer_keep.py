@@ -12,11 +12,11 @@ import sys
 import pytest
 from test_interposer import COMM, clean_env, launch
 
-from ccoverlap.errors import UsageError
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.interposer import Policy
-from ccoverlap.occupancy import pad_for_blocks
-from ccoverlap.planner import plan
+from ccoverlap.util.errors import UsageError
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.control.interposer import Policy
+from ccoverlap.model.occupancy import pad_for_blocks
+from ccoverlap.model.planner import plan
 
 # name -> (threads, regs, dynamic smem, grid); launched after the Hopper comm kernel (launcher.c: keep)
 KERNELS = {

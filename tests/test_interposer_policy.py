@@ -9,11 +9,11 @@ import sys
 import pytest
 from test_interposer import clean_env, run_cli
 
-from ccoverlap import _native
+from ccoverlap.model import _native
 from ccoverlap.cli import build_parser
 from ccoverlap.cli import run as run_command
-from ccoverlap.errors import UsageError
-from ccoverlap.interposer import FIELDS, POLICY_ENV, Policy, library_path, parse, preload_env
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Policy, library_path, parse, preload_env
 
 #: a real shared object that does nothing when preloaded: the C core Python loads
 HARMLESS_SO = _native.library_path()
@@ -145,7 +145,7 @@ def test_ccoverlap_run_keeps_the_users_preload():
 def test_every_bench_strategy_keeps_the_users_preload(monkeypatch):
     pytest.importorskip("torch")
     from ccoverlap.bench import launcher
-    from ccoverlap.levers import STRATEGIES
+    from ccoverlap.control.levers import STRATEGIES
 
     monkeypatch.setenv("LD_PRELOAD", HARMLESS_SO)
     for strategy in STRATEGIES:

@@ -3,12 +3,13 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import KernelFootprint, UsageError, levers
-from ccoverlap import cuda_driver as cu
+from ccoverlap import KernelFootprint, UsageError
+from ccoverlap.control import levers
+from ccoverlap.gpu import cuda_driver as cu
 from ccoverlap.cli import main
 from ccoverlap.lab import metrics, plots, workloads
 from ccoverlap.lab.config import CASES, LabConfig, cells
-from ccoverlap.shaping import shaped_dynamic_smem
+from ccoverlap.control.shaping import shaped_dynamic_smem
 
 #: what the lab run of 2026-11-30 (bench/results/lab-2026-11-30-h200.json) measured, under that day's names
 RECORDED_STRATEGIES = ["sequential", "naive", "priority", "shape", "priority+shape", "carveout", "green",
@@ -37,7 +38,7 @@ class _Proxy:
 
 def _lab(host=levers.Host("cuda", (2, 28, 9), (9, 0), True, True, True)):
     from ccoverlap.lab.runner import Lab
-    from ccoverlap.limits import get_device
+    from ccoverlap.model.limits import get_device
 
     lab = object.__new__(Lab)  # no GPU: only the lever arithmetic runs
     lab.cfg, lab.device, lab.host = LabConfig(), get_device("h200"), host
@@ -223,9 +224,9 @@ def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatc
     (mode off, the proxy counted as communication), once."""
     import os
 
-    from ccoverlap import cuda_driver
+    from ccoverlap.gpu import cuda_driver
     from ccoverlap.cli import main
-    from ccoverlap.interposer import Policy, library_path
+    from ccoverlap.control.interposer import Policy, library_path
     from ccoverlap.lab.config import LabConfig, needs_interposer
 
     assert needs_interposer(LabConfig(computes=("fma", "gemm"), strategies=("default", "shape")))

@@ -1,17 +1,17 @@
 """The lab on a GPU (run on the device); skipped without CUDA."""
 import pytest
 
-from ccoverlap import cuda_driver as cu
+from ccoverlap.gpu import cuda_driver as cu
 
 pytestmark = pytest.mark.gpu
 
 
 def test_nccl_proxy_footprint_matches_the_installed_nccl():
     pytest.importorskip("torch")
-    from ccoverlap import kernels
-    from ccoverlap.nccl import nccl_footprint
+    from ccoverlap.lab import kernels
+    from ccoverlap.model.nccl import nccl_footprint
 
-    from ccoverlap.limits import get_device
+    from ccoverlap.model.limits import get_device
 
     arch = get_device("cuda").arch
     target = nccl_footprint(arch).footprint
@@ -24,10 +24,10 @@ def test_nccl_proxy_footprint_matches_the_installed_nccl():
 
 def test_every_strategy_runs_and_keeps_results():
     pytest.importorskip("torch")
-    from ccoverlap import levers
+    from ccoverlap.control import levers
     from ccoverlap.lab.config import LabConfig
     from ccoverlap.lab.runner import run
-    from ccoverlap.limits import get_device
+    from ccoverlap.model.limits import get_device
 
     cfg = LabConfig(computes=("fma",), comms=("nccl",), orders=("with", "delayed"), reps=10, warmup=1,
                     fma_iters=2000, comm_mib=64, delay_ms=0.05)
@@ -50,7 +50,7 @@ def test_paced_proxy_keeps_its_pace_and_data():
     pytest.importorskip("torch")
     from ccoverlap.lab.config import LabConfig
     from ccoverlap.lab.runner import run
-    from ccoverlap.limits import get_device
+    from ccoverlap.model.limits import get_device
 
     cfg = LabConfig(computes=("sparse",), comms=("nccl-allreduce",), orders=("with",), reps=10, warmup=1,
                     comm_mib=256, comm_busbw=100.0, sparse_ms=1.0, strategies=("no-overlap", "carveout-hint"))

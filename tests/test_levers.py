@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from ccoverlap import levers
-from ccoverlap.errors import UsageError
+from ccoverlap.control import levers
+from ccoverlap.util.errors import UsageError
 
 H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
 A100_OLD_NCCL = levers.Host("cuda", (2, 21, 5), (8, 0), sm_carveout=True, green_contexts=False, interposer=True)

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from ccoverlap import UsageError, get_device
-from ccoverlap import cuda_driver as cu
+from ccoverlap.gpu import cuda_driver as cu
 from ccoverlap.cli import main
-from ccoverlap.limits import PRESET_NAMES, PRESETS, preset_for, read_live, read_live_rocm
+from ccoverlap.model.limits import PRESET_NAMES, PRESETS, preset_for, read_live, read_live_rocm
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -113,7 +113,7 @@ def test_an_amd_compute_capability_is_looked_up_among_amd_presets():
 
 @pytest.mark.parametrize("command", ["plan", "occupancy", "info"])
 def test_device_help_names_every_preset(command, capsys, monkeypatch):
-    monkeypatch.setattr("ccoverlap.limits.PRESET_NAMES", ("a40", "x9000"))  # the help reads the list, not a copy
+    monkeypatch.setattr("ccoverlap.model.limits.PRESET_NAMES", ("a40", "x9000"))  # the help reads the list, not a copy
     with pytest.raises(SystemExit):
         main([command, "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from ccoverlap import nccl
+from ccoverlap.model import nccl
 
 # An excerpt of `cuobjdump --dump-resource-usage libnccl.so.2` run on the H200 machine
 # (NCCL 2.28.9 of torch 2.11's nvidia-nccl wheel): the sm_80 and sm_90 sections, trimmed.

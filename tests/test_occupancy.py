@@ -3,8 +3,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccoverlap import KernelFootprint, Resource, UsageError, occupancy, resident_blocks
-from ccoverlap.limits import PRESETS
-from ccoverlap.occupancy import coresident, pad_for_blocks
+from ccoverlap.model.limits import PRESETS
+from ccoverlap.model.occupancy import coresident, pad_for_blocks
 from cuda_rules import cuda_blocks
 
 NVIDIA = [d for d in PRESETS.values() if d.vendor == "nvidia"]

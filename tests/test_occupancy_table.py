@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from ccoverlap import KernelFootprint, occupancy
-from ccoverlap.limits import PRESETS
+from ccoverlap.model.limits import PRESETS
 
 TABLES = sorted((Path(__file__).parents[1] / "bench" / "results").glob("occupancy-h200-*.json"))
 

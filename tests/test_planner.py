@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccoverlap import KernelFootprint, Resource, occupancy, plan
-from ccoverlap.occupancy import coresident, pad_for_blocks
+from ccoverlap.model.occupancy import coresident, pad_for_blocks
 
 NCCL = KernelFootprint(640, 96, 22592, 82240, grid=16, cluster=4, name="nccl")
 

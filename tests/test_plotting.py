@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import plotting
+from ccoverlap.util import plotting
 
 SRC = Path(__file__).parents[1] / "src" / "ccoverlap"
 
@@ -33,7 +33,7 @@ def test_no_module_imports_pyplot():
 def test_figures_are_made_in_one_place():
     makers = {str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
               if _imports(p) & {"matplotlib.figure", "matplotlib.backends.backend_agg"}}
-    assert makers == {"plotting.py"}
+    assert makers == {"util/plotting.py"}
 
 
 def test_every_plot_module_draws_without_pyplot(tmp_path):
@@ -43,8 +43,8 @@ import sys
 from pathlib import Path
 from ccoverlap.bench import plots as bench_plots
 from ccoverlap.lab import plots as lab_plots
-from ccoverlap.analysis.plots import timeline_png
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.doctor.analysis.plots import timeline_png
+from ccoverlap.doctor.analysis.trace import read_trace
 out = Path({str(tmp_path)!r})
 lab = [{{"compute": "fma", "comm": "nccl", "strategy": s, "order": "with", "status": "ok", "total_ms": t,
         "total_ms_min": t - 0.1, "total_ms_max": t + 0.1, "comm_done_ms": 2.5, "compute_alone_ms": 6.0,

@@ -7,7 +7,7 @@ import pytest
 
 def test_record_writes_one_profiler_step_per_active_call(tmp_path):
     torch = pytest.importorskip("torch")
-    from ccoverlap import profiling
+    from ccoverlap.util import profiling
 
     calls = []
     path = profiling.record(lambda: calls.append(torch.ones(64).sum()), tmp_path / "a" / "rank0_trace.json.gz",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import provenance
+from ccoverlap.gpu import provenance
 
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
 
@@ -47,7 +47,7 @@ def copy_package(dest: Path) -> Path:
 
 def provenance_in_subprocess(pythonpath: Path, cwd: Path) -> dict:
     """commit and version as a fresh interpreter importing ccoverlap from `pythonpath` records them."""
-    code = ("import json, ccoverlap.provenance as p; "
+    code = ("import json, ccoverlap.gpu.provenance as p; "
             "print(json.dumps({'file': p.__file__, 'commit': p.source_commit(), 'version': p.package_version()}))")
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, check=True, capture_output=True, text=True)

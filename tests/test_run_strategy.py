@@ -8,9 +8,9 @@ import sys
 import pytest
 from test_interposer import clean_env, run_cli
 
-from ccoverlap import levers, startup
+from ccoverlap.control import levers, startup
 from ccoverlap.cli import main
-from ccoverlap.interposer import library_path
+from ccoverlap.control.interposer import library_path
 
 H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
 PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
@@ -73,7 +73,8 @@ def fake_torch_and_user_site(tmp_path) -> str:
 #: the program: records the start-up calls instead of making them, on a GPU of 132 SMs, then imports torch
 PROGRAM = """
 import builtins, json
-from ccoverlap import cuda_driver, levers
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.control import levers
 calls = []
 levers.STARTUP_CALLS = {"sm_carveout": calls.append}
 class Driver:
@@ -109,7 +110,7 @@ def test_a_start_up_call_that_fails_says_so_and_the_program_runs_on(tmp_path):
     env = clean_env() | startup.environ({"sm_carveout": "auto"}, {"PYTHONPATH": user})
     import subprocess
 
-    program = ("from ccoverlap import cuda_driver; cuda_driver.driver = lambda: None\n"
+    program = ("from ccoverlap.gpu import cuda_driver; cuda_driver.driver = lambda: None\n"
                "import torch; print('ran', torch.IMPORTED)")
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ran True"
@@ -135,7 +136,7 @@ def test_an_explicit_carveout_reaches_torch_in_the_program(on_h200, capfd):
 
 @pytest.mark.gpu
 def test_sm_carveout_auto_reaches_torch_as_the_sms_nccls_ctas_need(capfd):
-    from ccoverlap import cuda_driver as cu
+    from ccoverlap.gpu import cuda_driver as cu
 
     drv = cu.driver()
     sms = drv.device_attribute(cu.ATTR_MULTIPROCESSOR_COUNT, drv.device(0))
@@ -147,7 +148,7 @@ def test_sm_carveout_auto_reaches_torch_as_the_sms_nccls_ctas_need(capfd):
 # --- ccoverlap run --config: a tuned policy file ----------------------------------------------------
 
 def config(tmp_path, combo: str, **knobs) -> str:
-    from ccoverlap.tuned import TunedPolicy
+    from ccoverlap.control.policy import TunedPolicy
 
     return str(TunedPolicy.of(combo, knobs).save(tmp_path / "tuned.json", speedup=1.1))
 

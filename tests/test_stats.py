@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from ccoverlap import stats
+from ccoverlap.util import stats
 
 
 def _runs(mean: float, n_runs: int, steps: int, noise: float, seed: int, run_noise: float = 0.0):

@@ -1,11 +1,11 @@
-"""ccoverlap.timing: warm-up, repetitions and what is timed (a fake host clock), and the summary."""
+"""ccoverlap.util.timing: warm-up, repetitions and what is timed (a fake host clock), and the summary."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from ccoverlap import timing
+from ccoverlap.util import timing
 
 
 class Clock:

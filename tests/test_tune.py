@@ -7,15 +7,15 @@ import signal
 
 import pytest
 
-from ccoverlap import levers
+from ccoverlap.control import levers
 from ccoverlap.doctor import record
-from ccoverlap.errors import UsageError
-from ccoverlap.procs import Stopped
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.procs import Stopped
 from ccoverlap.tune import space
 from ccoverlap.tune.config import TuneConfig, knob
 from ccoverlap.tune.search import CommandFailed, Search, Advice
 from ccoverlap.tune.trial import Trial, drift, steps_of
-from ccoverlap.tuned import TunedPolicy
+from ccoverlap.control.policy import TunedPolicy
 
 CUDA = levers.Host("cuda", nccl=(2, 28, 9), compute_capability=(9, 0), sm_carveout=True, green_contexts=True,
                    interposer=True)

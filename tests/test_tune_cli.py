@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import tuned
+from ccoverlap.control import policy as tuned
 
 TRAIN = Path(__file__).parent / "data" / "doctor_train.py"
 PROGRAM = [sys.executable, str(TRAIN), "--steps", "100000"]
@@ -121,7 +121,7 @@ def test_a_trial_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(trial.Path, "mkdir", full)
-    monkeypatch.setattr("ccoverlap.levers.Host.detect", classmethod(lambda cls: __import__("ccoverlap").levers.Host("cpu")))
+    monkeypatch.setattr("ccoverlap.control.levers.Host.detect", classmethod(lambda cls: __import__("ccoverlap.control.levers").control.levers.Host("cpu")))
     assert main(["tune", "--out", str(tmp_path / "t"), "--", *PROGRAM]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith("cannot write a trial's record: No space left on device") and "Traceback" not in "".join(err)

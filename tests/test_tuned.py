@@ -1,4 +1,4 @@
-"""Tuned policies (ccoverlap/tuned.py): the file (levers + knobs, the rest derived and checked), its one-line
+"""Tuned policies (ccoverlap/control/policy.py): the file (levers + knobs, the rest derived and checked), its one-line
 errors, and `ccoverlap.enable` inside a running script. `ccoverlap run --config` is in test_run_strategy.py."""
 import json
 import os
@@ -10,10 +10,11 @@ import warnings
 import pytest
 from test_run_strategy import H200
 
-from ccoverlap import cuda_driver, levers, tuned
-from ccoverlap.errors import UsageError
-from ccoverlap.interposer import library_path
-from ccoverlap.tuned import FORMAT, TunedPolicy
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.control import levers, policy as tuned
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.interposer import library_path
+from ccoverlap.control.policy import FORMAT, TunedPolicy
 
 GOOD = {"format": FORMAT, "levers": {"priority": "on", "nccl-ctas": "8"}, "knobs": {"NCCL_ALGO": "Ring"}}
 

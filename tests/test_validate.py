@@ -1,7 +1,7 @@
 import random
 
-from ccoverlap.limits import PRESETS
-from ccoverlap.validate import Row, _launch_shapes, report
+from ccoverlap.model.limits import PRESETS
+from ccoverlap.lab.validate import Row, _launch_shapes, report
 
 
 def test_launch_shapes_cover_ranges_and_boundaries():

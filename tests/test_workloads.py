@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap import cuda_driver
+from ccoverlap.gpu import cuda_driver
 from ccoverlap.cli import main as ccoverlap
 
 torch = pytest.importorskip("torch")

@@ -19,8 +19,8 @@ def measure() -> dict:
     """Every family alone in this process (the interposer, preloaded, sets the hint it was given)."""
     from ccoverlap.lab.config import LabConfig
     from ccoverlap.lab.runner import Lab, Setup
-    from ccoverlap.limits import get_device
-    from ccoverlap.timing import summary
+    from ccoverlap.model.limits import get_device
+    from ccoverlap.util.timing import summary
 
     lab = Lab(LabConfig(reps=20, warmup=3), get_device("cuda"))
     streams = (lab.compute_stream, lab.comm_streams[False])
@@ -33,8 +33,8 @@ def measure() -> dict:
 
 
 def main(out_path: str) -> None:
-    from ccoverlap import provenance
-    from ccoverlap.cli._output import write_json
+    from ccoverlap.gpu import provenance
+    from ccoverlap.util.output import write_json
 
     runs = {}
     for hint in HINTS:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ccoverlap import provenance
+from ccoverlap.gpu import provenance
 from ccoverlap.doctor import record
 
 TRAIN = Path(__file__).with_name("doctor_train.py")

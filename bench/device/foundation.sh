@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"
 
 ccoverlap info --nccl --json > "$OUT/info.json"; echo "info rc=$?"
-lib=$(python3 -c "from ccoverlap.nccl import find_libnccl; print(find_libnccl() or '')")
+lib=$(python3 -c "from ccoverlap.model.nccl import find_libnccl; print(find_libnccl() or '')")
 [ -n "$lib" ] && cuobjdump --dump-resource-usage "$lib" 2>&1 | gzip > "$OUT/cuobjdump-nccl.txt.gz"
 
 time ccoverlap occupancy --validate "$KERNELS" --shapes 16 --seed 20261130 --out "$OUT/occupancy-h200.json"

@@ -11,10 +11,10 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.limits import get_device
-from ccoverlap.nccl import OBSERVED_LAUNCHES
-from ccoverlap.occupancy import beside, occupancy
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import get_device
+from ccoverlap.model.nccl import OBSERVED_LAUNCHES
+from ccoverlap.model.occupancy import beside, occupancy
 
 a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16) for _ in range(2))
 for _ in range(3):

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 import torch
 
-from ccoverlap import provenance, timing
+from ccoverlap.gpu import provenance
+from ccoverlap.util import timing
 from ccoverlap.bench import catalog
 from ccoverlap.bench.config import FULL, BenchConfig
 

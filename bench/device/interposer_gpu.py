@@ -95,7 +95,7 @@ def launch_times(bench: str, options: list[str] | None, tmp: Path, batches: int,
 
 
 def record(bench: str, out: str, rounds: int = 3, batches: int = 400, batch: int = 256, reps: int = 5) -> int:
-    from ccoverlap import provenance
+    from ccoverlap.gpu import provenance
 
     tmp = Path(tempfile.mkdtemp(prefix="ccov-interposer-"))
     run_workload(tmp / "base.pt")

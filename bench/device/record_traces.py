@@ -7,7 +7,7 @@ while an async all-reduce of a large random tensor is in flight, and writes
 one trace per rank: DIR/<strategy>/rank{r}_trace.json.gz (the layout
 `ccoverlap analyze` reads, and `ccoverlap bench --trace` writes).
 
-The strategies are the lever registry's (ccoverlap/levers.py, as the bench runs them), those this
+The strategies are the lever registry's (ccoverlap/control/levers.py, as the bench runs them), those this
 one process can apply between its groups:
 
   no-overlap  the same work without overlap (all-reduce, then the matmuls): the baseline for
@@ -31,7 +31,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ccoverlap import levers, profiling
+from ccoverlap.control import levers
+from ccoverlap.util import profiling
 
 #: the strategy settings one process can apply to a group it makes: the high-priority stream
 HIGH_PRIORITY = {"TORCH_NCCL_HIGH_PRIORITY": "1"}

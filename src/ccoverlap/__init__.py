@@ -6,11 +6,11 @@ resource-aware pad planner (`planner`), which sizes occupancy shaping against
 the real footprint of the communication kernel (`nccl`). `enable(policy)` applies a tuned policy
 (`ccoverlap tune`) inside a running script.
 """
-from ccoverlap.errors import UsageError
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.limits import DeviceLimits, get_device
-from ccoverlap.occupancy import Occupancy, Resource, occupancy, resident_blocks
-from ccoverlap.planner import Plan, plan
+from ccoverlap.util.errors import UsageError
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import DeviceLimits, get_device
+from ccoverlap.model.occupancy import Occupancy, Resource, occupancy, resident_blocks
+from ccoverlap.model.planner import Plan, plan
 
 __version__ = "0.1.0"
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
 def __getattr__(name: str):
     """`ccoverlap.enable` (tuned.enable), imported on first use, so that `import ccoverlap` stays light."""
     if name == "enable":
-        from ccoverlap.tuned import enable
+        from ccoverlap.control.policy import enable
 
         return enable
     raise AttributeError(f"module 'ccoverlap' has no attribute {name!r}")

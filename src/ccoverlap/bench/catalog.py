@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ccoverlap.levers import DEFAULT
-from ccoverlap.stats import CONFIDENCE, NOISE, Comparison
+from ccoverlap.control.levers import DEFAULT
+from ccoverlap.util.stats import CONFIDENCE, NOISE, Comparison
 
 #: timed(fn, before=None, drain=True) -> ms per call (drain=False: nothing drained or aligned between calls);
 #: trace(fn) records a few calls of fn (or does nothing)
@@ -178,12 +178,6 @@ class Workload:
     traced: bool  # --trace records its training step
     description: str
 
-    @property
-    def builder(self) -> Callable:
-        """(cfg, rank, world, device, no_overlap) -> what `rows.measure` measures; needs torch."""
-        from ccoverlap.bench import workloads
-
-        return getattr(workloads, self.name)
 
 
 WORKLOADS: tuple[Workload, ...] = (

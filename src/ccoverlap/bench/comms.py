@@ -6,17 +6,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ccoverlap import nccl
-from ccoverlap.errors import UsageError, check_range
+from ccoverlap.model import nccl
+from ccoverlap.util.errors import UsageError, check_range
 
 if TYPE_CHECKING:
-    from ccoverlap.bench.config import BenchConfig
-    from ccoverlap.levers import Strategy
+    from ccoverlap.control.levers import Strategy
 
 #: Never let NVLink multicast run on shared machines (device docs): set in every rank, whatever the strategy.
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+
+class BenchConfig(Protocol):
+    """What a backend reads of a bench run's configuration (bench/config.py's BenchConfig, which imports this
+    module: the backends depend on these fields, not on that class)."""
+
+    device: str
+    nproc: int
+    gpus: int
+    emulate_world: int
+    busbw_gbps: float
 
 
 class Comm:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ccoverlap import levers
+from ccoverlap.control import levers
 from ccoverlap.bench import comms
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.comms import COMMS, Comm
-from ccoverlap.errors import UsageError, check_range
+from ccoverlap.util.errors import UsageError, check_range
 
 #: --busbw default: the all-reduce bus bandwidth measured for 256 MiB on 2 x H200 over NVLink
 #: (bench/results/bench-x2-h200-2026-11-30-micro.json: 268-284 GB/s)
@@ -62,7 +62,7 @@ def _byte_counts(items: tuple[str, ...]) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class BenchConfig:
     """What `ccoverlap bench` runs. The defaults are the CLI's; a field with help is a CLI option
-    (cli/_config.py). `auto` and None are settled by resolved(), on what is visible."""
+    (util/options.py). `auto` and None are settled by resolved(), on what is visible."""
 
     workloads: tuple[str, ...] = field(default=tuple(BY_WORKLOAD), metadata={
         "flag": "--workload", "help": "comma-separated, or all", "parse": _workloads, "shown": "all"})

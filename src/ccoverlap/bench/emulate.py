@@ -28,8 +28,8 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from ccoverlap import nccl
-from ccoverlap.errors import check_range
+from ccoverlap.model import nccl
+from ccoverlap.util.errors import check_range
 
 
 #: bytes one rank sends per byte of the collective's largest buffer, for a ring of n ranks

@@ -15,14 +15,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ccoverlap import levers, stats, tuned
+from ccoverlap.control import levers, policy as tuned
+from ccoverlap.util import stats
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.catalog import SERIES
 from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import BenchConfig
 from ccoverlap.bench.worker import PARENT_ENV, spec_for
-from ccoverlap.errors import UsageError
-from ccoverlap.procs import GRACE_S, Stopped, stop, stop_on_signals  # noqa: F401 - the bench CLI reads them here
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.procs import GRACE_S, Stopped, stop, stop_on_signals  # noqa: F401 - the bench CLI reads them here
 
 RANK_TIMEOUT_S = 1800
 

@@ -1,12 +1,12 @@
-"""Bench picture: step time per strategy and workload, in the one plotting style (ccoverlap.plotting)."""
+"""Bench picture: step time per strategy and workload, in the one plotting style (ccoverlap.util.plotting)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ccoverlap.bench.catalog import BY_NAME, SERIES
-from ccoverlap.levers import DEFAULT
-from ccoverlap.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
-from ccoverlap.stats import NOISE, Comparison
+from ccoverlap.control.levers import DEFAULT
+from ccoverlap.util.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
+from ccoverlap.util.stats import NOISE, Comparison
 
 NOISE_HATCH = "//"
 

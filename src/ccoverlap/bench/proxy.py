@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ccoverlap import cuda_driver as cu
-from ccoverlap import kernels
+from ccoverlap.gpu import cuda_driver as cu
+from ccoverlap.lab import kernels
 from ccoverlap.bench.emulate import Emulation, LaunchLog, Shape, tile
-from ccoverlap.limits import read_live
-from ccoverlap.nccl import cluster_dim, nccl_footprint
+from ccoverlap.model.limits import read_live
+from ccoverlap.model.nccl import cluster_dim, nccl_footprint
 
 WORD = 16  # bytes per proxy element (uint4)
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from ccoverlap.bench import catalog
 from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import TINY_PRESET, BenchConfig, ModelSize
-from ccoverlap.cli import _Parser
-from ccoverlap.cli._config import add_options, add_preset, from_args
-from ccoverlap.errors import UsageError, check_range
+from ccoverlap.util.options import Parser
+from ccoverlap.util.options import add_options, add_preset, from_args
+from ccoverlap.util.errors import UsageError, check_range
 
 #: the workloads with a training step (an optimizer to step): the `steps` rows
 TRAINABLE = tuple(w.name for w in catalog.WORKLOADS if w.rows is catalog.STEPS)
@@ -60,7 +60,7 @@ PRESETS = {"--tiny": TINY, "on the CPU": TINY}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m ccoverlap.bench.train", description=__doc__,
+    p = Parser(prog="python -m ccoverlap.bench.train", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("workload", metavar="WORKLOAD", help=f"one of {', '.join(TRAINABLE)}")
     add_preset(p, "--tiny", TrainConfig, TINY, "a tiny model (the default on the CPU)")
@@ -86,12 +86,14 @@ def train(cfg: BenchConfig, steps: int, log_every: int, say=print) -> None:
     """Build the workload as a bench rank does, run `steps` steps, print rank 0's loss every `log_every`."""
     import torch.distributed as dist
 
+    from ccoverlap.bench import workloads
+
     os.environ.update(MULTICAST_OFF)  # before NCCL initialises, as the bench sets them in every rank
     device, rank, world = cfg.comm_backend.init(cfg)
     name = cfg.workloads[0]
     if rank == 0 and (note := cfg.comm_backend.note(cfg)):
         say(note)
-    w = catalog.BY_NAME[name].builder(cfg, rank, world, device, False)
+    w = workloads.build(name, cfg, rank, world, device, False)
     started = time.perf_counter()
     for i in range(1, steps + 1):
         loss = w.step()

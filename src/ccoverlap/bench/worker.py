@@ -14,14 +14,15 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ccoverlap import levers, procs, profiling, startup, timing
-from ccoverlap.bench import catalog
+from ccoverlap.control import levers, procs, startup
+from ccoverlap.util import profiling, timing
+from ccoverlap.bench import catalog, workloads
 from ccoverlap.bench.comms import COMMS
 from ccoverlap.bench.config import BenchConfig, ModelSize
 
 
 def _timed(fn, device: torch.device, reps: int, warmup: int, before=None, drain: bool = True) -> list[float]:
-    """Milliseconds per call (ccoverlap.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a barrier,
+    """Milliseconds per call (ccoverlap.util.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a barrier,
     unless not `drain` (a barrier would wait for the collectives left in flight: gloo's and NCCL's queue them)."""
     return timing.timed(fn, reps, warmup, cuda=device.type == "cuda", before=before,
                         align=dist.barrier if drain else None, drain=drain)
@@ -35,7 +36,7 @@ def _trace(fn, path: Path, device: torch.device) -> None:
 def _workload(cfg: BenchConfig, name: str, strategy: str, no_overlap: bool, rank: int, world: int, device) -> dict:
     w = catalog.BY_NAME[name]
     trace = Path(cfg.trace_dir) / name / strategy / f"rank{rank}_trace.json.gz" if cfg.trace_dir and w.traced else None
-    return w.rows.measure(w.builder(cfg, rank, world, device, no_overlap),
+    return w.rows.measure(workloads.build(name, cfg, rank, world, device, no_overlap),
                           lambda fn, before=None, drain=True: _timed(fn, device, cfg.steps, cfg.warmup, before, drain),
                           (lambda fn: _trace(fn, trace, device)) if trace else (lambda fn: None))
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Workload:
+class RankSteps:
     step: Callable[[], torch.Tensor]
     compute_only: Callable[[], torch.Tensor] | None = None
     losses: list[float] = field(default_factory=list)
@@ -65,7 +65,7 @@ def _gpt(cfg: BenchConfig, device, **kw) -> GPT:
     return GPT(s.layers, s.d_model, s.heads, s.vocab, **kw).to(device, _dtype(device))
 
 
-def ddp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+def ddp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     model = DDP(_gpt(cfg, device), device_ids=[device.index] if device.type == "cuda" else None)
@@ -79,7 +79,7 @@ def ddp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wo
         with model.no_sync():
             return step()
 
-    return Workload(step, compute_only)
+    return RankSteps(step, compute_only)
 
 
 def _blocking_allreduce(_, bucket):
@@ -94,7 +94,7 @@ def _blocking_allreduce(_, bucket):
     return fut
 
 
-def fsdp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+def fsdp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -110,7 +110,7 @@ def fsdp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> W
             block.set_modules_to_backward_prefetch([])
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     inputs, targets = _tokens(cfg, device, cfg.seed + 1 + rank)
-    return Workload(_train_step(model, opt, inputs, targets, _sync if no_overlap else None),
+    return RankSteps(_train_step(model, opt, inputs, targets, _sync if no_overlap else None),
                     note="FSDP always all-gathers parameters: no compute-only step")
 
 
@@ -119,7 +119,7 @@ def _sync():
         torch.cuda.synchronize()
 
 
-def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
     """Tensor-parallel ranks share one batch, so they train on the global batch (--batch x world sequences):
     each rank's share of the sharded blocks is then about one DDP rank's work. The embedding, the final norm
     and the output head are not sharded: every rank computes them over the whole global batch."""
@@ -135,10 +135,10 @@ def tp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wor
     # foreach kernels refuse a mix of DTensor (sharded) and plain (replicated) parameters on CUDA
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
     inputs, targets = _tokens(cfg, device, cfg.seed + 1, cfg.size.batch * world)  # one batch shared by all ranks
-    return Workload(_train_step(model, opt, inputs, targets), note="tensor parallelism has no compute-only step")
+    return RankSteps(_train_step(model, opt, inputs, targets), note="tensor parallelism has no compute-only step")
 
 
-def moe(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+def moe(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
     s = cfg.size
     model = _gpt(cfg, device, mlp_factory=lambda: MoE(s.d_model, s.experts_per_rank))
     torch.manual_seed(cfg.seed + 100 + rank)  # experts differ per rank
@@ -156,7 +156,7 @@ def moe(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Wo
                 dist.all_reduce(p.grad)
                 p.grad.div_(world)
 
-    return Workload(_train_step(model, opt, inputs, targets, average_shared),
+    return RankSteps(_train_step(model, opt, inputs, targets, average_shared),
                     note="the all-to-all is on the critical path: no compute-only step")
 
 
@@ -276,7 +276,7 @@ class StreamingDiLoCo:
         return {"syncs": self.syncs, "late_syncs": self.late, "stall_ms": self.stall_ms}
 
 
-def diloco(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Workload:
+def diloco(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
     """Streaming DiLoCo: local inner steps (each rank its own data, no collective), model fragments all-reduced
     in the background (StreamingDiLoCo). compute_only: the inner steps alone."""
     model = _gpt(cfg, device)
@@ -296,7 +296,7 @@ def diloco(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) ->
         return inner()
 
     dist.barrier()  # the ranks start together: no barrier aligns their steps from here on (background=True)
-    return Workload(step, compute_only, counters=outer.counters, background=True)
+    return RankSteps(step, compute_only, counters=outer.counters, background=True)
 
 
 @dataclass
@@ -352,3 +352,8 @@ class Micro:
 def micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Iterator[Micro]:
     """One Micro per --micro-sizes byte count, each built when the last is done with."""
     return (Micro.build(cfg, nbytes, rank, world, device, no_overlap) for nbytes in cfg.micro_sizes)
+
+
+def build(name: str, cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
+    """The steps of workload `name` (catalog.WORKLOADS: its builder is the function of that name here) on one rank."""
+    return globals()[name](cfg, rank, world, device, no_overlap)

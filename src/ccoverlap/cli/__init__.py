@@ -5,7 +5,8 @@ import argparse
 import os
 import sys
 
-from ccoverlap.errors import UsageError
+from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import Parser
 
 from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run, tune
 
@@ -31,21 +32,16 @@ Start with:
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad input in one line (exit 2) instead of usage + error."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="ccoverlap", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     from ccoverlap import __version__
 
     parser.add_argument("--version", action="version", version=f"ccoverlap {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for command in COMMANDS:
         command.register(sub)

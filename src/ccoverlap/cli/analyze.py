@@ -5,9 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ccoverlap.errors import UsageError
-
-from ._output import print_json, print_table
+from ccoverlap.doctor.analysis.summary import document, print_ranks, write_html
+from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import print_json, print_table
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -44,9 +44,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.trace import short_name
+    from ccoverlap.doctor.analysis import analyze
+    from ccoverlap.doctor.analysis.recommend import verdict
+    from ccoverlap.doctor.analysis.trace import short_name
 
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
@@ -68,34 +68,3 @@ def run(args: argparse.Namespace) -> int:
     if written:
         print(f"report: {written[0]}")
     return 0
-
-
-def write_html(result, path: Path) -> list[Path]:
-    """The HTML report at `path` and its PNGs (every file written); UsageError where it cannot be written."""
-    from ccoverlap.analysis.report import write_report
-
-    try:
-        return write_report(result, path)
-    except OSError as exc:
-        raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
-
-
-def document(result, baseline: Path | None, written: list[Path]) -> dict:
-    """The JSON of an analysis (`--json`; `ccoverlap doctor --json` holds it too)."""
-    from ccoverlap.analysis.metrics import strategy_values
-
-    return {
-        "ranks": [r.to_dict() for r in result.ranks],
-        "strategies": strategy_values(result.ranks),
-        "baseline": str(baseline) if baseline else None,
-        "problems": [str(p) for p in result.problems],
-        "report": [str(p) for p in written],
-    } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {})  # as published when none
-
-
-def print_ranks(result, title: str) -> None:
-    """The terminal's table of the analysis: a row per rank, the metrics that have a terminal column."""
-    from ccoverlap.analysis.metrics import shown
-
-    columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
-    print_table(title, ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])

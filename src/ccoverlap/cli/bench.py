@@ -11,13 +11,13 @@ from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.catalog import VS_DEFAULT_NOTE, WORKLOADS
 from ccoverlap.bench import comms
 from ccoverlap.bench.config import PRESETS, TINY_PRESET, BenchConfig, auto_device
-from ccoverlap.errors import UsageError
-from ccoverlap.procs import exit_for
-from ccoverlap.levers import STRATEGIES
-from ccoverlap.stats import CONFIDENCE
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.procs import exit_for
+from ccoverlap.control.levers import STRATEGIES
+from ccoverlap.util.stats import CONFIDENCE
 
-from ._config import add_options, add_preset, from_args
-from ._output import QuietConsole, check_writable, print_table, print_text, warn, write_json
+from ccoverlap.util.options import add_options, add_preset, from_args
+from ccoverlap.util.output import QuietConsole, check_writable, print_table, print_text, warn, write_json
 
 EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
     f"workloads: {', '.join(f'{w.name} ({w.description})' for w in WORKLOADS)}.",
@@ -68,7 +68,7 @@ def _config(args) -> BenchConfig:
 
 
 def _gpu_count() -> int:
-    from ccoverlap import cuda_driver
+    from ccoverlap.gpu import cuda_driver
 
     drv = cuda_driver.driver()
     return drv.device_count() if drv else 0
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     torch_available()
     from rich.progress import Progress
 
-    from ccoverlap import provenance
+    from ccoverlap.gpu import provenance
     from ccoverlap.bench import launcher
 
     if note := cfg.comm_backend.note(cfg):

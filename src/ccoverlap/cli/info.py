@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from ccoverlap.limits import PRESETS, DeviceLimits, device_help, get_device
+from ccoverlap.model.limits import PRESETS, DeviceLimits, device_help, get_device
 
-from ._output import print_json, print_table
+from ccoverlap.util.output import print_json, print_table
 
 FIELDS = [
     ("sm_count", "SMs"), ("compute_capability", "compute capability"), ("warp_size", "warp size"),
@@ -37,7 +37,7 @@ def register(sub) -> None:
 def _devices(name: str | None) -> list[DeviceLimits]:
     if name:
         return [get_device(name)]
-    from ccoverlap import cuda_driver
+    from ccoverlap.gpu import cuda_driver
 
     return [get_device("cuda")] if cuda_driver.driver() else list(PRESETS.values())
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     devices = _devices(args.device)
     nccl = None
     if args.nccl:
-        from ccoverlap.nccl import nccl_footprint
+        from ccoverlap.model.nccl import nccl_footprint
 
         nccl = nccl_footprint(arch=devices[0].arch)
     if args.json:

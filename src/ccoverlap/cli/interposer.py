@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from ccoverlap.interposer import Policy, library_path
+from ccoverlap.control.interposer import Policy, library_path
 
-from ._output import print_json
+from ccoverlap.util.output import print_json
 
 
 def register(sub) -> None:

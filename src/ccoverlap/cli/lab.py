@@ -7,12 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from ccoverlap.errors import UsageError
-from ccoverlap.levers import NO_OVERLAP
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.levers import NO_OVERLAP
 from ccoverlap.lab.config import CASES, QUICK, LabConfig
 
-from ._config import add_options, add_preset, from_args
-from ._output import print_table, print_text, write_json
+from ccoverlap.util.options import add_options, add_preset, from_args
+from ccoverlap.util.output import print_table, print_text, write_json
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -66,7 +66,7 @@ LAB_POLICY = {"mode": "off", "comm": "^comm_(proxy|paced)$", "gate": "always"}
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
     """Replace this process by the same command with the interposer preloaded (mode off; the
     runner switches it to auto around each shaped library phase)."""
-    from ccoverlap.interposer import Policy, preload_env
+    from ccoverlap.control.interposer import Policy, preload_env
 
     env = (dict(os.environ) | Policy(**LAB_POLICY).to_environ() | preload_env(os.environ)
            | {"CCOVERLAP_LAB_CHILD": "1"})
@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = _config(args)  # validate everything before touching the GPU
     from rich.progress import Progress
 
-    from ccoverlap import cuda_driver, provenance
+    from ccoverlap.gpu import cuda_driver, provenance
     from ccoverlap.lab.config import cells
-    from ccoverlap.limits import get_device
+    from ccoverlap.model.limits import get_device
 
     if cuda_driver.driver() is None:
         raise UsageError("the lab needs a CUDA GPU; without one, `ccoverlap plan` reasons about the same footprints")
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         from ccoverlap.lab import plots, runner
     except ImportError as exc:
         raise UsageError(f"the lab needs PyTorch with CUDA: {exc}") from None
-    from ccoverlap.interposer import preloaded
+    from ccoverlap.control.interposer import preloaded
     from ccoverlap.lab.config import needs_interposer
 
     if needs_interposer(cfg) and not preloaded() and not os.environ.get("CCOVERLAP_LAB_CHILD"):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from ccoverlap import levers
+from ccoverlap.control import levers
 
-from ._output import print_json, print_table
+from ccoverlap.util.output import print_json, print_table
 
 EPILOG = """\
 A strategy is a combination of levers: lever[=value]+lever[=value]... (a lever

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import argparse
 
-from ccoverlap.errors import UsageError, check_range
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.limits import device_help, get_device
-from ccoverlap.occupancy import occupancy
+from ccoverlap.util.errors import UsageError, check_range
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import device_help, get_device
+from ccoverlap.model.occupancy import occupancy
 
-from ._output import print_json, print_text, write_json
+from ccoverlap.util.output import print_json, print_text, write_json
 
 EPILOG = """\
 examples:
@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from ccoverlap import provenance, validate
+    from ccoverlap.gpu import provenance
+    from ccoverlap.lab import validate
 
     check_range("--validate", args.validate, 1, 10000)
     check_range("--shapes", args.shapes, 1, 10000)
@@ -102,8 +103,8 @@ def _ordinal(device: str) -> int:
 def _validate_carveout(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from ccoverlap import carveout_sweep as sweep
-    from ccoverlap import provenance
+    from ccoverlap.lab import carveout_sweep as sweep
+    from ccoverlap.gpu import provenance
 
     check_range("--reps", args.reps, 1, 100)
     settings = sweep.Settings(reps=args.reps, seed=args.seed)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import argparse
 
-from ccoverlap.errors import UsageError, check_range
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.limits import device_help, get_device
-from ccoverlap.planner import plan
+from ccoverlap.util.errors import UsageError, check_range
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import device_help, get_device
+from ccoverlap.model.planner import plan
 
-from ._output import print_json, print_text
+from ccoverlap.util.output import print_json, print_text
 
 EPILOG = """\
 specs are comma-separated key=value: threads, regs, static, dynamic (bytes; K/KiB
@@ -50,7 +50,7 @@ def comm_footprint(spec: str, arch: str) -> tuple[KernelFootprint, dict[str, str
     head, _, overrides = spec.partition(":")
     if head.strip().lower() != "nccl":
         return KernelFootprint.from_spec(spec, "comm"), {}
-    from ccoverlap.nccl import nccl_footprint
+    from ccoverlap.model.nccl import nccl_footprint
 
     found = nccl_footprint(arch=arch)
     fp = KernelFootprint.from_spec(overrides, "comm", base=found.footprint) if overrides else found.footprint

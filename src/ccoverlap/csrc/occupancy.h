@@ -1,6 +1,6 @@
 /* Occupancy arithmetic for ccoverlap: the one source of truth.
  *
- * Python (ccoverlap.occupancy, via ctypes) and the launch interposer both
+ * Python (ccoverlap.model.occupancy, via ctypes) and the launch interposer both
  * compile this file, so a plan computed by `ccoverlap plan` is exactly the
  * pad the interposer applies. The single-kernel rules follow CUDA's
  * cuda_occupancy.h for compute capability >= 8 (register allocation per warp

@@ -1,7 +1,7 @@
 /* The launch interposer's policy: the one field table and the one parser.
  *
  * Compiled into the interposer (which reads its policy once at load) and into
- * the ctypes library Python loads (ccoverlap.interposer), so `ccoverlap run`
+ * the ctypes library Python loads (ccoverlap.control.interposer), so `ccoverlap run`
  * refuses exactly what the library would, builds its options and their help
  * from the same table, and Python never re-implements a rule. A new field is
  * one row of ccov_fields, one enum value below, plus its use.

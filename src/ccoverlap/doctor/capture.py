@@ -1,4 +1,4 @@
-"""The doctor's capture, inside an unmodified program: installed by the start-up hook (ccoverlap/startup.py)
+"""The doctor's capture, inside an unmodified program: installed by the start-up hook (ccoverlap/control/startup.py)
 in every Python process of the command as it imports torch.
 
 Steps are the program's optimizer steps, seen through torch's global optimizer-step hooks (every
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from ccoverlap import profiling
+from ccoverlap.util import profiling
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.doctor.record import Log
 

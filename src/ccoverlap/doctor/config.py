@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ccoverlap.errors import UsageError, check_range
+from ccoverlap.util.errors import UsageError, check_range
 
 #: the fields the capture inside the program reads (the rest are the command's)
 CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "profile", "stop", "fingerprint")
@@ -12,7 +12,7 @@ CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "profile", 
 
 @dataclass(frozen=True)
 class DoctorConfig:
-    """The defaults are the CLI's; every field is an option (cli/_config.py)."""
+    """The defaults are the CLI's; every field is an option (util/options.py)."""
 
     steps: int = field(default=3, metadata={
         "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts short)"})

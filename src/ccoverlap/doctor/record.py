@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccoverlap import timing
-from ccoverlap.errors import UsageError
+from ccoverlap.util import timing
+from ccoverlap.util.errors import UsageError
 
 FORMAT = "ccoverlap-doctor-steps/1"
 STEPS_SUFFIX = "_steps.jsonl"

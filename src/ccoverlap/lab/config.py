@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ccoverlap import levers
-from ccoverlap.errors import UsageError, check_range
+from ccoverlap.control import levers
+from ccoverlap.util.errors import UsageError, check_range
 
 FAMILIES = ("fma", "elementwise", "gemm", "attention", "transformer", "sparse")
 LIBRARY_FAMILIES = ("gemm", "attention", "transformer")  # torch's kernels: shaped through the interposer
-#: comm proxies: "nccl" has the installed NCCL's footprint (ccoverlap.nccl), "nccl-allreduce" the
+#: comm proxies: "nccl" has the installed NCCL's footprint (ccoverlap.model.nccl), "nccl-allreduce" the
 #: AllReduce NCCL 2.28.9 launched on 2 x H200 (nccl.OBSERVED_LAUNCHES), "light" a small kernel
 PROXIES = ("nccl", "nccl-allreduce", "light")
 ORDERS = ("before", "with", "delayed")  # comm launched before compute, right after it, or delayed into it
@@ -17,7 +17,7 @@ ORDERS = ("before", "with", "delayed")  # comm launched before compute, right af
 @dataclass(frozen=True)
 class LabConfig:
     """What `ccoverlap lab` measures. The defaults are the CLI's; a field with help is a CLI option
-    (cli/_config.py), the others are fixed sizes of the compute families."""
+    (util/options.py), the others are fixed sizes of the compute families."""
 
     computes: tuple[str, ...] = field(default=FAMILIES, metadata={"flag": "--compute", "help": "families, comma-separated"})
     comms: tuple[str, ...] = field(default=("nccl", "light"), metadata={

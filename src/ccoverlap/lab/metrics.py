@@ -1,7 +1,7 @@
 """Turn timing samples into the lab's numbers: medians, reduction vs sequential, overlap efficiency."""
 from __future__ import annotations
 
-from ccoverlap.timing import summary
+from ccoverlap.util.timing import summary
 
 
 def reduction(t_seq: float, t: float) -> float:

@@ -1,10 +1,10 @@
-"""Lab pictures: strategy bars per case and block-residency timelines, in ccoverlap.plotting's one style."""
+"""Lab pictures: strategy bars per case and block-residency timelines, in ccoverlap.util.plotting's one style."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ccoverlap.levers import NO_OVERLAP
-from ccoverlap.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
+from ccoverlap.control.levers import NO_OVERLAP
+from ccoverlap.util.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
 
 
 def bars(rows: list[dict], path: Path, order: str = "with") -> Path:

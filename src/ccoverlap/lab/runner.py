@@ -1,28 +1,29 @@
 """Time every strategy on one GPU with CUDA events: warm-up, repetitions, L2 flushed outside the span.
 
 A repetition records four events (start, compute end, communication start and end) on two streams, so
-it keeps its own events; the summary of the samples is ccoverlap.timing's, as everywhere.
+it keeps its own events; the summary of the samples is ccoverlap.util.timing's, as everywhere.
 """
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ccoverlap import cuda_driver as cu
-from ccoverlap import kernels, levers, profiling
-from ccoverlap.errors import UsageError
-from ccoverlap.interposer import preloaded, set_policy
+from ccoverlap.gpu import cuda_driver as cu
+from ccoverlap.lab import kernels
+from ccoverlap.control import levers
+from ccoverlap.util import profiling
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.interposer import preloaded, set_policy
 from ccoverlap.lab import metrics, workloads
 from ccoverlap.lab.config import LabConfig
-from ccoverlap.limits import DeviceLimits
-from ccoverlap import nccl
-from ccoverlap.planner import plan
-from ccoverlap.timing import summary
+from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.model import nccl
+from ccoverlap.model.planner import plan
+from ccoverlap.util.timing import summary
 
 
 @dataclass
@@ -189,7 +190,7 @@ class Lab:
         if reason := strategy.not_applicable(self.host, "lab"):
             return f"n/a: {reason}"
         v = strategy.values
-        env = strategy.setting().env  # NCCL's knobs, read as NCCL 2.28.9 reads them (ccoverlap.nccl)
+        env = strategy.setting().env  # NCCL's knobs, read as NCCL 2.28.9 reads them (ccoverlap.model.nccl)
         knobs = nccl.Knobs.from_env(env)
         ctas = knobs.channels(proxy.shape.ctas)
         threads = knobs.threads(proxy.protocol, proxy.shape.threads) if knobs.nthreads else proxy.shape.threads

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ccoverlap.footprint import KernelFootprint
-from ccoverlap.kernels import Kernel, pace, ptr
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.lab.kernels import CudaKernel, pace, ptr
 
 NULL = ctypes.c_void_p(0)
 
@@ -45,7 +45,7 @@ class Phase:
     outputs: Callable[[], list[torch.Tensor]]
     blocks: int = 0  # blocks per enqueue that stamp (0: library kernels)
     exact: bool = True  # outputs reproducible bit for bit
-    kernels: tuple[Kernel, ...] = ()  # the custom kernels it launches (carveout hints go on them)
+    kernels: tuple[CudaKernel, ...] = ()  # the custom kernels it launches (carveout hints go on them)
     stamps: torch.Tensor | None = None
 
     def __post_init__(self):
@@ -64,12 +64,12 @@ class Phase:
         return [o.clone() for o in self.outputs()]
 
 
-def fma(kernel: Kernel, sm_count: int, iters: int, waves: int = 6, threads: int = 256) -> Phase:
+def fma(kernel: CudaKernel, sm_count: int, iters: int, waves: int = 6, threads: int = 256) -> Phase:
     grid = sm_count * (2048 // threads) * waves
     return _fma_phase("fma", kernel, grid, threads, iters)
 
 
-def sparse(kernel: Kernel, sm_count: int, ms: float, threads: int = 256) -> Phase:
+def sparse(kernel: CudaKernel, sm_count: int, ms: float, threads: int = 256) -> Phase:
     """One FMA block per SM for about `ms`, without shared memory: threads and registers leave room
     for a communication CTA, and only the SM's shared-memory carveout can keep it out."""
     grid, probe = sm_count, 20000
@@ -84,7 +84,7 @@ def sparse(kernel: Kernel, sm_count: int, ms: float, threads: int = 256) -> Phas
     return _fma_phase("sparse", kernel, grid, threads, max(int(probe * ms / start.elapsed_time(end)), 1))
 
 
-def _fma_phase(name: str, kernel: Kernel, grid: int, threads: int, iters: int) -> Phase:
+def _fma_phase(name: str, kernel: CudaKernel, grid: int, threads: int, iters: int) -> Phase:
     src = torch.rand(grid * threads, device="cuda")
     out = torch.empty_like(src)
 
@@ -94,7 +94,7 @@ def _fma_phase(name: str, kernel: Kernel, grid: int, threads: int, iters: int) -
     return Phase(name, kernel.footprint(threads, grid=grid), False, run, lambda: [out], blocks=grid, kernels=(kernel,))
 
 
-def elementwise(kernel: Kernel, gib: float, launches: int, threads: int = 256) -> Phase:
+def elementwise(kernel: CudaKernel, gib: float, launches: int, threads: int = 256) -> Phase:
     n4 = int(gib * 2**30) // 16
     x, y = (torch.rand(n4 * 4, device="cuda") for _ in range(2))
     z = torch.empty_like(x)
@@ -186,15 +186,15 @@ class CommProxy:
 
     Unpaced (`step_ns` None), a reduce-copy (`comm_proxy`: out = a + b) streams through HBM as fast
     as it can; paced, the emulation's `comm_paced` copies a into out at the pace of a link
-    (`ccoverlap.kernels.pace`), so its memory traffic is what a collective's is."""
+    (`ccoverlap.lab.kernels.pace`), so its memory traffic is what a collective's is."""
 
-    kernel: Kernel
+    kernel: CudaKernel
     shape: CommShape  # NCCL's default for this footprint; strategies may change it per launch
     name: str
     dynamic_smem: int
     nbytes: int
     busbw_gbps: float = 0.0  # 0: unpaced
-    protocol: str = "SIMPLE"  # how NCCL_NTHREADS acts on it (ccoverlap.nccl.THREAD_RULES)
+    protocol: str = "SIMPLE"  # how NCCL_NTHREADS acts on it (ccoverlap.model.nccl.THREAD_RULES)
 
     def __post_init__(self):
         self.n4 = self.nbytes // 16

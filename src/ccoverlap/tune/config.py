@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ccoverlap import levers
-from ccoverlap.errors import UsageError, check_range
+from ccoverlap.control import levers
+from ccoverlap.util.errors import UsageError, check_range
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -39,7 +39,7 @@ def _knobs(texts: tuple[str, ...]) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class TuneConfig:
-    """The defaults are the CLI's; every field with help is an option (cli/_config.py)."""
+    """The defaults are the CLI's; every field with help is an option (util/options.py)."""
 
     budget: float = field(default=10.0, metadata={
         "metavar": "MIN", "help": "minutes for the whole tuning, every trial included; the search stops starting "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from ccoverlap import plotting, stats, timing
+from ccoverlap.util import plotting, stats, timing
 from ccoverlap.tune import space
 from ccoverlap.tune.search import Outcome, runs
 

@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ccoverlap import stats
-from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT
-from ccoverlap.errors import UsageError
-from ccoverlap.procs import Stopped
+from ccoverlap.util import stats
+from ccoverlap.doctor.analysis.recommend import NOTHING_TO_GAIN_PCT
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.procs import Stopped
 from ccoverlap.tune import space
 from ccoverlap.tune.config import TuneConfig
 from ccoverlap.tune.trial import Trial, drift
-from ccoverlap.tuned import TunedPolicy
+from ccoverlap.control.policy import TunedPolicy
 
 ROUNDS = 3  # successive-halving rounds at most
 INTERLEAVE = 4  # a default run after every this many arm runs

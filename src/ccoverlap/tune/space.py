@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ccoverlap import levers
-from ccoverlap.errors import UsageError
-from ccoverlap.tuned import TunedPolicy
+from ccoverlap.control import levers
+from ccoverlap.util.errors import UsageError
+from ccoverlap.control.policy import TunedPolicy
 
 DEFAULT = TunedPolicy.of(levers.DEFAULT)
 

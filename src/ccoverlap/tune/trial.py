@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccoverlap import procs, startup, timing
+from ccoverlap.control import procs, startup
+from ccoverlap.util import timing
 from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.doctor import record
 from ccoverlap.doctor.config import DoctorConfig
-from ccoverlap.tuned import TunedPolicy
+from ccoverlap.control.policy import TunedPolicy
 
 #: lines of the command's output a failed trial reports
 TAIL_LINES = 12

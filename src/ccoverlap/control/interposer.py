@@ -1,0 +1,185 @@
+"""The launch interposer from Python: where the library is, the policy it will read, how to preload it.
+
+The library (csrc/interposer*.c) is preloaded into a program by `ccoverlap run`
+and reads its policy from the environment and an optional JSON file. The policy's
+fields and its parser live in one place, csrc/policy.c, compiled into both the
+library and the ctypes core Python loads: `Policy` is built from that parser's
+normalized JSON, so `ccoverlap run` refuses exactly what the library would; the
+library, preloaded by hand with a bad policy, says so on stderr and passes every
+launch through unchanged. `set_policy` switches the mode of the library
+preloaded into this process.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import importlib.util
+import json
+import os
+from collections.abc import Mapping
+from functools import cache
+
+from ccoverlap.model import _native
+from ccoverlap.util.errors import UsageError, check_range
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One policy field, as the C table (csrc/policy.c: ccov_fields) defines it."""
+
+    key: str  # JSON key and Policy attribute
+    env: str  # environment variable
+    option: str  # `ccoverlap run` option
+    metavar: str
+    kind: str  # enum, int, int_auto (a whole number or "auto"), regex, path
+    lo: int  # int, int_auto: valid range
+    hi: int
+    choices: tuple[str, ...]  # enum
+    default: str | None  # the value when not given, as text
+    sets_mode: str | None  # the mode this field is the value of
+    help: str
+
+    @property
+    def valid(self) -> str:
+        """The valid values, in words ("" for a path: any)."""
+        return {
+            "enum": ", ".join(self.choices),
+            "int": f"{self.lo}..{self.hi}",
+            "int_auto": f"auto or {self.lo}..{self.hi}",
+            "regex": "POSIX extended regex",
+            "path": "",
+        }[self.kind]
+
+
+def _read_fields() -> tuple[Field, ...]:
+    lib = _native.lib()
+
+    def text(b: bytes | None) -> str | None:
+        return None if b is None else b.decode()
+
+    def row(c: _native.CPolicyField) -> Field:
+        choices = []
+        while c.choices and c.choices[len(choices)] is not None:
+            choices.append(c.choices[len(choices)].decode())
+        return Field(c.key.decode(), c.env.decode(), c.option.decode(), c.metavar.decode(), _native.POLICY_KINDS[c.kind],
+                     c.lo, c.hi, tuple(choices), text(c.default), text(c.sets_mode), c.help.decode())
+
+    return tuple(row(lib.ccov_policy_field(i).contents) for i in range(lib.ccov_policy_nfields()))
+
+
+#: every policy field, in the C table's order
+FIELDS = _read_fields()
+BY_KEY = {f.key: f for f in FIELDS}
+#: the variable naming the JSON policy file
+POLICY_ENV = ctypes.c_char_p.in_dll(_native.lib(), "ccov_policy_file_env").value.decode()
+MODES = BY_KEY["mode"].choices  # index = the mode argument of ccoverlap_set_policy
+
+
+def parse(environ: Mapping[str, str]) -> dict[str, int | str | None]:
+    """The normalized policy the library will read from `environ` (the CCOVERLAP_POLICY file, then
+    each set, non-empty variable): every field, None where it has no value. UsageError with the
+    library's message when it would refuse it."""
+    env = [os.fsencode(f"{k}={v}") for k, v in environ.items()]
+    argv = (ctypes.c_char_p * (len(env) + 1))(*env, None)
+    cap = 1 << 16
+    while True:
+        out = ctypes.create_string_buffer(cap)
+        rc = _native.lib().ccov_policy_parse(argv, out, cap)
+        if rc <= 0:
+            break
+        cap = rc  # the size the answer needs
+    text = os.fsdecode(out.value)
+    if rc < 0:
+        raise UsageError(text)
+    return json.loads(text)
+
+
+def library_path() -> str:
+    """Path of the built interposer library (for LD_PRELOAD)."""
+    spec = importlib.util.find_spec("ccoverlap._interposer")
+    if spec is None or not spec.origin:
+        raise UsageError("the launch interposer is not built: reinstall with `pip install -e .`")
+    return spec.origin
+
+
+def preload_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """{"LD_PRELOAD": ...} that puts the interposer first in `environ`'s LD_PRELOAD and keeps what was
+    there (a user's allocator, say): the loader splits on colons and spaces; the interposer appears once."""
+    lib = library_path()
+    mine = os.path.realpath(lib)
+    kept = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if os.path.realpath(p) != mine]
+    return {"LD_PRELOAD": " ".join([lib, *kept])}
+
+
+class _PolicyMethods:
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Policy:
+        """The policy the library will read from `environ`; UsageError with the library's message."""
+        return cls(**parse(environ))
+
+    def to_environ(self) -> dict[str, str]:
+        """Environment variables that give the library exactly this policy."""
+        return {f.env: str(v) for f in FIELDS if (v := getattr(self, f.key)) is not None}
+
+
+_DEFAULTS = parse({})
+Policy = dataclasses.make_dataclass(
+    "Policy",
+    [(f.key, int | None if f.kind.startswith("int") else str | None, dataclasses.field(default=_DEFAULTS[f.key]))
+     for f in FIELDS],
+    bases=(_PolicyMethods,),
+    frozen=True,
+)
+Policy.__module__ = __name__  # make_dataclass's own argument for it needs Python 3.12
+Policy.__doc__ = """What the interposer pads: one attribute per field of the C table (FIELDS, docs/interposer.md),
+None where the library decides (unset, drain "auto", gate by mode); the defaults are the library's."""
+
+
+@cache
+def _switch():
+    """The preloaded interposer's ccoverlap_set_policy, or None; looked up once (the lab switches
+    around every repetition)."""
+    fn = getattr(ctypes.CDLL(None), "ccoverlap_set_policy", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int, ctypes.c_int]
+        fn.restype = ctypes.c_int
+    return fn
+
+
+def preloaded() -> bool:
+    """Is the interposer loaded into this process (so set_policy can switch it)?"""
+    return _switch() is not None
+
+
+def set_policy(mode: str, value: int | None = None) -> None:
+    """Switch the interposer preloaded into this process to `mode`, at once, for every thread.
+
+    `value` is the value of the modes that take one ("pad": bytes, "blocks": blocks per SM; the
+    fields' ranges), and must be None for "off" and "auto". The other fields keep what the process
+    started with; memoised decisions are dropped, stats keep counting. For programs that run
+    several strategies in one process (`ccoverlap run --mode off -- python lab.py`).
+    """
+    if mode not in MODES:
+        raise UsageError(f"mode {mode!r} is not a mode: valid {', '.join(MODES)}")
+    valued = {f.sets_mode: f for f in FIELDS if f.sets_mode}
+    field = valued.get(mode)
+    if field is None:
+        if value is not None:
+            takes = " and ".join(f"{m} ({f.env})" for m, f in valued.items())
+            raise UsageError(f"mode {mode} takes no value: only {takes} do")
+        value = 0
+    else:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"mode {mode} needs a whole number: {field.env} valid {field.valid}")
+        check_range(field.env, value, field.lo, field.hi)
+    switch = _switch()
+    if switch is None:
+        raise RuntimeError(
+            "the interposer is not preloaded into this process: start it with `ccoverlap run -- CMD` "
+            "(or LD_PRELOAD=$(ccoverlap interposer --path))"
+        )
+    if switch(MODES.index(mode), value) != 0:
+        raise RuntimeError(
+            "the interposer refused the switch: the policy it started with is invalid, so every launch "
+            "passes through unchanged (see its line on stderr)"
+        )

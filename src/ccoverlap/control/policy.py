@@ -1,0 +1,272 @@
+"""A tuned policy: the combination of levers (levers.py) and user environment knobs that `ccoverlap tune`
+found best for a command, as a file, and the two ways of applying it: `ccoverlap run --config FILE -- CMD`
+(everything, the interposer and start-up calls included, in a fresh process) and `ccoverlap.enable(FILE)`
+inside a running script (what a running process can still take: variables read later, start-up calls).
+
+Only the levers and the knobs are the policy; the variables, interposer fields and start-up calls a file
+also shows are derived from them, and a file whose shown values differ was edited inconsistently.
+`setting_environ` is the one function that turns a combination of levers into a child's environment:
+`ccoverlap run --strategy/--config`, the bench and the tuner all go through it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from ccoverlap.control import levers, startup
+from ccoverlap.util.errors import UsageError
+
+FORMAT = "ccoverlap-policy/1"
+#: the keys of a policy file; any other key is free-form metadata (the tuner's speedup, command, date...)
+KEYS = ("format", "name", "levers", "knobs", "env", "policy", "startup")
+_DERIVED = ("name", "env", "policy", "startup")  # shown in the file for people, checked on load
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class TunedPolicy:
+    """Levers (registry names and values, in order) and knobs (environment variable -> value, in order)."""
+
+    levers: tuple[tuple[str, str], ...] = ()
+    knobs: tuple[tuple[str, str], ...] = ()
+    meta: Mapping[str, object] = field(default_factory=dict, compare=False)  # the tuner's notes, kept on load
+
+    def __post_init__(self) -> None:
+        """Every TunedPolicy is valid: values normalised by the registry, knobs well formed, no conflict."""
+        seen = set()
+        for name, value in self.levers:
+            if name in seen:
+                raise UsageError(f"lever {name} named twice")
+            seen.add(name)
+            if not isinstance(value, str):
+                raise UsageError(f"lever {name}: the value must be a string, not {value!r}")
+        object.__setattr__(self, "levers", tuple((n, levers.lever(n).value(v)) for n, v in self.levers))
+        names = [name for name, _ in self.knobs]
+        for name, value in self.knobs:
+            if not isinstance(name, str) or not _VARIABLE.fullmatch(name):
+                raise UsageError(f"knob {name!r}: not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+            if not isinstance(value, str) or "\0" in value or "\n" in value:
+                raise UsageError(f"knob {name}={value!r}: the value must be a string without NUL or newline")
+            if names.count(name) > 1:
+                raise UsageError(f"knob {name} given twice")
+        self.setting()  # conflicts are bad input now, not at launch
+
+    @classmethod
+    def of(cls, strategy: levers.Strategy | str, knobs: Mapping[str, str] = MappingProxyType({})) -> TunedPolicy:
+        s = levers.strategy(strategy) if isinstance(strategy, str) else strategy
+        if s.no_overlap:
+            raise UsageError(f"{s.name} is the bench's baseline (its workloads wait for each collective), "
+                             "not a setting: a policy is levers and knobs")
+        return cls(s.levers, tuple(knobs.items()))
+
+    @property
+    def strategy(self) -> levers.Strategy:
+        return levers.Strategy(self.levers)
+
+    @property
+    def name(self) -> str:
+        parts = ([self.strategy.name] if self.levers else []) + [f"{k}={v}" for k, v in self.knobs]
+        return "+".join(parts) or levers.DEFAULT
+
+    def setting(self) -> levers.Setting:
+        """What the levers set, with the knobs added to their variables; a knob that sets a variable a lever
+        sets to another value is a UsageError naming both."""
+        own = self.strategy.setting()
+        for var, value in self.knobs:
+            if own.env.get(var, value) != value:
+                by = next(n for n, v in self.levers if var in levers.BY_NAME[n].setting(v).env)
+                raise UsageError(f"knob {var}={value} conflicts with lever {by}, which sets {var}={own.env[var]}")
+        return own.merged(levers.Setting(env=dict(self.knobs)), f"policy {self.name}")
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.setting().env)
+
+    @property
+    def policy(self) -> dict[str, str]:
+        """The launch interposer's policy fields (JSON key -> value)."""
+        return dict(self.setting().policy)
+
+    @property
+    def startup(self) -> dict[str, str]:
+        """Start-up calls (name in levers.STARTUP_CALLS -> argument)."""
+        return dict(self.setting().startup)
+
+    def not_applicable(self, host: levers.Host) -> str | None:
+        """`lever: reason` for the first lever that does not apply on `host` in a fresh process, or None."""
+        return self.strategy.not_applicable(host, "process")
+
+    def environ(self, base: Mapping[str, str], comm_kernels: str | None = None, stats: str | None = None) -> dict[str, str]:
+        """The variables to add to `base` so that a child process runs under this policy (setting_environ)."""
+        return setting_environ(self.setting(), base, comm_kernels=comm_kernels, stats=stats)
+
+    def to_dict(self, **meta) -> dict:
+        if clash := (set(meta) | set(self.meta)) & set(KEYS):
+            raise ValueError(f"metadata may not use the policy's own keys: {', '.join(sorted(clash))}")
+        return {"format": FORMAT, "name": self.name, "levers": dict(self.levers), "knobs": dict(self.knobs),
+                "env": self.env, "policy": self.policy, "startup": self.startup} | dict(self.meta) | meta
+
+    @classmethod
+    def from_dict(cls, d: object, where: str) -> TunedPolicy:
+        """The policy in `d` (as in a file); a UsageError of one line naming `where` and the problem."""
+        try:
+            return cls._from_dict(d)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+
+    @classmethod
+    def _from_dict(cls, d: object) -> TunedPolicy:
+        if not isinstance(d, Mapping):
+            raise UsageError(f"a policy is a JSON object, not {type(d).__name__}")
+        if d.get("format") != FORMAT:
+            raise UsageError(f"format {d.get('format')!r} is not {FORMAT!r}" if "format" in d else f"no format key ({FORMAT!r})")
+        parts = {}
+        for key in ("levers", "knobs"):
+            value = d.get(key, {})
+            if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+                raise UsageError(f"{key} must be an object of names to string values")
+            parts[key] = tuple(value.items())
+        out = cls(**parts, meta={k: v for k, v in d.items() if k not in KEYS})
+        derived = out.to_dict()
+        for key in _DERIVED:
+            if key in d and d[key] != derived[key]:
+                raise UsageError(f"edited inconsistently: its {key} is not what its levers and knobs set "
+                                 f"({json.dumps(derived[key])}); change levers or knobs, and drop {key}")
+        return out
+
+    def save(self, path: str | os.PathLike, **meta) -> Path:
+        """Write the policy (and `meta`) to `path` atomically: a reader never sees half a file."""
+        from ccoverlap.util.output import write_json
+
+        return write_json(path, self.to_dict(**meta), indent=2)
+
+
+def load(path: str | os.PathLike) -> TunedPolicy:
+    """The policy in the file at `path`; a UsageError of one line naming the file and the problem."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the policy ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        d = json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    return TunedPolicy.from_dict(d, str(path))
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object that names a key once (a lever written twice is a mistake, not the last one wins)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise UsageError(f"key {next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))!r} given twice")
+    return out
+
+
+def setting_environ(setting: levers.Setting, base: Mapping[str, str], *, comm_kernels: str | None = None,
+                    stats: str | None = None, whole_policy: bool = True) -> dict[str, str]:
+    """The variables to add to `base` for a child process to run under `setting`: its variables; where it
+    has interposer policy fields, the interposer's variables and LD_PRELOAD with the interposer first (the
+    user's preloads kept after it); where it has start-up calls, the start-up hook's variables.
+
+    `whole_policy`: every field the interposer reads, defaults included, so the child does not depend on
+    the caller's CCOVERLAP_* variables (the bench, the tuner, `run --config`); else only the setting's fields,
+    layered over the policy file and the variables (`run --strategy`). `comm_kernels`: more communication
+    kernels (the emulation's); `stats`: where the interposer writes its stats."""
+    out = dict(setting.env)
+    if setting.policy:
+        from ccoverlap.control.interposer import BY_KEY, Policy, preload_env
+
+        fields = dict(setting.policy) | {"comm": comm_kernels, "stats": stats}
+        if whole_policy:
+            out |= Policy(**fields).to_environ()
+        else:
+            out |= {BY_KEY[k].env: v for k, v in fields.items() if v is not None}
+        out |= preload_env(base)
+    if setting.startup:
+        out |= startup.environ(setting.startup, base)
+    return out
+
+
+# --- inside a running script -----------------------------------------------------------------------
+
+def enable(policy: str | os.PathLike | TunedPolicy | Mapping) -> TunedPolicy:
+    """Apply `policy` (a file, a TunedPolicy, or a dict as in the file) to this running process, as far as a
+    running process can take it, and return it. Call it before `init_process_group`.
+
+    - Its variables are set in os.environ. PyTorch reads TORCH_NCCL_HIGH_PRIORITY each time a process group
+      creates an NCCL communicator (ProcessGroupNCCL.cpp, initNCCLComm: `force_high =
+      getCvarBool(TORCH_NCCL_HIGH_PRIORITY, false); getStreamFromPool(options_->is_high_priority_stream ||
+      force_high)`; getCvarBool reads the environment on every call, c10d/Utils.hpp:151 in torch 2.13.0),
+      at a group's first collective (or at once with device_id): every NCCL group whose communicator is made
+      afterwards gets a high-priority stream, FSDP's and DeviceMesh's included, although each group's
+      options keep is_high_priority_stream False (distributed_c10d.py:2194-2196 in torch 2.13.0). NCCL
+      reads its own NCCL_* variables as it creates a communicator too.
+    - Its start-up calls are made now (as `ccoverlap run`'s hook makes them at `import torch`).
+    - Its interposer fields cannot be applied: the interposer must be preloaded when the process starts.
+      Then one warning gives the `ccoverlap run --config` command to use instead.
+    A bad policy is a UsageError; nothing else raises: what is not applied is a warning (UserWarning).
+    """
+    path = None
+    if isinstance(policy, TunedPolicy):
+        p = policy
+    elif isinstance(policy, Mapping):
+        p = TunedPolicy.from_dict(policy, "ccoverlap.enable")
+    else:
+        path = os.path.abspath(policy)
+        p = load(path)
+    if reason := p.not_applicable(levers.Host.detect()):
+        _warn(f"policy {p.name} does not apply here ({reason}): nothing applied")
+        return p
+    if _distributed_initialized():
+        _warn("torch.distributed is already initialised: the policy's variables reach only the NCCL communicators "
+              "created from now on; a process group that already ran a collective (or was created with device_id) "
+              "keeps its stream priority and NCCL settings. Call ccoverlap.enable() before init_process_group")
+    os.environ.update(p.env)
+    if calls := p.startup:
+        try:
+            startup.call(calls, os.environ)
+        except Exception as exc:  # noqa: BLE001 - the script runs on; the warning says what was not done
+            _warn(f"start-up calls {json.dumps(calls)} not made: {type(exc).__name__}: {exc}")
+    if p.policy and not interposer_loaded():
+        fields = ", ".join(f"{k} {v}" for k, v in p.policy.items())
+        config = path or "POLICY.json"
+        save = "" if path else f" (save it first: ccoverlap.enable(...).save({config!r}))"
+        _warn(f"policy {p.name}: interposer fields {fields} not applied: the launch interposer is not loaded in "
+              f"this process (it must be preloaded at start). Run instead{save}: "
+              f"ccoverlap run --config {shlex.quote(config)} -- {shlex.join([sys.executable, *sys.argv])}")
+    return p
+
+
+def _warn(text: str) -> None:
+    warnings.warn(f"ccoverlap.enable: {text}", UserWarning, stacklevel=3)
+
+
+def interposer_loaded(maps: str = "/proc/self/maps") -> bool:
+    """Is the launch interposer's library mapped into this process?"""
+    from ccoverlap.control.interposer import library_path, preloaded
+
+    try:
+        lib = os.path.realpath(library_path())
+    except UsageError:  # not built: not loaded either
+        return False
+    try:
+        with open(maps) as f:
+            return any(line.rstrip("\n").endswith(lib) for line in f)
+    except OSError:  # no /proc: ask the loader for its switch instead
+        return preloaded()
+
+
+def _distributed_initialized() -> bool:
+    """torch.distributed initialised, without importing torch where the script has not."""
+    dist = sys.modules.get("torch.distributed")
+    return bool(dist and dist.is_available() and dist.is_initialized())

@@ -1,0 +1,108 @@
+"""The start-up hook: work done inside a program ccoverlap does not write. `ccoverlap run --strategy` and
+`ccoverlap doctor` put `hook/` first on PYTHONPATH, whose sitecustomize calls `install()` in every Python
+process of the command, and set the variable of each job (JOBS): the start-up levers (Setting.startup,
+e.g. sm-carveout) and the doctor's capture. The jobs run when the process first imports torch (they are
+torch calls), before it can start GPU work; a process that never imports torch is left alone. A job that
+fails says so in one line on stderr, naming the process: never a silent no-op.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Mapping
+
+from ccoverlap.control import levers
+
+#: JSON of the start-up calls (name in levers.STARTUP_CALLS -> argument) for the hook to make
+STARTUP_ENV = "CCOVERLAP_STARTUP"
+#: JSON of the doctor's capture (doctor.config.DoctorConfig.capture())
+DOCTOR_ENV = "CCOVERLAP_DOCTOR"
+HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
+
+
+def auto_sms(environ: Mapping[str, str], sm_count: int) -> int:
+    """`auto` of a start-up lever: the SMs NCCL's collective CTAs need under the NCCL knobs in `environ`."""
+    from ccoverlap.model import nccl
+
+    return levers.comm_sms(nccl.Knobs.from_env(environ).channels(), sm_count)
+
+
+def environ(startup: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+    """The variables that make the hook make the start-up calls `startup` in every Python process started
+    with `base` + them."""
+    return hook_environ(STARTUP_ENV, dict(startup), base)
+
+
+def hook_environ(variable: str, value: object, base: Mapping[str, str]) -> dict[str, str]:
+    """The variables that make the hook do the job of `variable` (one of JOBS), given `value`, in every Python
+    process started with `base` + them: `value` as JSON, and the hook's folder first on PYTHONPATH (the
+    user's PYTHONPATH kept after it)."""
+    kept = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != HOOK_DIR]
+    return {variable: json.dumps(value), "PYTHONPATH": os.pathsep.join([HOOK_DIR, *kept])}
+
+
+def call(calls: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> None:
+    """Make the start-up calls `calls` in this process now; `auto` sized for the first visible GPU (read
+    through the driver: no context) under the NCCL knobs in `environ`. For the hook and `ccoverlap.enable`."""
+    sms = 0  # no call takes `auto`: no GPU needed to size it
+    if "auto" in calls.values():
+        from ccoverlap.gpu import cuda_driver as cu
+
+        if (drv := cu.driver()) is None:
+            raise RuntimeError("no CUDA driver: `auto` needs a GPU's SM count")
+        sms = drv.device_attribute(cu.ATTR_MULTIPROCESSOR_COUNT, drv.device(0))
+    levers.run_startup(calls, auto_sms(environ, sms) if sms else 0)
+
+
+#: the hook's jobs, in the order they run: variable -> (what it is, in words; "module:function" that does it,
+#: given the variable's JSON). Named, not imported: the jobs' modules (the doctor's capture among them) sit above
+#: the control plane and load only in a process that asks for them.
+JOBS: dict[str, tuple[str, str]] = {
+    STARTUP_ENV: ("start-up levers", "ccoverlap.control.startup:call"),
+    DOCTOR_ENV: ("doctor capture", "ccoverlap.doctor.capture:install"),
+}
+
+
+def _run_jobs() -> None:
+    for variable, (what, target) in JOBS.items():
+        if variable not in os.environ:
+            continue
+        try:
+            module, _, function = target.partition(":")
+            getattr(importlib.import_module(module), function)(json.loads(os.environ[variable]))
+        except Exception as exc:  # noqa: BLE001 - the user's program runs on; the line says what was not done
+            print(f"ccoverlap: {what} {os.environ.get(variable)} not applied in pid {os.getpid()} "
+                  f"({sys.executable}): {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+class _AfterTorch(importlib.abc.MetaPathFinder):
+    """Finds torch as the rest of sys.meta_path does, and runs the jobs once its import has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)  # once; and find_spec below must not come back here
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+
+            def exec_then_run_jobs(module):
+                run(module)
+                _run_jobs()
+
+            spec.loader.exec_module = exec_then_run_jobs  # this spec's own loader instance
+        return spec
+
+
+def install() -> None:
+    """Called by the hook: run the jobs asked for as torch is imported (at once if it already is)."""
+    if not any(variable in os.environ for variable in JOBS):
+        return
+    if "torch" in sys.modules:
+        _run_jobs()
+    elif not any(isinstance(f, _AfterTorch) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterTorch())

@@ -1,0 +1,156 @@
+"""What each GPU activity of a rank waited for: its launch call, its stream, CUDA events.
+
+One pass over the trace model gives the rank's dependency graph: kernel i could
+start only after its launch call ended, after the previous activity of its stream,
+and after the GPU work its stream waited for through a CUDA event. The last is
+read from CUPTI's "Stream Wait Event" records (torch.profiler's
+`enable_cuda_sync_events`), matched to the event-record call as docs/analysis.md
+("Why a collective started late") describes. What cannot be resolved is listed,
+never guessed silently: a kernel behind an unresolved wait has an `unknown`
+dependency.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ccoverlap.doctor.analysis.trace import KernelEvent, Trace
+
+#: A producer ending this long (us) after its consumer started is not what the consumer waited for.
+PLAUSIBLE_US = 1.0
+SYNC_EVENTS_HINT = ("record with torch.profiler's experimental_config=torch._C._profiler._ExperimentalConfig("
+                    "enable_cuda_sync_events=True)")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Kernel i (an index of `kernels`, the trace's sorted activities) waits for `release[i]`,
+    `prev[i]` and `events[i]`; `unresolved[i]` says why a wait before it could not be resolved."""
+
+    kernels: tuple[KernelEvent, ...]
+    release: list[float]  # its launch call's end, never after its start; its start without a launch call
+    launched: list[bool]  # whether its launch call is in the trace
+    prev: list[int]  # the previous activity on its stream (-1: none)
+    events: dict[int, tuple[int, ...]]  # the activities its stream waited for through CUDA events
+    unresolved: dict[int, tuple[str, ...]]
+    notes: tuple[str, ...]  # what the reader should know: unresolved waits, fallbacks taken
+
+    def ready(self, i: int) -> tuple[float, str]:
+        """When kernel i could have started, and what it waited for last: launch, stream, event or trace
+        (no launch call in the trace: its start). Never after its start."""
+        k = self.kernels[i]
+        ready, by = self.release[i], "launch" if self.launched[i] else "trace"
+        for j, what in [(self.prev[i], "stream")] + [(p, "event") for p in self.events.get(i, ())]:
+            if j >= 0 and self.kernels[j].end > ready:
+                ready, by = self.kernels[j].end, what
+        return min(ready, k.ts), by
+
+
+class _Launches:
+    """Activities ordered by their launch call's CPU start, per key (a stream or a CPU thread)."""
+
+    def __init__(self):
+        self.items: dict = defaultdict(list)  # key -> [(launch ts, item)]: add, then freeze
+
+    def add(self, key, ts: float, i: int) -> None:
+        self.items[key].append((ts, i))
+
+    def freeze(self) -> _Launches:
+        for items in self.items.values():
+            items.sort()
+        self._ts = {key: [ts for ts, _ in items] for key, items in self.items.items()}
+        return self
+
+    def last_before(self, key, ts: float) -> int:
+        at = bisect_left(self._ts.get(key, ()), ts)
+        return self.items[key][at - 1][1] if at else -1
+
+    def first_after(self, key, ts: float) -> int:
+        at = bisect_right(self._ts.get(key, ()), ts)
+        items = self.items.get(key, ())
+        return items[at][1] if at < len(items) else -1
+
+
+def graph(trace: Trace) -> Graph:
+    """The rank's dependency graph (see Graph), with every unresolved event wait listed."""
+    kernels = trace.kernels
+    calls = [trace.launches.get(k.correlation) if k.correlation >= 0 else None for k in kernels]
+    release = [min(c.end, k.ts) if c else k.ts for k, c in zip(kernels, calls, strict=True)]
+    prev, last = [], {}
+    for i, k in enumerate(kernels):
+        prev.append(last.get(k.stream, -1))
+        last[k.stream] = i
+    by_stream, by_thread = _Launches(), _Launches()
+    if trace.waits or trace.wait_calls:  # launch order per stream and per thread: only waits need it
+        streams, threads = by_stream.items, by_thread.items
+        for i, (k, c) in enumerate(zip(kernels, calls, strict=True)):
+            if c:
+                streams[k.stream].append((c.ts, i))
+                threads[c.tid].append((c.ts, i))
+    by_stream.freeze()
+    by_thread.freeze()
+    records = _Launches()
+    for corr in trace.records:
+        if (c := trace.launches.get(corr)) is not None:
+            records.add(c.tid, c.ts, corr)
+            if corr in trace.event_streams:
+                records.add(("event", trace.event_streams[corr][1]), c.ts, corr)
+    records.freeze()
+
+    events: dict[int, list[int]] = defaultdict(list)
+    unresolved: dict[int, list[str]] = defaultdict(list)
+    fallback = 0
+    for w in trace.waits:
+        call = trace.launches.get(w.correlation)
+        at = call.ts if call else w.ts
+        consumer = by_stream.first_after(w.stream, at)
+        if consumer < 0:
+            continue  # gates nothing in the trace
+        if w.record_correlation in trace.launches:
+            record = w.record_correlation
+        elif w.event_id >= 0 and (record := records.last_before(("event", w.event_id), at)) >= 0:
+            pass
+        else:  # torch 2.11: neither the record's correlation nor its stream; the same thread's last record
+            record = records.last_before(call.tid, at) if call else -1
+            fallback += record >= 0
+        if record < 0:
+            unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f} for an event recorded by no "
+                                        "earlier call on its thread")
+            continue
+        stream = w.wait_on_stream if w.wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
+        rec = trace.launches[record]
+        producer = by_stream.last_before(stream, rec.ts) if stream >= 0 else by_thread.last_before(rec.tid, rec.ts)
+        if producer < 0:
+            if stream < 0:
+                unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f} for an event recorded after no "
+                                            "GPU work of its thread")
+            continue  # an event recorded on an idle stream: nothing to wait for
+        if kernels[producer].end > kernels[consumer].ts + PLAUSIBLE_US:
+            unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f}: the matched producer "
+                                        f"{kernels[producer].name[:60]!r} ends after the kernel started")
+        elif kernels[producer].stream != w.stream:  # on its own stream, stream order says it already
+            events[consumer].append(producer)
+
+    matched = {w.correlation for w in trace.waits}
+    blind = 0
+    for corr in trace.wait_calls:
+        if corr in matched or (call := trace.launches.get(corr)) is None:
+            continue
+        if (consumer := by_thread.first_after(call.tid, call.ts)) >= 0:
+            blind += 1
+            unresolved[consumer].append(f"a cudaStreamWaitEvent at {call.ts:.3f} has no Stream Wait Event record: "
+                                        "which stream waited, and for what, is unknown")
+    notes = []
+    if blind:
+        notes.append(f"{blind} stream wait(s) without a Stream Wait Event record "
+                     f"({'no CUDA sync events in the trace' if not trace.waits else 'some records missing'}): "
+                     f"the kernels launched after them have an unknown dependency; {SYNC_EVENTS_HINT}")
+    if other := sum(len(v) for v in unresolved.values()) - blind:
+        notes.append(f"{other} event wait(s) could not be matched to the GPU work they waited for: "
+                     "the kernels after them have an unknown dependency")
+    if fallback:
+        notes.append(f"{fallback} event wait(s) matched to the latest event record on the same CPU thread "
+                     "(the trace names neither the record nor its stream)")
+    return Graph(kernels, release, [c is not None for c in calls], prev,
+                 {i: tuple(p) for i, p in events.items()}, {i: tuple(r) for i, r in unresolved.items()}, tuple(notes))

@@ -1,0 +1,340 @@
+"""Pure analyses over the trace model: overlap, exposure, slowdown, padding.
+
+Definitions follow Holistic Trace Analysis (HTA) where HTA has one, so the
+numbers agree with what PyTorch users already trust (docs/analysis.md):
+overlap is the share of merged communication-kernel time covered by merged
+compute-kernel time, idle time is the kernel span not covered by any GPU
+activity, and the last profiler step is left out as HTA leaves it out.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from ccoverlap.doctor.analysis.contention import RankDiagnosis, diagnose
+from ccoverlap.doctor.analysis.intervals import Interval, covered, intersection, length, merge, subtract
+from ccoverlap.doctor.analysis.recommend import Verdict, verdict
+from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
+from ccoverlap.util.errors import UsageError
+from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.model.occupancy import occupancy
+
+def of_kind(kernels: Iterable[KernelEvent], kind: KernelClass) -> list[KernelEvent]:
+    return [k for k in kernels if k.kind is kind]
+
+
+def _merged(kernels: Iterable[KernelEvent]) -> list[Interval]:
+    return merge((k.ts, k.end) for k in kernels)
+
+
+# --- padding: which launches carry more shared memory than the same kernel's reference ---
+
+FootprintKey = tuple[str, int, int]  # name, threads per block, registers per thread
+
+
+def _key(k: KernelEvent) -> FootprintKey | None:
+    fp = k.footprint
+    return (k.name, fp.threads, fp.regs) if fp else None
+
+
+def smem_reference(kernels: Iterable[KernelEvent]) -> dict[FootprintKey, int]:
+    """Smallest shared memory seen per kernel and block shape: its unpadded footprint."""
+    ref: dict[FootprintKey, int] = {}
+    for k in kernels:
+        if (key := _key(k)) is not None:
+            ref[key] = min(ref.get(key, k.footprint.smem), k.footprint.smem)
+    return ref
+
+
+def pad_bytes(kernel: KernelEvent, reference: dict[FootprintKey, int]) -> int:
+    """Shared memory above the reference for the same kernel and block shape (0 when unknown)."""
+    key = _key(kernel)
+    return kernel.footprint.smem - reference[key] if key in reference else 0
+
+
+def padding_reference(kernels: Sequence[KernelEvent], baseline: Sequence[KernelEvent] | None) -> dict[FootprintKey, int]:
+    """The baseline's footprints where it ran the same kernel, else the smallest seen here."""
+    return smem_reference(kernels) | (smem_reference(baseline) if baseline else {})
+
+
+def reference_for(trace: Trace, baseline: Trace | None) -> dict[FootprintKey, int]:
+    """Padding reference of a rank's analysed kernels (see padding_reference)."""
+    return padding_reference(analysed_kernels(trace), analysed_kernels(baseline) if baseline else None)
+
+
+@dataclass(frozen=True)
+class KernelStats:
+    """One kernel (name and block shape) of one rank: time, footprint, padding, residency."""
+
+    name: str
+    kind: str
+    launches: int
+    total_us: float
+    mean_us: float
+    threads: int | None
+    regs: int | None
+    smem_bytes: int | None  # the largest seen
+    pad_bytes: int  # largest shared memory above the reference
+    padded_launches: int
+    blocks_per_sm_kineto: float | None  # Kineto's 'blocks per SM' (grid / SMs), mean
+    resident_blocks_before: int | None  # per SM, occupancy model, at the reference footprint
+    resident_blocks_after: int | None  # per SM, at the padded footprint
+
+
+def kernel_stats(
+    kernels: Sequence[KernelEvent], reference: dict[FootprintKey, int], device: DeviceLimits | None
+) -> list[KernelStats]:
+    """Per-kernel table, longest total time first."""
+    groups: dict[tuple, list[KernelEvent]] = defaultdict(list)
+    for k in kernels:
+        groups[(k.name, k.kind, _key(k))].append(k)
+    out = []
+    for (name, kind, _), ks in groups.items():
+        pads = [pad_bytes(k, reference) for k in ks]
+        widest = max(ks, key=lambda k: k.footprint.smem if k.footprint else -1)
+        fp = widest.footprint
+        bps = [k.blocks_per_sm for k in ks if k.blocks_per_sm is not None]
+        total = sum(k.dur for k in ks)
+        out.append(KernelStats(
+            name=name, kind=kind.value, launches=len(ks), total_us=total, mean_us=total / len(ks),
+            threads=fp.threads if fp else None, regs=fp.regs if fp else None,
+            smem_bytes=fp.smem if fp else None, pad_bytes=max(pads), padded_launches=sum(p > 0 for p in pads),
+            blocks_per_sm_kineto=sum(bps) / len(bps) if bps else None,
+            resident_blocks_before=_resident(device, fp, -max(pads)) if fp else None,
+            resident_blocks_after=_resident(device, fp, 0) if fp else None,
+        ))
+    return sorted(out, key=lambda s: -s.total_us)
+
+
+def _resident(device: DeviceLimits | None, fp, delta: int) -> int | None:
+    if device is None:
+        return None
+    try:
+        return occupancy(device, fp.padded(delta)).blocks
+    except UsageError:
+        return None
+
+
+# --- per-rank metrics: one table (METRICS), read by the JSON, the per-strategy values, the report and the terminal ---
+
+
+@dataclass(frozen=True)
+class RankTimes:
+    """One rank's analysed kernels, merged per class: what every metric of METRICS is computed from."""
+
+    kernels: tuple[KernelEvent, ...]
+    baseline: tuple[KernelEvent, ...] | None  # the baseline's analysed kernels of the same rank
+    compute: list[Interval]
+    communication: list[Interval]
+    memory: list[Interval]
+    busy: list[Interval]  # any GPU activity
+    padded: tuple[KernelStats, ...]  # the kernels with padded launches
+    diagnosis: RankDiagnosis  # why collectives started late, and the scheduling headroom (analysis.contention)
+
+    @classmethod
+    def of(cls, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> RankTimes:
+        kernels = analysed_kernels(trace)
+        stats = kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device))
+        return cls(
+            kernels=kernels,
+            baseline=analysed_kernels(baseline) if baseline else None,
+            compute=_merged(of_kind(kernels, KernelClass.COMPUTE)),
+            communication=_merged(of_kind(kernels, KernelClass.COMMUNICATION)),
+            memory=_merged(of_kind(kernels, KernelClass.MEMORY)),
+            busy=_merged(kernels),
+            padded=tuple(s for s in stats if s.padded_launches),
+            diagnosis=diagnosis,
+        )
+
+    @cached_property
+    def compute_us(self) -> float:
+        return length(self.compute)
+
+    @cached_property
+    def communication_us(self) -> float:
+        return length(self.communication)
+
+    @cached_property
+    def overlap_us(self) -> float:
+        return intersection(self.compute, self.communication)
+
+    @property
+    def exposed_us(self) -> float:
+        return self.communication_us - self.overlap_us
+
+    @property
+    def span_us(self) -> float:
+        return self.busy[-1][1] - self.busy[0][0] if self.busy else 0.0
+
+    def slowdown(self, kind: KernelClass) -> float | None:
+        return slowdown(self.kernels, self.baseline, kind) if self.baseline else None
+
+
+Value = float | int | None
+
+
+@dataclass(frozen=True)
+class Column:
+    """Where a metric shows in the tables."""
+
+    position: int  # left to right, in the report's summary, the terminal table and the per-strategy values
+    header: str  # the report's summary column
+    short: str | None = None  # the terminal table's column (ms implied); None: not in the terminal table
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-rank metric, declared once: everything else (JSON, tables, per-strategy values, plots) reads it."""
+
+    key: str  # JSON key and RankMetrics attribute
+    label: str  # in words, for plots
+    unit: str  # of the JSON value: "us" (shown in ms), "ms", "%", "x" (a ratio) or "" (a count)
+    fmt: str  # format spec of the shown value (after us -> ms)
+    value: Callable[[RankTimes], Value]
+    combine: Callable[[list], Value] | None = None  # a strategy's ranks into one value (mean, max, sum); None: not
+    column: Column | None = None  # None: in JSON only
+
+    def show(self, value: Value) -> str:
+        """As the tables show it: '-' for None, times in ms."""
+        if value is None:
+            return "-"
+        return format(value / 1000 if self.unit == "us" else value, self.fmt)
+
+
+def mean(values: list) -> float:
+    return sum(values) / len(values)
+
+
+#: Every per-rank metric, in the JSON's order (kept as published in bench/results). A new metric is one
+#: row here; docs/analysis.md says what each means.
+METRICS: tuple[Metric, ...] = (
+    Metric("kernels", "analysed kernels", "", "d", lambda r: len(r.kernels)),
+    Metric("span_us", "span", "us", ".3f", lambda r: r.span_us, mean, Column(7, "span ms")),
+    Metric("compute_us", "compute", "us", ".3f", lambda r: r.compute_us, mean, Column(5, "compute ms", "compute")),
+    Metric("communication_us", "communication", "us", ".3f", lambda r: r.communication_us, mean,
+           Column(2, "comm ms", "comm")),
+    Metric("memory_us", "memory", "us", ".3f", lambda r: length(r.memory)),
+    Metric("overlap_us", "overlap", "us", ".3f", lambda r: r.overlap_us),
+    Metric("exposed_comm_us", "exposed communication", "us", ".3f", lambda r: r.exposed_us, mean,
+           Column(3, "exposed comm ms", "exposed")),
+    Metric("hideable_comm_us", "hideable communication", "us", ".3f",
+           lambda r: min(r.exposed_us, r.compute_us - r.overlap_us), mean, Column(4, "hideable ms")),
+    Metric("idle_us", "idle", "us", ".3f", lambda r: r.span_us - length(r.busy), mean, Column(6, "idle ms", "idle")),
+    Metric("comp_comm_overlap_pct", "comp/comm overlap", "%", ".2f",
+           lambda r: 100.0 * r.overlap_us / r.communication_us if r.communication_us > 0 else None, mean,
+           Column(1, "overlap %", "overlap%")),
+    Metric("compute_slowdown", "compute slowdown", "x", ".3f", lambda r: r.slowdown(KernelClass.COMPUTE), mean,
+           Column(8, "compute slowdown", "comp x")),
+    Metric("comm_slowdown", "communication slowdown", "x", ".3f", lambda r: r.slowdown(KernelClass.COMMUNICATION),
+           mean, Column(9, "comm slowdown", "comm x")),
+    Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
+           column=Column(10, "padded launches", "padded")),
+    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.diagnosis.headroom_ms, mean,
+           Column(11, "headroom ms")),
+    Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
+           lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm")),
+)
+
+
+def metric(key: str) -> Metric:
+    return next(m for m in METRICS if m.key == key)
+
+
+def shown(terminal: bool = False) -> list[Metric]:
+    """The metrics the report's summary (or, with `terminal`, the terminal table) shows, left to right."""
+    cols = sorted((m for m in METRICS if m.column), key=lambda m: m.column.position)
+    return [m for m in cols if m.column.short] if terminal else cols
+
+
+@dataclass(frozen=True)
+class RankMetrics:
+    """One rank's values of METRICS (times in microseconds, over its analysed kernels), its padded kernels,
+    why its collectives started late (the diagnosis) and what to do about it (the verdict)."""
+
+    strategy: str
+    rank: int
+    file: str
+    values: dict[str, Value]  # METRICS key -> value, in METRICS order
+    padded_kernels: tuple[KernelStats, ...]
+    diagnosis: RankDiagnosis
+    verdict: Verdict
+
+    def __getattr__(self, key: str) -> Value:
+        """r.compute_us: a metric's value."""
+        try:
+            return self.__dict__["values"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def row(self, metrics: Sequence[Metric]) -> list[str]:
+        """Strategy, rank and the metrics as the tables show them."""
+        return [self.strategy, str(self.rank), *(m.show(self.values[m.key]) for m in metrics)]
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "rank": self.rank, "file": self.file, **self.values,
+                "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels],
+                "comm_kernels": [c.to_dict() for c in self.diagnosis.comm],
+                "exposed_comm_breakdown_ms": self.diagnosis.exposed_ms,
+                "recommendations": [r.to_dict() for r in self.verdict.recommendations],
+                "verdict": self.verdict.line}
+
+
+def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
+                 diagnosis: RankDiagnosis | None = None) -> RankMetrics:
+    """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
+    if diagnosis is None:
+        diagnosis = diagnose({trace.rank: trace}, {trace.rank: baseline} if baseline else None)[trace.rank]
+    times = RankTimes.of(trace, baseline, diagnosis)
+    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded,
+                       diagnosis, verdict([diagnosis]))
+
+
+def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:
+    """Strategy -> its rank count and each combined metric over its ranks (None where no rank has it)."""
+    combined = [m for m in shown() if m.combine] + [m for m in METRICS if m.combine and not m.column]
+    out: dict[str, dict[str, Value]] = {}
+    for name in dict.fromkeys(r.strategy for r in ranks):
+        mine = [r for r in ranks if r.strategy == name]
+        out[name] = {"ranks": len(mine)}
+        for m in combined:
+            vals = [v for r in mine if (v := r.values[m.key]) is not None]
+            out[name][m.key] = m.combine(vals) if vals else None
+    return out
+
+
+def slowdown(kernels: Sequence[KernelEvent], baseline: Sequence[KernelEvent], kind: KernelClass) -> float | None:
+    """Time of this run's kernels of `kind` over what the same kernels took on average in the baseline.
+
+    Matching by name and comparing per-launch means makes runs with different
+    step counts comparable; kernels the baseline never ran are left out.
+    """
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for k in of_kind(baseline, kind):
+        sums[k.name][0] += k.dur
+        sums[k.name][1] += 1
+    mean = {name: total / n for name, (total, n) in sums.items()}
+    mine = [k for k in of_kind(kernels, kind) if k.name in mean]
+    expected = sum(mean[k.name] for k in mine)
+    return sum(k.dur for k in mine) / expected if expected > 0 else None
+
+
+@dataclass(frozen=True)
+class ExposedComm:
+    kernel: KernelEvent
+    exposed_us: float  # of its duration, the part no compute kernel ran beside
+
+
+def exposed_intervals(kernels: Sequence[KernelEvent]) -> list[Interval]:
+    """When communication ran with no compute beside it."""
+    return subtract(_merged(of_kind(kernels, KernelClass.COMMUNICATION)), _merged(of_kind(kernels, KernelClass.COMPUTE)))
+
+
+def exposed_comm(kernels: Sequence[KernelEvent]) -> list[ExposedComm]:
+    """Each communication kernel's exposed time, most exposed first."""
+    comp = _merged(of_kind(kernels, KernelClass.COMPUTE))
+    starts = [s for s, _ in comp]
+    out = [ExposedComm(k, k.dur - covered((k.ts, k.end), comp, starts)) for k in of_kind(kernels, KernelClass.COMMUNICATION)]
+    return sorted(out, key=lambda e: -e.exposed_us)

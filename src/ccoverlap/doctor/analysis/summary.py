@@ -1,0 +1,39 @@
+"""What an analysis says, in each form: its JSON document, its terminal table, its HTML report.
+`ccoverlap analyze` and the doctor both show an analysis through here."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import print_table
+
+
+def write_html(result, path: Path) -> list[Path]:
+    """The HTML report at `path` and its PNGs (every file written); UsageError where it cannot be written."""
+    from ccoverlap.doctor.analysis.report import write_report
+
+    try:
+        return write_report(result, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+
+
+def document(result, baseline: Path | None, written: list[Path]) -> dict:
+    """The JSON of an analysis (`--json`; `ccoverlap doctor --json` holds it too)."""
+    from ccoverlap.doctor.analysis.metrics import strategy_values
+
+    return {
+        "ranks": [r.to_dict() for r in result.ranks],
+        "strategies": strategy_values(result.ranks),
+        "baseline": str(baseline) if baseline else None,
+        "problems": [str(p) for p in result.problems],
+        "report": [str(p) for p in written],
+    } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {})  # as published when none
+
+
+def print_ranks(result, title: str) -> None:
+    """The terminal's table of the analysis: a row per rank, the metrics that have a terminal column."""
+    from ccoverlap.doctor.analysis.metrics import shown
+
+    columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
+    print_table(title, ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])

@@ -1,0 +1,468 @@
+"""The trace data model and its streaming parser.
+
+A torch.profiler / Kineto Chrome trace is parsed once, streamed (ijson's C
+backend), into a `Trace`: the GPU activities of one rank with what the
+analyses need and nothing else, so a 1 GB trace fits in memory and every
+analysis is a pure function of the model (ccoverlap.doctor.analysis.metrics).
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import gzip
+import json
+import math
+import re
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import partial
+from pathlib import Path
+from typing import NamedTuple
+
+import ijson
+
+from ccoverlap.util.errors import UsageError
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import PRESETS, DeviceLimits, preset_for
+
+#: NCCL and RCCL collective kernels, old and new: ncclKernel_*, ncclDevKernel_*,
+#: ncclSymkDevKernel_* (HTA's pattern, so both tools class the same kernels).
+COMM_PATTERN = r"^nccl.*Kernel"
+_MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
+_MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
+#: On GPU lanes but not GPU work: annotations, cuda_sync (a host or stream waiting), cuda_event (an event recorded).
+_SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_event", "Trace", "trace"})
+#: CPU calls that record a CUDA event, and that make a stream wait for one (runtime and driver API).
+_RECORD_CALLS = ("cudaEventRecord", "cuEventRecord")  # name prefixes: cudaEventRecordWithFlags too
+_WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+#: The kernel args that name a collective (torch's record_param_comms writes them on NCCL kernels).
+_COLLECTIVE_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name")
+_HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
+_TAIL_KEEP = 64 << 10
+
+
+class KernelClass(str, Enum):
+    COMPUTE = "compute"
+    COMMUNICATION = "communication"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelEvent:
+    """One GPU activity (kernel, memcpy or memset); times in microseconds, as the trace."""
+
+    name: str
+    kind: KernelClass
+    stream: int
+    ts: float
+    dur: float
+    correlation: int  # links to the CPU launch call; -1 when absent
+    footprint: KernelFootprint | None  # block, registers and shared memory, from the kernel's args
+    blocks_per_sm: float | None  # Kineto's 'blocks per SM': grid blocks / SMs, not residency
+    collective: tuple | None = None  # _COLLECTIVE_ARGS' values, where the kernel's args name a collective
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+class Call(NamedTuple):
+    """A CPU call that has a correlation id (a launch, an event record, a stream wait): when, on which thread."""
+
+    ts: float
+    end: float
+    tid: int | str | None
+
+
+_call = partial(tuple.__new__, Call)  # Call(...) without NamedTuple's Python-level __new__: once per CPU call
+
+
+@dataclass(frozen=True, slots=True)
+class StreamWait:
+    """CUPTI's "Stream Wait Event" record (cat cuda_sync): `stream` waits for a CUDA event.
+
+    torch 2.11 leaves wait_on_stream and the record call's correlation at -1 (unknown); the
+    event id is there. `correlation` is the cudaStreamWaitEvent call's.
+    """
+
+    stream: int
+    ts: float
+    correlation: int
+    event_id: int  # -1: unknown
+    wait_on_stream: int  # the stream the event was recorded on; -1: unknown
+    record_correlation: int  # the recording call's correlation; -1: unknown
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The GPU side of one rank's trace, plus what ties kernels to profiler steps."""
+
+    path: Path
+    rank: int
+    world_size: int | None
+    device: dict | None  # the rank's entry of Kineto's deviceProperties
+    kernels: tuple[KernelEvent, ...]  # sorted by start
+    steps: tuple[tuple[str, float], ...]  # (ProfilerStep name, start: CPU, or GPU annotation) in trace order
+    launches: dict[int, Call] = field(repr=False)  # correlation -> the CPU call (launch, record, wait) with it
+    notes: tuple[str, ...] = ()  # what the reader should know (e.g. a guessed rank)
+    waits: tuple[StreamWait, ...] = ()  # CUPTI's Stream Wait Event records (with CUDA sync events on)
+    records: tuple[int, ...] = ()  # correlations of the event-record calls, in trace order
+    wait_calls: tuple[int, ...] = ()  # correlations of the stream-wait calls, in trace order
+    event_streams: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)  # record call's
+    # correlation -> (stream, event id), from Kineto's cuda_event records where the trace has them
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """Kernel classes by name: communication, memory, compute (the rest)."""
+
+    comm: re.Pattern = re.compile(COMM_PATTERN)
+
+    @classmethod
+    def with_user_regex(cls, regex: str | None) -> Classifier:
+        if not regex:
+            return cls()
+        try:
+            return cls(re.compile(f"{COMM_PATTERN}|{regex}"))
+        except re.error as exc:
+            raise UsageError(f"--comm-regex {regex!r} is not a regular expression: {exc}") from None
+
+    def classify(self, name: str, cat: str) -> KernelClass:
+        if self.comm.search(name):
+            return KernelClass.COMMUNICATION
+        if cat in _MEMORY_CATS or _MEMORY.match(name):
+            return KernelClass.MEMORY
+        return KernelClass.COMPUTE
+
+
+class _Tap:
+    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB.
+
+    The top-level metadata (distributedInfo, deviceProperties) sits before or
+    after the event array; keeping those bytes lets the one streaming pass over
+    the events also yield the metadata, without a second read of the file.
+    """
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.head = bytearray()
+        self.head_done = False
+        self.tail = b""
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self.raw.read(n)
+        if not self.head_done:
+            self.head += chunk
+            self.head_done = b'"traceEvents"' in self.head or len(self.head) > _HEAD_LIMIT
+        self.tail = (self.tail + chunk)[-_TAIL_KEEP:]
+        return chunk
+
+    @property
+    def has_events(self) -> bool:
+        return b'"traceEvents"' in self.head
+
+    def metadata(self) -> dict:
+        """Top-level keys other than traceEvents, from the head and, failing that, the tail."""
+        meta: dict = {}
+        head = bytes(self.head)
+        at = head.find(b'"traceEvents"')
+        if at > 0:
+            text = head[:at].decode("utf-8", "replace").strip().rstrip(",")
+            try:
+                meta = json.loads(text + "}") if text.startswith("{") else {}
+            except json.JSONDecodeError:
+                meta = {}
+        for key in ("distributedInfo", "deviceProperties"):
+            if key not in meta and (value := _find_value(self.tail, key)) is not None:
+                meta[key] = value
+        return meta
+
+
+def _find_value(blob: bytes, key: str):
+    match = re.search(rb'"' + key.encode() + rb'"\s*:\s*', blob)
+    if not match:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(blob[match.end():].decode("utf-8", "replace"))[0]
+    except json.JSONDecodeError:
+        return None
+
+
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
+    """Stream one trace file into a Trace; a UsageError says why a file is unusable."""
+    seen: dict[tuple, tuple[str, KernelClass, KernelFootprint | None]] = {}
+    kernels: list[KernelEvent] = []
+    steps: list[tuple[str, float]] = []
+    launches: dict[int, Call] = {}
+    waits: list[StreamWait] = []
+    records: list[int] = []
+    wait_calls: list[int] = []
+    event_streams: dict[int, tuple[int, int]] = {}
+    threads: dict[int, int] = {}
+    device_id = None
+    try:
+        with _open(path) as raw, _no_cyclic_gc():
+            tap = _Tap(raw)
+            for ev in ijson.items(tap, "traceEvents.item", use_float=True):
+                if ev.get("ph") != "X" or "dur" not in ev:
+                    continue
+                args = ev.get("args") or {}
+                stream = args.get("stream")
+                if (cat := ev.get("cat")) in _SKIPPED_CATS:
+                    # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
+                    # step start: the GPU-side annotation too, which Kineto writes without a stream.
+                    if "ProfilerStep" in (name := str(ev.get("name", ""))) and not (
+                            type(stream) is int and stream >= 0 and args.get("correlation") is not None):
+                        steps.append((name, _ts(ev)))
+                    elif cat == "cuda_sync" and name == "Stream Wait Event" and type(stream) is int:
+                        waits.append(_wait(ev, args, stream))
+                    elif cat == "cuda_event" and type(stream) is int and args.get("correlation") is not None:
+                        event_streams[int(args["correlation"])] = (stream, int(args.get("event_id", -1)))
+                    continue
+                if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
+                    kernels.append(_kernel(ev, args, stream, classifier, seen))
+                    device_id = args.get("device", device_id)
+                elif (corr := args.get("correlation")) is not None:
+                    corr, ts, dur, tid = int(corr), _ts(ev), ev["dur"], ev.get("tid")
+                    finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
+                    tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
+                    launches[corr] = _call((ts, ts + dur if finite else ts, tid))
+                    if (name := ev.get("name")) in _WAIT_CALLS:
+                        wait_calls.append(corr)
+                    elif type(name) is str and name.startswith(_RECORD_CALLS):
+                        records.append(corr)
+                elif "ProfilerStep" in (name := str(ev.get("name", ""))):
+                    steps.append((name, _ts(ev)))
+            meta = tap.metadata()
+    except UsageError:  # a refused event, named
+        raise
+    except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError) as exc:
+        raise UsageError(f"invalid or truncated JSON ({_short(exc)})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # AttributeError: an event or args not an object
+        raise UsageError(f"malformed trace event ({_short(exc)})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
+    if not kernels:
+        raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)" if tap.has_events
+                         else "not a Chrome trace: no traceEvents")
+    rank, world, notes = _rank(meta, path)
+    kernels.sort(key=lambda k: k.ts)
+    return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes,
+                 tuple(waits), tuple(records), tuple(wait_calls), event_streams)
+
+
+def _wait(ev: dict, args: dict, stream: int) -> StreamWait:
+    def arg(key: str) -> int:
+        value = args.get(key, -1)
+        return value if type(value) is int else -1
+
+    return StreamWait(stream, _ts(ev), arg("correlation"), arg("wait_on_cuda_event_id"), arg("wait_on_stream"),
+                      arg("wait_on_cuda_event_record_corr_id"))
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """The parse allocates millions of small objects and no reference cycles: the cyclic collector would only
+    rescan them, again and again as they pile up (10-25% of the parse time, measured)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dict) -> KernelEvent:
+    """A KernelEvent; name, class and footprint are computed once per distinct launch shape and shared."""
+    block, grid = args.get("block"), args.get("grid")
+    key = (ev.get("name"), ev.get("cat"), tuple(block) if isinstance(block, list) else block,
+           tuple(grid) if isinstance(grid, list) else grid, args.get("registers per thread"), args.get("shared memory"))
+    if (shared := seen.get(key)) is None:
+        name = str(ev.get("name", ""))
+        try:
+            footprint = KernelFootprint.from_trace_event(ev) if block is not None else None
+        except UsageError:
+            footprint = None
+        shared = seen[key] = (name, classifier.classify(name, str(ev.get("cat", "")).lower()), footprint)
+    name, kind, footprint = shared
+    ts, dur = _ts(ev), float(ev["dur"])
+    if not 0 <= dur < math.inf:  # NaN too
+        raise UsageError(f"GPU event {_name(ev)} at ts {ts}: duration {dur} us (valid: finite and >= 0)")
+    bps = args.get("blocks per SM")
+    collective = tuple(_scalar(args.get(a)) for a in _COLLECTIVE_ARGS) if "Collective name" in args else None
+    return KernelEvent(
+        name=name,
+        kind=kind,
+        stream=stream,
+        ts=ts,
+        dur=dur,
+        correlation=int(args.get("correlation", -1)),
+        footprint=footprint,
+        blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
+        collective=collective,
+    )
+
+
+def _scalar(value):
+    """A JSON value as a key: lists and objects (not what torch writes there) as their text."""
+    return value if value is None or isinstance(value, (str, int, float)) else json.dumps(value)
+
+
+def _ts(ev: dict) -> float:
+    """An event's start; a time that is not finite refuses the trace (every analysis would be wrong)."""
+    ts = float(ev["ts"])
+    if not math.isfinite(ts):
+        raise UsageError(f"event {_name(ev)}: ts {ts} (valid: a finite time)")
+    return ts
+
+
+def _name(ev: dict, width: int = 100) -> str:
+    name = str(ev.get("name", ""))
+    return repr(name if len(name) <= width else name[: width - 3] + "...")
+
+
+def _rank(meta: dict, path: Path) -> tuple[int, int | None, tuple[str, ...]]:
+    info = meta.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
+    if isinstance(info.get("rank"), int):
+        return info["rank"], world, ()
+    if match := _RANK_IN_NAME.search(path.name):
+        return int(match.group(1)), world, ("no distributedInfo rank: rank taken from the file name",)
+    return 0, world, ("no distributedInfo rank and none in the file name: taken as rank 0",)
+
+
+def _device(meta: dict, device_id) -> dict | None:
+    """The deviceProperties entry of the GPU the kernels ran on (Kineto lists every visible GPU)."""
+    props = meta.get("deviceProperties")
+    props = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    return next((p for p in props if p.get("id") == device_id), props[0] if props else None)
+
+
+def short_name(name: str, width: int = 64) -> str:
+    """A kernel name without return type, template and argument lists: C++ names run to hundreds of characters."""
+    base = re.sub(r"^void ", "", name)
+    cut = re.search(r"(?<! )[<(]", base)  # "Memcpy HtoD (Pageable -> Device)" stays whole
+    return base[: cut.start() if cut else len(base)][:width]
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+# --- what the analyses read from a trace: the kernels that count, the GPU ---
+
+def analysed_kernels(trace: Trace) -> tuple[KernelEvent, ...]:
+    """The kernels HTA analyses (see analysed_indices)."""
+    return tuple(trace.kernels[i] for i in analysed_indices(trace))
+
+
+def analysed_indices(trace: Trace) -> list[int]:
+    """The kernels HTA analyses, as indices into trace.kernels: with two or more profiler steps, those launched
+    before the last one.
+
+    The last profiled step is usually cut short by the profiler stopping, so
+    HTA drops the GPU work launched in it (and GPU work whose launch is not in
+    the trace); with fewer than two steps every kernel counts. As in HTA, the
+    last step starts at the latest ProfilerStep annotation, CPU or GPU side:
+    Kineto writes the GPU one (gpu_user_annotation) without a stream, and HTA
+    reads it as a CPU event, so work launched in the last step before the GPU
+    reached it still counts.
+    """
+    if len({name for name, _ in trace.steps}) < 2:
+        return list(range(len(trace.kernels)))
+    last_start = max(ts for _, ts in trace.steps)
+    launches = trace.launches
+    return [i for i, k in enumerate(trace.kernels)
+            if (call := launches.get(k.correlation)) is not None and call.ts < last_start]
+
+
+def unlaunched(trace: Trace) -> list[KernelEvent]:
+    """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
+    if len({name for name, _ in trace.steps}) < 2:
+        return []
+    return [k for k in trace.kernels if k.correlation not in trace.launches]
+
+
+def device_limits(props: dict | None) -> DeviceLimits | None:
+    """The occupancy limits of the GPU named in a trace's deviceProperties (None if unknown)."""
+    if not props:
+        return None
+    name = str(props.get("name", "")).lower()
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    preset = next((p for key, p in PRESETS.items() if key in name), None)
+    if preset is None:
+        preset = preset_for((major, minor))
+    if preset is None:
+        return None
+    fields = {
+        "sm_count": "numSms", "max_threads_per_sm": "maxThreadsPerMultiprocessor",
+        "regs_per_sm": "regsPerMultiprocessor", "smem_per_sm": "sharedMemPerMultiprocessor",
+        "smem_per_block_optin": "sharedMemPerBlockOptin",
+    }
+    read = {ours: int(props[theirs]) for ours, theirs in fields.items() if isinstance(props.get(theirs), int)}
+    return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties", **read)
+
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+
+
+def discover(root: Path) -> dict[str, list[Path]]:
+    """Strategy name -> trace files: ROOT's own files, and one strategy per subfolder with traces.
+
+    `ccoverlap bench --trace` writes one folder per strategy, each with
+    rank{r}_trace.json.gz, so its output folder is analysed as it is.
+    """
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory")
+    found = {root.name: trace_files(root)} | {d.name: trace_files(d) for d in sorted(root.iterdir()) if d.is_dir()}
+    found = {name: files for name, files in found.items() if files}
+    if not found:
+        raise UsageError(f"{root}: no trace files (*.json, *.json.gz) in it or in its subfolders")
+    return found
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that could not be analysed, or something the reader should know about one."""
+
+    path: Path
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def read_traces(files: list[Path], classifier: Classifier) -> tuple[dict[int, Trace], list[Problem]]:
+    """One strategy's traces by rank; unusable files and duplicate ranks become problems."""
+    traces: dict[int, Trace] = {}
+    problems: list[Problem] = []
+    for path in files:
+        try:
+            trace = read_trace(path, classifier)
+        except UsageError as exc:
+            problems.append(Problem(path, f"skipped: {exc}"))
+            continue
+        problems += [Problem(path, note) for note in trace.notes]
+        if trace.rank in traces:
+            problems.append(Problem(path, f"skipped: rank {trace.rank} again (already read from {traces[trace.rank].path.name})"))
+            continue
+        traces[trace.rank] = trace
+    return dict(sorted(traces.items())), problems
