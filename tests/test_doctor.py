@@ -203,7 +203,7 @@ def test_an_out_folder_with_files_is_refused(tmp_path, capsys):
 
 def test_the_hook_environment_keeps_the_users_pythonpath_and_the_capture_config():
     cfg = DoctorConfig(out="/x", steps=4)
-    env = startup.hook_environ(startup.DOCTOR_ENV, cfg.capture(), {"PYTHONPATH": "/a"})
+    env = startup.environ({startup.DOCTOR_ENV: cfg.capture()}, {"PYTHONPATH": "/a"})
     assert env["PYTHONPATH"].split(":") == [startup.HOOK_DIR, "/a"]
     assert DoctorConfig(**json.loads(env[startup.DOCTOR_ENV])) == DoctorConfig(out="/x", steps=4)
 
@@ -246,7 +246,7 @@ def test_nothing_profiled_says_to_lower_skip_when_the_program_stopped_before_the
         log.write({"step": step, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": False})
     (r,) = record.read_all(tmp_path)[0]
     assert r.window == "not reached"
-    assert _nothing([r], DoctorConfig(skip=5)) == ("nothing was profiled: the program made 3 optimizer step(s); "
+    assert _nothing([r], DoctorConfig(skip=5), tmp_path) == ("nothing was profiled: the program made 3 optimizer step(s); "
                                                    "the window opens after step 5 (lower --skip)")
 
 

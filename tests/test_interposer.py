@@ -16,7 +16,8 @@ import pytest
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
-from ccoverlap.control.interposer import FIELDS, Policy, library_path
+from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Policy, library_path
+from ccoverlap.control.launch import Launch
 from ccoverlap.model.occupancy import pad_for_blocks
 from ccoverlap.model.planner import plan
 
@@ -224,8 +225,8 @@ def test_policy_round_trips_through_the_environment(tmp_path):
     path.write_text('{"mode": "auto", "comm_per_sm": 2, "exclude": "gemm"}')
     p = Policy.from_environ({"CCOVERLAP_POLICY": str(path), "CCOVERLAP_EXCLUDE": "cutlass|sm90", "CCOVERLAP_STATS": ""})
     assert p == Policy(mode="auto", comm_per_sm=2, exclude="cutlass|sm90")
-    assert Policy.from_environ(p.to_environ()) == p
-    assert set(p.to_environ()) <= {f.env for f in FIELDS}
+    env = Launch(fields={k: str(v) for k, v in vars(p).items() if v is not None}).environ({})
+    assert Policy.from_environ(env) == p and set(env) <= {f.env for f in FIELDS} | {POLICY_ENV, "LD_PRELOAD"}
     with pytest.raises(UsageError, match="cannot read it"):
         Policy.from_environ({"CCOVERLAP_POLICY": str(tmp_path / "missing.json")})
 

@@ -58,18 +58,17 @@ def _config(args) -> LabConfig:
     return from_args(LabConfig, args, *presets).validate()
 
 
-#: the lab's proxy kernel is communication to the interposer; gate "always": in the `with` and
-#: `delayed` orders compute is launched before the proxy, yet shaped for it
-LAB_POLICY = {"mode": "off", "comm": "^comm_(proxy|paced)$", "gate": "always"}
+#: gate "always": in the `with` and `delayed` orders compute is launched before the proxy (communication to the
+#: interposer, as every comm_proxy is: model/comm.py), yet shaped for it
+LAB_POLICY = {"mode": "off", "gate": "always"}
 
 
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
     """Replace this process by the same command with the interposer preloaded (mode off; the
     runner switches it to auto around each shaped library phase)."""
-    from ccoverlap.control.interposer import Policy, preload_env
+    from ccoverlap.control.launch import Launch
 
-    env = (dict(os.environ) | Policy(**LAB_POLICY).to_environ() | preload_env(os.environ)
-           | {"CCOVERLAP_LAB_CHILD": "1"})
+    env = Launch(fields=LAB_POLICY).environ(os.environ) | {"CCOVERLAP_LAB_CHILD": "1"}
     print_text("preloading the launch interposer to shape library kernels (gemm, attention, transformer)")
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "ccoverlap", *args.cli_argv], env)

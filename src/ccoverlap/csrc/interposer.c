@@ -208,7 +208,7 @@ static int matches(int field, const char *name) {
 }
 
 static int role_of(const char *name) {
-    if (strcasestr(name, "nccl") || strcasestr(name, "rccl") || matches(CCOV_F_COMM, name) == 1) return ROLE_COMM;
+    if (ccov_comm_is(pol.comm, name)) return ROLE_COMM;
     if (matches(CCOV_F_INCLUDE, name) == 0 || matches(CCOV_F_EXCLUDE, name) == 1) return ROLE_EXCLUDED;
     return ROLE_COMPUTE;
 }

@@ -39,7 +39,12 @@ class Log:
         else:
             raise FileExistsError(f"{folder / (stem + STEPS_SUFFIX)} exists")
         self.trace = folder / (stem + TRACE_SUFFIX)
-        self.write({"format": FORMAT, "rank": rank, "pid": os.getpid(), **header})
+        try:
+            self.write({"format": FORMAT, "rank": rank, "pid": os.getpid(), **header})
+        except OSError:  # a full disk: no empty file left behind to be taken for a record
+            os.close(self._fd)
+            os.unlink(folder / (stem + STEPS_SUFFIX))
+            raise
 
     def write(self, obj: dict) -> None:
         os.write(self._fd, (json.dumps(obj) + "\n").encode())

@@ -81,4 +81,8 @@ def lib() -> ctypes.CDLL:
     so.ccov_policy_parse.argtypes = [P(ctypes.c_char_p), P(ctypes.c_char), ctypes.c_size_t]
     so.ccov_policy_field.argtypes = [ctypes.c_int]
     so.ccov_policy_field.restype = P(CPolicyField)
+    so.ccov_comm_new.argtypes = [ctypes.c_char_p, P(ctypes.c_char), ctypes.c_size_t]
+    so.ccov_comm_new.restype = ctypes.c_void_p
+    so.ccov_comm_is.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    so.ccov_comm_free.argtypes = [ctypes.c_void_p]
     return so

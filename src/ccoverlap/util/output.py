@@ -26,20 +26,61 @@ def comma_list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()  # read once, at import: setting it is process-wide
+
+
 def write_json(path: str | Path, obj, indent: int | None = None) -> Path:
-    """Write `obj` as JSON through a temporary file, so a reader never sees half a file; whatever
-    goes wrong (a full disk, a signal) takes the temporary file with it. `indent`: for files people edit."""
+    """Write `obj` as JSON so that a reader never sees half a file: through a temporary file of its own beside
+    it (each writer its own name: concurrent writers each replace it whole, the last one wins), renamed over
+    it; whatever goes wrong (a full disk, a signal) takes the temporary file with it. A path that exists and is
+    no regular file (/dev/null, /dev/stdout, a FIFO) is written in place: a rename would replace the device.
+    `indent`: for files people edit."""
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with path.open("w") as f:
+            json.dump(obj, f, default=str, indent=indent)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with tmp.open("w") as f:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would have made it, not mkstemp's 0600
+        with os.fdopen(fd, "w") as f:
             json.dump(obj, f, default=str, indent=indent)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        os.unlink(tmp)
         raise
     return path
+
+
+def check_distinct(outputs: dict[str, str | Path | None]) -> None:
+    """Refuse before any work two outputs on one path (flag -> path; None: not written): the second would
+    replace the first. One line naming both flags, exit 2."""
+    seen: dict[str, str] = {}
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {flag} are both {path}: give each its own file")
+        seen[real] = flag
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` in at most `width` characters: whole words, and an ellipsis where some were left out."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    if " " in cut and not text[width - 1].isspace():
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def check_writable(path: str | Path, flag: str, directory: bool = False) -> None:
@@ -48,6 +89,10 @@ def check_writable(path: str | Path, flag: str, directory: bool = False) -> None
     path = Path(path).absolute()
     if path.exists() and path.is_dir() != directory:
         raise UsageError(f"{flag} {path}: is a {'file' if directory else 'directory'}")
+    if path.exists() and not directory and not path.is_file():  # a device or a FIFO: written in place
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: not writable")
+        return
     base = next(p for p in ((path,) if directory else ()) + tuple(path.parents) if p.exists())
     if not base.is_dir():
         raise UsageError(f"{flag} {path}: {base} is a file, not a directory")
@@ -55,6 +100,18 @@ def check_writable(path: str | Path, flag: str, directory: bool = False) -> None
         tempfile.TemporaryFile(dir=base).close()
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot write in {base} ({exc.strerror or exc})") from None
+
+
+def unwritable(folder: str | Path) -> str | None:
+    """Why a byte cannot be written in `folder` now (a full disk, a quota, a file-size limit), or None."""
+    try:
+        with tempfile.TemporaryFile(dir=folder) as f:
+            f.write(b"\0")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def check_new_folder(path: str | Path, flag: str) -> Path:

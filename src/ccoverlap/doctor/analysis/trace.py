@@ -24,12 +24,10 @@ from typing import NamedTuple
 import ijson
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.model.comm import CommKernels
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import PRESETS, DeviceLimits, preset_for
 
-#: NCCL and RCCL collective kernels, old and new: ncclKernel_*, ncclDevKernel_*,
-#: ncclSymkDevKernel_* (HTA's pattern, so both tools class the same kernels).
-COMM_PATTERN = r"^nccl.*Kernel"
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: On GPU lanes but not GPU work: annotations, cuda_sync (a host or stream waiting), cuda_event (an event recorded).
@@ -116,21 +114,18 @@ class Trace:
 
 @dataclass(frozen=True)
 class Classifier:
-    """Kernel classes by name: communication, memory, compute (the rest)."""
+    """Kernel classes by name: communication (model/comm.py: what the interposer leaves alone too), memory,
+    compute (the rest)."""
 
-    comm: re.Pattern = re.compile(COMM_PATTERN)
+    comm: CommKernels = field(default_factory=CommKernels)
 
     @classmethod
     def with_user_regex(cls, regex: str | None) -> Classifier:
-        if not regex:
-            return cls()
-        try:
-            return cls(re.compile(f"{COMM_PATTERN}|{regex}"))
-        except re.error as exc:
-            raise UsageError(f"--comm-regex {regex!r} is not a regular expression: {exc}") from None
+        """Also communication: kernels matching `regex` (POSIX extended; a bad one is a one-line UsageError)."""
+        return cls(CommKernels(regex or None))
 
     def classify(self, name: str, cat: str) -> KernelClass:
-        if self.comm.search(name):
+        if self.comm(name):
             return KernelClass.COMMUNICATION
         if cat in _MEMORY_CATS or _MEMORY.match(name):
             return KernelClass.MEMORY
