@@ -76,6 +76,22 @@ def test_fixed_pad_on_every_launch_path(fake, tmp_path):
     assert err == ""
 
 
+def test_stats_that_cannot_be_written_leave_no_file_behind(fake, tmp_path):
+    """A write that fails half-way (a file-size limit here, as ENOSPC on a full disk): one line on stderr, neither
+    a half file nor its temporary; the launches were padded all the same."""
+    import resource
+
+    def limit():  # in the launcher's process, inherited across exec
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    env = clean_env(CCOVERLAP_PAD_BYTES=64, CCOVERLAP_STATS=tmp_path / "s.json") | {"LD_PRELOAD": library_path()}
+    out = subprocess.run([fake / "launcher", "paths"], env=env, capture_output=True, text=True, timeout=120,
+                         preexec_fn=limit)
+    assert out.returncode == 0 and list(tmp_path.iterdir()) == []
+    assert out.stderr.count("\n") == 1 and "ccoverlap interposer: cannot write stats to" in out.stderr
+
+
 def test_blocks_mode_pads_by_the_python_arithmetic(fake):
     rows, _ = launch(fake, "auto", CCOVERLAP_BLOCKS=2)
     pads = {r["kernel"]: r["shared"] - r["requested"] for r in rows}

@@ -90,7 +90,9 @@ def test_no_command_and_a_missing_command_are_refused(tmp_path):
     assert run.returncode == 2 and "command not found: no-such-program-xyz" in run.stderr
 
 
-def test_ctrl_c_stops_the_trial_and_writes_what_it_has(tmp_path):
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGHUP, -signal.SIGHUP)],
+                         ids=["ctrl-c", "hangup"])
+def test_a_stop_ends_the_trial_and_writes_what_it_has(signum, code, tmp_path):
     out = tmp_path / "t"
     proc = subprocess.Popen([sys.executable, "-m", "ccoverlap", "tune", "--budget", "5", "--skip", "2", "--steps", "5",
                              "--out", str(out), "--env", "DOCTOR_TRAIN_SLEEP_MS=200", "--", *PROGRAM],
@@ -101,12 +103,12 @@ def test_ctrl_c_stops_the_trial_and_writes_what_it_has(tmp_path):
     while not (steps.exists() and steps.read_text().count("\n") >= 3) and time.monotonic() < deadline:
         time.sleep(0.1)
     pid = json.loads(steps.read_text().splitlines()[0])["pid"]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr[-2000:]
+    assert proc.returncode == code, stderr[-2000:]
     doc = json.loads((out / "tune.json").read_text())
-    assert doc["interrupted"] == "SIGINT" and doc["decision"] == "default kept"
-    assert "stopped by SIGINT" in stdout
+    assert doc["interrupted"] == signum.name and doc["decision"] == "default kept"
+    assert f"stopped by {signum.name}" in stdout and (out / "policy.json").exists()
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):  # the trial's program went with it
         os.kill(pid, 0)

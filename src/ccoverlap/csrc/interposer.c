@@ -761,8 +761,11 @@ static void write_stats(void) {
         first = 0;
     }
     fputs("\n  ]\n}\n", f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno));
+    int failed = ferror(f);
+    if (fclose(f) != 0 || failed || rename(tmp, path) != 0) { /* a full disk: no half file, no temporary left */
+        fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno ? errno : EIO));
+        unlink(tmp);
+    }
 }
 
 /* A fork while another thread holds the lock must not leave the child stuck,

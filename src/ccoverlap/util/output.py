@@ -72,17 +72,6 @@ def check_distinct(outputs: dict[str, str | Path | None]) -> None:
         seen[real] = flag
 
 
-def shorten(text: str, width: int) -> str:
-    """`text` in at most `width` characters: whole words, and an ellipsis where some were left out."""
-    text = " ".join(text.split())
-    if len(text) <= width:
-        return text
-    cut = text[: width - 1]
-    if " " in cut and not text[width - 1].isspace():
-        cut = cut[: cut.rindex(" ")]
-    return cut.rstrip(" ,;:") + "…"
-
-
 def check_writable(path: str | Path, flag: str, directory: bool = False) -> None:
     """Refuse before any work a file (or, with `directory`, a folder) that could not be written:
     one line, exit 2. Missing folders are fine where the nearest existing one takes new files."""
@@ -102,11 +91,12 @@ def check_writable(path: str | Path, flag: str, directory: bool = False) -> None
         raise UsageError(f"{flag} {path}: cannot write in {base} ({exc.strerror or exc})") from None
 
 
-def unwritable(folder: str | Path) -> str | None:
-    """Why a byte cannot be written in `folder` now (a full disk, a quota, a file-size limit), or None."""
+def unwritable(folder: str | Path, room: int = 4096) -> str | None:
+    """Why `room` bytes (a record's few lines) cannot be written in `folder` now (a full disk, a quota, a
+    file-size limit), or None."""
     try:
         with tempfile.TemporaryFile(dir=folder) as f:
-            f.write(b"\0")
+            f.write(bytes(room))
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:

@@ -7,6 +7,7 @@ analysis is a pure function of the model (ccoverlap.doctor.analysis.metrics).
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gc
 import gzip
@@ -24,6 +25,7 @@ from typing import NamedTuple
 import ijson
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.model import _native
 from ccoverlap.model.comm import CommKernels
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import PRESETS, DeviceLimits, preset_for
@@ -39,6 +41,10 @@ _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 _COLLECTIVE_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name")
 _HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
 _TAIL_KEEP = 64 << 10
+#: a Chrome trace nests a few levels (the file, traceEvents, an event, its args, a list of shapes there); a file
+#: nested deeper is refused as it streams, before the parser spends memory on it (ijson's grows with the square
+#: of the depth: a 400 KB file of nested brackets took 24 GB)
+MAX_DEPTH = 64
 
 
 class KernelClass(str, Enum):
@@ -133,7 +139,8 @@ class Classifier:
 
 
 class _Tap:
-    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB.
+    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB, and refuses a file nested
+    deeper than MAX_DEPTH.
 
     The top-level metadata (distributedInfo, deviceProperties) sits before or
     after the event array; keeping those bytes lets the one streaming pass over
@@ -145,9 +152,13 @@ class _Tap:
         self.head = bytearray()
         self.head_done = False
         self.tail = b""
+        self.scan = _native.CJsonScan()
+        self.feed = _native.lib().ccov_json_scan_feed
 
     def read(self, n: int = -1) -> bytes:
         chunk = self.raw.read(n)
+        if self.feed(ctypes.byref(self.scan), chunk, len(chunk)) > MAX_DEPTH:
+            raise UsageError(f"nested deeper than {MAX_DEPTH} levels: not a Chrome trace")
         if not self.head_done:
             self.head += chunk
             self.head_done = b'"traceEvents"' in self.head or len(self.head) > _HEAD_LIMIT
