@@ -12,7 +12,8 @@ from ccoverlap.control.levers import NO_OVERLAP
 from ccoverlap.lab.config import CASES, QUICK, LabConfig
 
 from ccoverlap.util.options import add_options, add_preset, from_args
-from ccoverlap.util.output import print_table, print_text, write_json
+from ccoverlap.util.output import Progress, print_table, print_text, write_json
+from ccoverlap.util.text import shorten
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -76,8 +77,6 @@ def _rerun_with_interposer(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)  # validate everything before touching the GPU
-    from rich.progress import Progress
-
     from ccoverlap.gpu import cuda_driver, provenance
     from ccoverlap.lab.config import cells
     from ccoverlap.model.limits import get_device
@@ -96,9 +95,8 @@ def run(args: argparse.Namespace) -> int:
     device = get_device("cuda")
     gpu = device.name.lower().replace("nvidia", "").strip().replace(" ", "-")
     out = Path(args.out or f"bench/results/lab-{dt.date.today().isoformat()}-{gpu}.json")
-    with Progress() as bar:
-        task = bar.add_task("measuring", total=cells(cfg))
-        rows, timelines = runner.run(cfg, device, lambda what: bar.update(task, advance=1, description=what))
+    with Progress("lab", cells(cfg)) as bar:
+        rows, timelines = runner.run(cfg, device, bar.advance)
     result = {"provenance": provenance.collect(device_limits=device.to_dict()), "config": vars(cfg), "rows": rows}
     write_json(out, result)
     _print(rows)
@@ -128,7 +126,7 @@ def _print(rows: list[dict]) -> None:
                  _fmt(r["comm_done_ms"]), _fmt(r["compute_slowdown"]), _fmt(100 * r["reduction_vs_sequential"], "+.1f") + "%",
                  _fmt(r["efficiency"]), r.get("pad_bytes", 0),
                  "-" if "outputs_match" not in r else "yes" if r["outputs_match"] and not r.get("comm_wrong") else "NO"]
-                if r["status"] == "ok" else [r["strategy"], r["order"], r["status"][:70], "", "", "", "", "", ""]
+                if r["status"] == "ok" else [r["strategy"], r["order"], shorten(r["status"], 70), "", "", "", "", "", ""]
                 for r in mine
             ],
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ccoverlap.util.cache import cached
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.util.text import shorten
 
 # NCCL 2.28.9, sm_90, measured on the H200 (../shared/NOTES.md): 96 registers
 # and 22592 B static shared memory for every ncclDevKernel_*. NCCL's source:
@@ -262,7 +263,7 @@ def read_resource_usage(library: str, cuobjdump: str) -> list[KernelResources]:
 def _dump(library: str, cuobjdump: str) -> bytes:
     proc = subprocess.run([cuobjdump, "--dump-resource-usage", library], capture_output=True, timeout=600, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"cuobjdump failed on {library}: {proc.stderr.decode(errors='replace').strip()[:200]}")
+        raise RuntimeError(f"cuobjdump failed on {library}: {shorten(proc.stderr.decode(errors='replace'), 200)}")
     return proc.stdout
 
 

@@ -13,6 +13,7 @@ from ccoverlap.control.launch import found
 from ccoverlap.tune.config import TuneConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, print_text, warn, write_json
+from ccoverlap.util.text import shorten
 
 
 def run(cfg: TuneConfig, cmd: list[str]) -> int:
@@ -55,7 +56,7 @@ def _progress(cfg: TuneConfig):
         minutes = (dt.datetime.now() - started).total_seconds() / 60
         from ccoverlap.util import timing
 
-        step = f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples else (t.error or t.status).splitlines()[-1][:90]
+        step = f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples else shorten((t.error or t.status).splitlines()[-1], 90)
         print(f"[{minutes:4.1f}/{cfg.budget:g} min] trial {t.index} {t.phase:8} {t.policy.name}: {t.status} {step}",
               file=sys.stderr, flush=True)
 

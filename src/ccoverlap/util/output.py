@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.text import shorten
 
 
 class QuietConsole(Console):
@@ -119,14 +122,100 @@ def print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+#: the width of a table printed to a log or a pipe (a terminal's own width otherwise): what a person reads
+TABLE_WIDTH = 80
+#: a cell's pieces: what may end a line is a space, a '+' (strategies are lever+lever) or the hyphen of a
+#: hyphenated word (nccl-cta-policy), never one inside a number or a range of numbers (49.25-51.19)
+_PIECE = re.compile(r"(\S*?(?:\+|(?<=[A-Za-z])-(?=[A-Za-z]))|\S+)(\s*)")
+
+
+def _pieces(text: str) -> list[tuple[str, str]]:
+    return _PIECE.findall(text) or [("", "")]
+
+
+def _wrap(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters, broken where _PIECE allows, never inside a word."""
+    lines, line = [], ""
+    for piece, space in _pieces(text):
+        if line and len(line) + len(piece) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += piece + (" " if space else "")
+    return "\n".join([*lines, line.rstrip()])
+
+
+def _widths(cells: list[list[str]], room: int) -> list[int]:
+    """Each column's width: as wide as its widest cell where the table fits in `room`, else every column at
+    least its longest piece and the rest shared in proportion to what each would still like."""
+    natural = [max(len(c) for c in col) for col in zip(*cells)]
+    least = [max(len(p) for c in col for p, _ in _pieces(c)) for col in zip(*cells)]
+    spare = room - sum(least)
+    if sum(natural) <= room or spare <= 0:
+        return natural if sum(natural) <= room else least
+    want = [n - m for n, m in zip(natural, least)]
+    return [m + spare * w // sum(want) for m, w in zip(least, want)]
+
+
 def print_table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
-    table = Table(title=title, caption=caption, title_justify="left")
-    for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*(str(v) for v in row))
-    console = QuietConsole()
-    (console if console.is_terminal else QuietConsole(width=200)).print(table)
+    """A table as wide as the terminal, or TABLE_WIDTH in a log or a pipe: where it would be wider, its cells
+    wrap at spaces (after a '+', at a word's hyphen), never inside a number or a word."""
+    width = QuietConsole().width if QuietConsole().is_terminal else TABLE_WIDTH
+    frame = 3 * len(columns) - 1  # a space each side of every column, a line between two
+    cells = [list(columns), *([str(v) for v in row] for row in rows)]
+    widths = _widths(cells, width - frame)
+    table = Table(title=title, caption=caption, title_justify="left", show_edge=False)
+    for i, (col, w) in enumerate(zip(columns, widths)):
+        table.add_column(_wrap(col, w), justify="left" if i == 0 else "right", no_wrap=True, width=w)
+    for row in cells[1:]:
+        table.add_row(*(_wrap(c, w) for c, w in zip(row, widths)))
+    QuietConsole(width=max(width, sum(widths) + frame)).print(table)  # wider only where a word needs it
+
+
+class Progress:
+    """A long run's progress on stderr, `total` steps: on a terminal a bar labelled with what runs now; in a log
+    or a pipe a line as a step ends (at most one per LINE_EVERY_S, and the last), so a log shows where it is."""
+
+    LINE_EVERY_S = 10.0
+
+    def __init__(self, what: str, total: int):
+        self.what, self.total, self.done = what, total, 0
+        self.console = QuietConsole(stderr=True)
+        self.started = self.said = time.monotonic()
+        self.bar = None
+
+    def __enter__(self) -> Progress:
+        if self.console.is_terminal:
+            from rich.progress import Progress as Bar
+
+            self.bar = Bar(console=self.console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.what, total=self.total)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def running(self, label: str) -> None:
+        """What runs now (the bar's label)."""
+        if self.bar is not None:
+            self.bar.update(self.task, description=f"{self.what}: {label}")
+
+    def advance(self, label: str, steps: int = 1) -> None:
+        """`steps` more done, the last of them `label`."""
+        self.set(self.done + steps, label)
+
+    def set(self, done: int, label: str = "") -> None:
+        """`done` steps done so far, the last of them `label`."""
+        self.done = done
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, description=f"{self.what}: {label}" if label else self.what)
+            return
+        now = time.monotonic()
+        if done >= self.total or now - self.said >= self.LINE_EVERY_S:
+            self.said = now
+            self.console.print(f"{self.what}: {done}/{self.total} done ({now - self.started:.0f} s)"
+                               + (f", last {shorten(label, 60)}" if label else ""), markup=False, highlight=False)
 
 
 def print_text(text: str) -> None:

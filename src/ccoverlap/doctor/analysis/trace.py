@@ -25,6 +25,7 @@ from typing import NamedTuple
 import ijson
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.text import shorten
 from ccoverlap.model import _native
 from ccoverlap.model.comm import CommKernels
 from ccoverlap.model.footprint import KernelFootprint
@@ -366,7 +367,7 @@ def short_name(name: str, width: int = 64) -> str:
 
 def _short(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:160]
+    return shorten(text, 160)
 
 
 # --- what the analyses read from a trace: the kernels that count, the GPU ---
