@@ -308,7 +308,8 @@ class Search:
             if self.advice and (why := self._nothing_to_gain(self.advice)):
                 return f"default kept: nothing to try ({why})"
             if self.skipped and not self.arms:
-                return f"default kept: no lever applies here ({len(self.skipped)} not tried, each with its reason above)"
+                why = "; ".join(f"{name}: {reason}" for name, reason in self.skipped.items())
+                return f"default kept: no lever applies here ({why})"
             return "default kept: no candidate fitted in the budget" if self.arms else "default kept: nothing to try"
         best = min(comparisons.items(), key=lambda e: e[1].ratio, default=None)
         if best is None:
