@@ -66,7 +66,7 @@ def _ranks_of(pid: int) -> list[int]:
 
 
 def _tied(pid: int) -> bool:
-    """The rank ran worker._tie_to_parent: SIGINT no longer caught (PDEATHSIG is set just after)."""
+    """The rank reached worker.main: SIGINT no longer caught (a rank waiting in a collective ends at once)."""
     try:
         caught = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigCgt:"))
     except (OSError, StopIteration):

@@ -28,6 +28,11 @@ V_LEGACY, V_PTSZ, V_EX, V_EX_PTSZ = 1, 2, 3, 4
 
 
 
+def policy_env(p: Policy) -> dict:
+    """The variables a launch writes for policy `p` (its whole policy, unset fields empty)."""
+    return Launch(fields={k: str(v) for k, v in vars(p).items() if v is not None}).environ({})
+
+
 def clean_env(**policy) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CCOVERLAP_") and k != "LD_PRELOAD"}
     return env | {k: str(v) for k, v in policy.items()}
@@ -241,7 +246,7 @@ def test_policy_round_trips_through_the_environment(tmp_path):
     path.write_text('{"mode": "auto", "comm_per_sm": 2, "exclude": "gemm"}')
     p = Policy.from_environ({"CCOVERLAP_POLICY": str(path), "CCOVERLAP_EXCLUDE": "cutlass|sm90", "CCOVERLAP_STATS": ""})
     assert p == Policy(mode="auto", comm_per_sm=2, exclude="cutlass|sm90")
-    env = Launch(fields={k: str(v) for k, v in vars(p).items() if v is not None}).environ({})
+    env = policy_env(p)
     assert Policy.from_environ(env) == p and set(env) <= {f.env for f in FIELDS} | {POLICY_ENV, "LD_PRELOAD"}
     with pytest.raises(UsageError, match="cannot read it"):
         Policy.from_environ({"CCOVERLAP_POLICY": str(tmp_path / "missing.json")})

@@ -76,10 +76,10 @@ class ThreadRule:
 THREAD_RULES = {"LL": ThreadRule(2 * WARP, 512, 512), "SIMPLE": ThreadRule(2 * WARP, 512, 512, extra=WARP)}
 
 #: Where NCCL 2.28.9 acts on each NCCL_CTA_POLICY, and why that is nowhere for tensors from PyTorch's caching
-#: allocator (no registered buffers, no symmetric windows) with NVLS off (the bench turns it off).
+#: allocator (no registered buffers, no symmetric windows), NVLS on or off.
 CTA_POLICY_REACH = {
     "EFFICIENCY": "EFFICIENCY acts only on AllGather and ReduceScatter with user-registered buffers and NVLS "
-                  "(NCCL 2.28.9 src/enqueue.cc getAlgoInfo); PyTorch's allocator registers none and NVLS is off",
+                  "(NCCL 2.28.9 src/enqueue.cc getAlgoInfo); PyTorch's allocator registers none",
     "ZERO": "ZERO acts only on AllGather, AlltoAll, Gather and Scatter whose buffers are both in symmetric windows "
             "(ncclCommWindowRegister, NCCL >= 2.28), on copy engines (src/enqueue.cc); PyTorch's allocator registers none",
 }
