@@ -142,3 +142,69 @@ def test_concurrent_writers_each_write_a_whole_file(tmp_path):
     assert failures == [] and json.loads(path.read_text())["i"] == 39
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
     assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~output._UMASK)  # as open() makes it
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["run", "--config", "{deep}", "--", "true"], "{deep}: nested too deeply to be a policy file"),
+    (["run", "--config", "{huge}", "--", "true"], "{huge}: a number of 5000 digits (at most 100)"),
+    (["run", "--strategy", f"nccl-ctas={HUGE}", "--", "true"], "nccl-ctas=999999999999999999999999999999999999999…: valid 1..64"),
+    (["levers", "--strategy", f"nccl-ctas={HUGE}"], "valid 1..64"),
+    (["bench", "--device", "cpu", "--strategies", f"priority+nccl-threads={HUGE}"], "valid 64..512 in steps of 32"),
+], ids=["nested-policy", "huge-number-policy", "run-strategy", "levers-strategy", "bench-strategies"])
+def test_pathological_policies_and_lever_values_are_one_line(argv, message, tmp_path, capsys):
+    deep, huge = tmp_path / "deep.json", tmp_path / "huge.json"
+    deep.write_text('{"format": "ccoverlap-policy/1", "x": ' + DEEP + "}")
+    huge.write_text('{"format": "ccoverlap-policy/1", "x": ' + HUGE + "}")
+    assert main([a.format(deep=deep, huge=huge) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.format(deep=deep, huge=huge) in err and len(err) < 400
+
+
+def test_enable_refuses_a_pathological_policy_in_one_line(tmp_path):
+    import ccoverlap
+    from ccoverlap.util.errors import UsageError
+
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"format": "ccoverlap-policy/1", "x": ' + DEEP + "}")
+    with pytest.raises(UsageError, match="nested too deeply"):
+        ccoverlap.enable(deep)
+    with pytest.raises(UsageError, match="valid 1..64"):
+        ccoverlap.enable({"format": "ccoverlap-policy/1", "levers": {"nccl-ctas": HUGE}})
+
+
+def test_analyze_refuses_a_deeply_nested_trace_within_bounded_memory(tmp_path):
+    """Nesting is refused as the file streams by (a C scan of each chunk), before ijson's per-level paths cost
+    memory: run under a 4 GiB address-space limit, which the unbounded reader overran many times over."""
+    (tmp_path / "rank0_trace.json").write_text('{"traceEvents": [{"args": ' + DEEP + "}]}")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    out = subprocess.run([sys.executable, "-m", "ccoverlap", "analyze", str(tmp_path)], env=clean_env(), text=True,
+                         capture_output=True, timeout=120, preexec_fn=limit)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "rank0_trace.json: skipped: nested deeper than 64 levels: not a Chrome trace" in out.stderr
+
+
+def test_progress_says_what_runs_in_lines_where_stderr_is_no_terminal(capsys, monkeypatch):
+    monkeypatch.setattr(output.Progress, "LINE_EVERY_S", 0.0)
+    with output.Progress("bench", 2) as bar:
+        bar.running("default")
+        bar.advance("default")
+        bar.running("priority+shape")
+        bar.advance("priority+shape")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["bench: 1/2 done", "bench: 2/2 done"]
+    assert lines[-1].endswith(", last priority+shape")
+
+
+def test_text_is_shortened_at_a_word_with_an_ellipsis():
+    from ccoverlap.util.text import shorten
+
+    assert shorten("ended with exit code 1: AttributeError: x", 24) == "ended with exit code 1…"
+    assert shorten("short enough", 40) == "short enough" and shorten("a  b\n c", 10) == "a b c"
+    assert shorten("x" * 50, 10) == "x" * 9 + "…"  # one word longer than the room: cut, and said so

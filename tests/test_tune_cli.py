@@ -52,6 +52,7 @@ def test_on_the_cpu_without_knobs_the_default_is_kept_after_the_baseline(tmp_pat
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads((tmp_path / "t" / "tune.json").read_text())
     assert doc["decision"] == "default kept" and "no lever applies here" in doc["reason"]
+    assert "priority: needs CUDA or ROCm" in doc["reason"] and "above" not in doc["reason"]  # the file says why
     assert [t["phase"] for t in doc["trials"]] == ["baseline", "baseline"]
     assert "not tried: priority: needs CUDA" in run.stdout
 
