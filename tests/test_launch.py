@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from ccoverlap.control import interposer, launch, levers, procs, startup
-from ccoverlap.control.launch import Launch
 from ccoverlap.control.policy import TunedPolicy, for_run
 from ccoverlap.tune.trial import Runner
 

@@ -25,6 +25,7 @@ import time
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 1.0  # without a pidfd (Linux < 5.3): how often the command's end is looked for
+KILLED_S = 10.0  # how long a SIGKILLed process may take to go (one in the GPU driver can); then it is left to init
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 #: the signals passed on to the command's process group (argv)
 FORWARDED: tuple[int, ...] = ()
@@ -37,7 +38,11 @@ ended: dict[int, int] = {}
 def _descendants(root: int) -> list[int]:
     """Every living process below `root` (zombies left out: their parent reaps them, or they come to us)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc (not Linux): the command's process group is all there is to end
+        return []
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:
@@ -70,9 +75,9 @@ def _reap() -> None:
 
 def _end_all(grace_s: float) -> None:
     """SIGTERM (and SIGCONT, for a stopped one) to every process below us, `grace_s` for them to end, then
-    SIGKILL until none is left."""
+    SIGKILL until none is left (KILLED_S at most)."""
     me, deadline, told = os.getpid(), time.monotonic() + grace_s, set()
-    while below := _descendants(me):
+    while (below := _descendants(me)) and time.monotonic() < deadline + KILLED_S:
         late = time.monotonic() >= deadline
         for pid in below:
             if late or pid not in told:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.control import interposer, levers, startup
@@ -28,12 +28,11 @@ from ccoverlap.control.procs import FORWARDED, Child
 from ccoverlap.util.errors import UsageError
 
 
-
 @dataclass(frozen=True)
 class Launch:
     """What a command gets from ccoverlap (the module's docstring says how each part reaches it)."""
 
-    setting: levers.Setting = levers.Setting()
+    setting: levers.Setting = field(default_factory=levers.Setting)
     fields: Mapping[str, str] = field(default_factory=dict)  # interposer policy fields beyond the setting's (policy key -> value)
     whole: bool = True  # the interposer's whole policy, and no job the caller's environment asked for
     interposer: bool = False  # preload the interposer even without a field (plain `ccoverlap run`)
@@ -81,7 +80,7 @@ class Launch:
 _OURS = frozenset({f.env for f in interposer.FIELDS} | {interposer.POLICY_ENV} | set(startup.JOBS))
 
 
-def in_process(setting: levers.Setting, environ: os._Environ | dict = os.environ) -> None:
+def in_process(setting: levers.Setting, environ: MutableMapping[str, str] = os.environ) -> None:
     """The half of a launch a running process can take: the setting's variables into `environ` (read by what
     starts later: NCCL's communicators, torch's process groups) and its start-up calls, made now."""
     environ.update(setting.env)

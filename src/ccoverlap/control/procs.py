@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

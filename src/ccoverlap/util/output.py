@@ -173,7 +173,8 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
 
 class Progress:
     """A long run's progress on stderr, `total` steps: on a terminal a bar labelled with what runs now; in a log
-    or a pipe a line as a step ends (at most one per LINE_EVERY_S, and the last), so a log shows where it is."""
+    or a pipe a line as a step ends, at most one per LINE_EVERY_S (and the last, once there was one), so a log
+    of a long run shows where it is and a short run's stays quiet."""
 
     LINE_EVERY_S = 10.0
 
@@ -181,6 +182,7 @@ class Progress:
         self.what, self.total, self.done = what, total, 0
         self.console = QuietConsole(stderr=True)
         self.started = self.said = time.monotonic()
+        self.lines = 0  # printed so far (off a terminal)
         self.bar = None
 
     def __enter__(self) -> Progress:
@@ -212,8 +214,8 @@ class Progress:
             self.bar.update(self.task, completed=done, description=f"{self.what}: {label}" if label else self.what)
             return
         now = time.monotonic()
-        if done >= self.total or now - self.said >= self.LINE_EVERY_S:
-            self.said = now
+        if now - self.said >= self.LINE_EVERY_S or (done >= self.total and self.lines):
+            self.said, self.lines = now, self.lines + 1
             self.console.print(f"{self.what}: {done}/{self.total} done ({now - self.started:.0f} s)"
                                + (f", last {shorten(label, 60)}" if label else ""), markup=False, highlight=False)
 
