@@ -124,9 +124,10 @@ def test_the_keeper_says_how_the_command_ended():
 
 
 def test_a_stopped_child_gets_the_signal_then_is_killed(tmp_path):
-    ignoring = _child([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                      "print('ready', flush=True); time.sleep(1000)"], stdout=subprocess.PIPE)
-    ignoring._keeper.stdout.readline()
+    ready = tmp_path / "ready"
+    ignoring = _child([sys.executable, "-c", "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, "
+                       "signal.SIG_IGN); pathlib.Path(sys.argv[1]).write_text('1'); time.sleep(1000)", str(ready)])
+    assert _until(ready.exists, 60)
     assert ignoring.stop(signal.SIGTERM, grace_s=0.5) == -signal.SIGKILL  # it ignored SIGTERM: killed after the grace
 
 

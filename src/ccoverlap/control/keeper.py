@@ -9,7 +9,8 @@ process group of its own, and the command dies with it (PR_SET_PDEATHSIG). Then:
 - when the command ends, whatever it left running gets SIGTERM, `grace_s`, then SIGKILL;
 - when the CONTROL pipe closes, because ccoverlap closed it or died (of SIGKILL too: the kernel closes it),
   every process below the keeper is killed at once;
-and it writes how the command ended to the STATUS pipe ("exit N", "signal N", "error TEXT") and exits.
+and it writes how the command ended to the STATUS pipe ("exit N", "signal N", "error TEXT": it could not be
+started, which the command's stderr says too) and exits.
 
 Standard library only, and started isolated (-I -S): it must not read the command's environment (the
 interposer preloaded, the start-up hook on PYTHONPATH), which it is handed on CONTROL as one JSON line.
@@ -109,7 +110,9 @@ def _start(spec: dict, status: int) -> int:
             os.chdir(spec["cwd"])
         os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
     except BaseException as exc:  # noqa: BLE001 - in the fork: say why, never run on as a second keeper
-        os.write(status, f"error {spec['argv'][0]}: {getattr(exc, 'strerror', None) or exc}\n".encode())
+        why = f"{spec['argv'][0]}: {getattr(exc, 'strerror', None) or exc}"
+        os.write(status, f"error {why}\n".encode())
+        os.write(2, f"ccoverlap: cannot run {why}\n".encode())  # where the command's own errors would go
     os._exit(127)
 
 
