@@ -1,5 +1,5 @@
-"""Builds the C core (occupancy arithmetic and the interposer's policy parser, loaded by Python
-with ctypes) and the launch interposer.
+"""Builds the C core (occupancy arithmetic, the interposer's policy parser and what a communication
+kernel is, a JSON depth scan for the trace reader; loaded by Python with ctypes) and the launch interposer.
 
 Both are compiled as setuptools extensions only so that pip builds them with the
 system C compiler; they have no Python entry point and need no CUDA toolkit. The
@@ -13,7 +13,7 @@ setup(
     ext_modules=[
         Extension(
             "ccoverlap._occupancy",
-            sources=[f"src/ccoverlap/csrc/{name}.c" for name in ("occupancy", "policy")],
+            sources=[f"src/ccoverlap/csrc/{name}.c" for name in ("occupancy", "policy", "jsonscan")],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
         ),
         Extension(

@@ -1,3 +1,6 @@
+"""The suite's fixtures. GPU tests that start NCCL take NVLink multicast as the environment they run in has it:
+the device scripts switch it off on the shared machines (bench/device/prologue.sh exports NCCL_NVLS_ENABLE=0 and
+the like); ccoverlap itself never sets a variable nobody asked for."""
 import pytest
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_doctor import table_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -398,8 +399,8 @@ def _outputs(capsys, tmp_path) -> tuple[dict, str, list[str]]:
     args = (TRACES / "strategies", "--baseline", TRACES / "strategies" / "default")
     _, out, _ = run(capsys, "analyze", *args, "--json", "--report", tmp_path / "r.html")
     _, text, _ = run(capsys, "analyze", *args)
-    header = next(line for line in text.splitlines() if "┃ strategy" in line)
-    return json.loads(out), (tmp_path / "r.html").read_text(), [h.strip() for h in header.strip("┃ ").split("┃")]
+    header = next(row for row in table_rows(text) if row[0] == "strategy")  # the table's header, its cells whole
+    return json.loads(out), (tmp_path / "r.html").read_text(), header
 
 
 def test_every_metric_of_the_table_is_in_every_output(capsys, tmp_path):

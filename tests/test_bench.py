@@ -1,11 +1,14 @@
 import dataclasses
 import json
+import os
 
 import pytest
+from test_doctor import table_rows
 
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.control import levers, startup
-from ccoverlap.bench import comms, launcher
+from ccoverlap.bench import launcher
+from ccoverlap.control.procs import Child
 from ccoverlap.bench.config import TINY, BenchConfig
 from ccoverlap.cli import bench as cli_bench
 from ccoverlap.cli import build_parser, main
@@ -35,15 +38,22 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys, monkeypatch):
     assert message in err and err.count("\n") == 1
 
 
+def env(strategy: str, stats_dir: str = "/tmp", base: dict | None = None) -> dict:
+    """A rank's environment under `strategy`, started from `base` (an empty one: only what the bench adds)."""
+    return launcher.rank_launch(levers.strategy(strategy), stats_dir).environ(base or {})
+
+
 def test_strategy_environments():
-    env = launcher.strategy_env
-    assert env(levers.strategy("default"), "/tmp") == {
-        "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-    assert env(levers.strategy("priority"), "/tmp")["TORCH_NCCL_HIGH_PRIORITY"] == "1"
-    shaped = env(levers.strategy("priority+shape"), "/tmp/s")
+    assert env("default") == {}  # nothing nobody asked for: no multicast switch, no interposer
+    assert env("priority") == {"TORCH_NCCL_HIGH_PRIORITY": "1"}
+    shaped = env("priority+shape", "/tmp/s")
     assert shaped["LD_PRELOAD"].endswith(".so") and shaped["CCOVERLAP_MODE"] == "auto"
     assert shaped["CCOVERLAP_STATS"] == "/tmp/s/interposer-%p.json" and shaped["TORCH_NCCL_HIGH_PRIORITY"] == "1"
-    assert env(levers.strategy("max-connections"), "/tmp")["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert env("max-connections")["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    stray = {"CCOVERLAP_MODE": "pad", "CCOVERLAP_PAD_BYTES": "64", "CCOVERLAP_POLICY": "/p.json", "NCCL_ALGO": "Tree"}
+    assert env("priority", base=stray) == {"NCCL_ALGO": "Tree", "TORCH_NCCL_HIGH_PRIORITY": "1"}  # no stray policy
+    shaped = env("shape", base=stray)
+    assert (shaped["CCOVERLAP_MODE"], shaped["CCOVERLAP_PAD_BYTES"], shaped["CCOVERLAP_POLICY"]) == ("auto", "", "")
 
 
 H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
@@ -51,21 +61,24 @@ H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=
 
 @pytest.mark.parametrize("strategy", levers.STRATEGIES, ids=lambda s: s.name)
 def test_every_registry_strategy_sets_what_its_levers_set(strategy):
-    """Variables as given, policy fields through the preloaded interposer, multicast always off; start-up
-    calls and no-overlap reach the worker through the strategy's name."""
-    from ccoverlap.control.interposer import Policy
+    """Variables as given, policy fields through the preloaded interposer (its whole policy), start-up calls
+    through the hook; nothing else (no multicast switch: the device scripts set it); no-overlap reaches the
+    worker through the strategy's name."""
+    from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Policy
 
     setting = strategy.setting()
-    env = launcher.strategy_env(strategy, "/tmp/s", "^comm_paced$")
-    expected = set(comms.MULTICAST_OFF) | set(setting.env)
+    e = launcher.rank_launch(strategy, "/tmp/s").environ({})
+    expected = set(setting.env)
     if setting.policy:
-        policy = Policy.from_environ(env)
+        policy = Policy.from_environ(e)
         assert {k: str(getattr(policy, k)) for k in setting.policy} == dict(setting.policy)
-        assert (policy.stats, policy.comm) == ("/tmp/s/interposer-%p.json", "^comm_paced$")
-        expected |= set(policy.to_environ()) | {"LD_PRELOAD"}
-    assert env.items() >= (comms.MULTICAST_OFF | dict(setting.env)).items() and set(env) == expected
-    spec = worker.spec_for(BenchConfig(), strategy.name, "/tmp")  # the worker's start-up calls come from the name
-    assert levers.strategy(spec["strategy"]).setting().startup == setting.startup
+        assert (policy.stats, policy.comm) == ("/tmp/s/interposer-%p.json", None)
+        expected |= {f.env for f in FIELDS} | {POLICY_ENV, "LD_PRELOAD"}
+    if setting.startup:
+        assert json.loads(e[startup.STARTUP_ENV]) == dict(setting.startup) and e["PYTHONPATH"] == startup.HOOK_DIR
+        expected |= {startup.STARTUP_ENV, "PYTHONPATH"}
+    assert e.items() >= dict(setting.env).items() and set(e) == expected
+    spec = worker.spec_for(BenchConfig(), strategy.name, "/tmp")
     assert levers.strategy(spec["strategy"]).no_overlap == (strategy.name == "no-overlap")
 
 
@@ -157,7 +170,7 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
     compared = [r["vs_default"] for r in ok if r["strategy"] != "default"]
     assert compared and all(c["runs"] == [1, 1] and c["steps"] == [3, 3] and c["ci"][0] <= c["ratio"] <= c["ci"][1]
                             and c["verdict"] in ("faster", "slower", "within noise") for c in compared)
-    assert "vs default (95% CI)" in capsys.readouterr().out
+    assert any("vs default (95% CI)" in row for row in table_rows(capsys.readouterr().out))
     assert out.with_suffix(".png").stat().st_size > 5000
 
 
@@ -176,22 +189,20 @@ def test_traces_land_where_analyze_reads_a_workload(tmp_path, monkeypatch, capsy
 
 
 def test_a_failing_rank_stops_the_others_at_once():
-    import subprocess
     import sys
     import time
 
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    failer = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    sleeper = Child([sys.executable, "-c", "import time; time.sleep(60)"], os.environ)
+    failer = Child([sys.executable, "-c", "import sys; sys.exit(3)"], os.environ)
     t0 = time.monotonic()
     assert launcher.wait_all([sleeper, failer], timeout_s=30) == (1, 3)
     assert time.monotonic() - t0 < 10 and sleeper.returncode is not None
 
 
 def test_ranks_that_outlive_the_timeout_are_killed():
-    import subprocess
     import sys
 
-    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    slow = Child([sys.executable, "-c", "import time; time.sleep(60)"], os.environ)
     assert launcher.wait_all([slow], timeout_s=0.5) == (0, "timeout") and slow.returncode is not None
 
 

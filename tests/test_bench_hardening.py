@@ -41,20 +41,32 @@ def _alive(pid: int) -> bool:
     return fields is not None and fields[0] not in "ZX"
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its ranks sit below their keepers)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (fields := _stat(int(d.name))):
+            children.setdefault(int(fields[1]), []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        out += (below := children.get(todo.pop(), []))
+        todo += below
+    return out
+
+
 def _ranks_of(pid: int) -> list[int]:
     ranks = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and (fields := _stat(int(d.name))) and int(fields[1]) == pid:
-            try:
-                if WORKER in (d / "cmdline").read_bytes().decode(errors="replace"):
-                    ranks.append(int(d.name))
-            except OSError:
-                pass
+    for p in _descendants(pid):
+        try:
+            if WORKER in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace"):
+                ranks.append(p)
+        except OSError:
+            pass
     return ranks
 
 
 def _tied(pid: int) -> bool:
-    """The rank ran worker._tie_to_parent: SIGINT no longer caught (PDEATHSIG is set just after)."""
+    """The rank reached worker.main: SIGINT no longer caught (a rank waiting in a collective ends at once)."""
     try:
         caught = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("SigCgt:"))
     except (OSError, StopIteration):
@@ -111,6 +123,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, list[int], Path, Path]:
     (signal.SIGINT, False, 130),
     (signal.SIGINT, True, 130),  # Ctrl-C: the whole foreground process group
     (signal.SIGTERM, False, -signal.SIGTERM),  # dies of it
+    (signal.SIGHUP, False, -signal.SIGHUP),  # the terminal went away
 ])
 def test_a_stopped_bench_leaves_no_rank_no_folder_and_valid_json(signum, group, code, tmp_path):
     proc, ranks, tmp, out = _start(tmp_path)
@@ -128,7 +141,7 @@ def test_a_stopped_bench_leaves_no_rank_no_folder_and_valid_json(signum, group, 
 
 def test_ranks_die_with_a_killed_bench(tmp_path):
     proc, ranks, _, _ = _start(tmp_path)
-    proc.kill()  # no clean-up at all: only PR_SET_PDEATHSIG ends the ranks
+    proc.kill()  # no clean-up at all: the ranks' keepers end them
     proc.wait(timeout=10)
     assert _until(lambda: not any(_alive(r) for r in ranks), 20)
 
@@ -250,3 +263,18 @@ def test_a_failed_chart_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys
     captured = capsys.readouterr()
     assert "warning: no chart" in captured.err and "no fonts" in captured.err and captured.err.count("\n") == 1
     assert json.loads(out.read_text())["complete"] and f"wrote {out}\n" in captured.out
+
+
+def test_a_temporary_folder_that_disappears_is_a_failed_row(monkeypatch):
+    """The folder goes away under the ranks (a tmp cleaner, a full disk): the strategy's rows say so."""
+    from ccoverlap.bench.config import BenchConfig
+    from ccoverlap.control.launch import Launch
+
+    class Vanishing(Launch):
+        def start(self, cmd, base=os.environ, **io):  # the "rank" removes the folder its spec sits in, and ends
+            return super().start(["sh", "-c", 'rm -rf "$(dirname "$0")"', cmd[-1]], base, **io)
+
+    monkeypatch.setattr(launcher, "rank_launch", lambda strategy, tmp: Vanishing())
+    cfg = BenchConfig(workloads=("ddp",), device="cpu", nproc=1, strategies=("default",)).resolved(gpus=0).validate()
+    (row,) = launcher.run(cfg)
+    assert row["status"].startswith("failed: the bench's temporary folder ") and "No such file or directory" in row["status"]

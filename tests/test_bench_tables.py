@@ -6,6 +6,7 @@ import signal
 import statistics
 
 import pytest
+from test_doctor import table_rows
 
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.util import stats
@@ -89,8 +90,9 @@ def test_the_printed_table_shows_the_comparison_and_what_it_covers(capsys):
     unmatched = launcher.against_default(rows)
     cli_bench._print(rows, launcher.compare(rows), unmatched)
     out = capsys.readouterr().out
-    lines = {line.split()[1]: line for line in out.splitlines() if line.startswith("│")}
-    assert VS_DEFAULT_COLUMN in out and VS_DEFAULT_COLUMN == "vs default (95% CI)"
+    header, *body = table_rows(out)
+    lines = {row[0]: " ".join(row) for row in body}
+    assert VS_DEFAULT_COLUMN in header and VS_DEFAULT_COLUMN == "vs default (95% CI)"
     assert "baseline" in lines["default"]
     for strategy in ("fast", "same", "slow"):
         label = stats.Comparison.from_dict(rows[[r["strategy"] for r in rows].index(strategy)]["vs_default"]).label()
@@ -147,3 +149,25 @@ def test_summaries_keep_the_series_their_median_is_taken_from():
              for r, s in ((0, [3.0, 1.0, 2.0]), (1, [1.0, 4.0, 1.5]))]
     (row,) = SIZES.summarize("micro", "default", ranks, {})
     assert row[SERIES] == [3.0, 4.0, 2.0] and row["step_ms"] == 3.0  # per step the slowest rank, then the median
+
+
+def test_tables_are_readable_at_80_columns(capsys):
+    """In a log or a pipe: no line past 80 characters, no word or number cut (no ellipsis), and the micro table's
+    n/a reason in a column of its own, whole."""
+    rows = _mixed()
+    rows[1]["strategy"] = "nccl-threads+shape+priority"
+    micro = [{"workload": "micro", "strategy": s, "status": "ok", "size_bytes": n, "busbw_GBps": 12.5, "step_ms": 3.25,
+              "exposed_comm_ms": 0.5, "wrong": 0, SERIES: [3.2, 3.3, 3.25]} for s in ("default", "carveout-hint+priority")
+             for n in (4096, 64 << 20)]
+    micro.append({"workload": "micro", "strategy": "nccl-cta-policy", "status": "n/a: nccl-cta-policy: needs NCCL >= "
+                  "2.27.3; this is 2.21.5"})
+    rows += micro
+    unmatched = launcher.against_default(rows)
+    cli_bench._print(rows, launcher.compare(rows), unmatched)
+    out = capsys.readouterr().out
+    tables = out.split("micro: ")
+    assert max(len(line) for t in tables for line in t.splitlines() if "│" in line or "┃" in line) <= 80
+    assert "…" not in out
+    header, *body = table_rows(tables[1])
+    assert header[-1] == "status" and body[-1][-1] == "n/a: nccl-cta-policy: needs NCCL >= 2.27.3; this is 2.21.5"
+    assert [r[1] for r in body[:2]] == ["4KiB", "64MiB"] and body[0][-1] == "ok"

@@ -158,6 +158,9 @@ def test_the_nccl_pad_needs_the_hint_too():
     # one padded block (116,864 B) keeps the SM at 132 KB: no room for the 105,856 B CTA until 228 KB
     p = plan("h200", KernelFootprint(256, 16), KernelFootprint(640, 96, 22592, 82240, grid=16, cluster=4))
     assert p.pad_bytes == 115713 and p.compute_blocks_after == 1 and p.carveout_hint == 100
+    assert (p.carveout.config, p.carveout.comm_needs, p.carveout.together) == (132 * KB, 132 * KB, 116864 + 105856)
+    assert ("configured with 132 KB of shared memory for compute: the compute blocks and the comm CTA take 218 KB "
+            "together, more than that") in p.explain()  # enough for the CTA alone: the two together are not
 
 
 def test_plans_without_a_carveout_problem_are_unchanged():

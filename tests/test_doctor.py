@@ -36,9 +36,24 @@ def losses(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if re.match(r"step \d+ loss ", line)]
 
 
-def cells(line: str) -> list[str]:
-    """The cells of a row of a printed table."""
-    return [c.strip() for c in line.strip("│ ").split("│")]
+def table_rows(text: str) -> list[list[str]]:
+    """The rows of the tables printed in `text`, the header of each first, a cell wrapped over lines joined
+    again (a row's first line names it in its first cell, unless its name wraps; a header's lines are all its own)."""
+    rows: list[list[str]] = []
+    header = False
+    for line in text.splitlines():
+        if "┃" in line and not header:  # a header's first line: a row of its own, the next lines join it
+            rows.append([""] * (line.count("┃") + 1))
+        header = "┃" in line
+        if "│" not in line and "┃" not in line:
+            continue
+        cells = [c.strip() for c in line.replace("┃", "│").split("│")]
+        wrapped = rows and rows[-1][0].endswith(("+", "-"))  # the row's name goes on
+        if not header and (cells[0] and not wrapped or not rows or len(rows[-1]) != len(cells)):
+            rows.append(cells)
+        else:
+            rows[-1] = [a + b if a.endswith(("+", "-")) else " ".join(filter(None, (a, b))) for a, b in zip(rows[-1], cells)]
+    return rows
 
 
 #: the programs run under the doctor: name -> (doctor's options, the command after --); with `plain`, the same
@@ -100,7 +115,7 @@ def test_every_rank_of_torchrun_is_profiled_for_exactly_the_window(runs):
 
 def test_the_verdict_gives_each_ranks_step_times_on_the_cpu(runs):
     run = runs["torchrun"]
-    rows = [cells(line) for line in run.stdout.splitlines() if "steps 3-4" in line]
+    rows = [row for row in table_rows(run.stdout) if "steps 3-4" in row]
     assert [row[:3] for row in rows] == [["0", "6", "steps 3-4"], ["1", "6", "steps 3-4"]]
     assert all(float(ms) > 0 for row in rows for ms in row[3:6]) and {row[6] for row in rows} == {"-"}  # no GPU
     assert "no overlap analysis: the program ran on the CPU" in run.stdout
@@ -136,7 +151,7 @@ def test_sigterm_inside_the_window_writes_the_steps_recorded(runs):
     r = record.read(run.out / "rank0_steps.jsonl")
     assert (r.recorded, r.complete, r.window) == (2, False, "cut short after 2 step(s)")
     assert steps_in(r.trace) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]  # the third cut short
-    assert "cut short after 2 step(s)" in run.stdout
+    assert any("cut short after 2 step(s)" in row for row in table_rows(run.stdout))
 
 
 def test_seconds_profiles_a_window_of_a_program_without_an_optimizer(runs):
@@ -203,7 +218,7 @@ def test_an_out_folder_with_files_is_refused(tmp_path, capsys):
 
 def test_the_hook_environment_keeps_the_users_pythonpath_and_the_capture_config():
     cfg = DoctorConfig(out="/x", steps=4)
-    env = startup.hook_environ(startup.DOCTOR_ENV, cfg.capture(), {"PYTHONPATH": "/a"})
+    env = startup.environ({startup.DOCTOR_ENV: cfg.capture()}, {"PYTHONPATH": "/a"})
     assert env["PYTHONPATH"].split(":") == [startup.HOOK_DIR, "/a"]
     assert DoctorConfig(**json.loads(env[startup.DOCTOR_ENV])) == DoctorConfig(out="/x", steps=4)
 
@@ -230,7 +245,7 @@ def test_gpu_traces_are_analysed_and_reported(tmp_path, capsys):
     assert diagnose(out, cfg, ["python", "train.py"], 0) == []
     shown = capsys.readouterr().out
     assert "captured 2 trace(s) and the step times of rank(s) 0, 1" in shown and "overlap in the profiled steps" in shown
-    assert [cells(line)[:4] for line in shown.splitlines() if "steps 6-8" in line] == [
+    assert [row[:4] for row in table_rows(shown) if "steps 6-8" in row] == [
         ["0", "10", "steps 6-8", "14.000"], ["1", "10", "steps 6-8", "14.000"]]  # steps 2-4, 9, 10: 12, 13, 14, 19, 20
     doc = json.loads((tmp_path / "d.json").read_text())
     assert [round(r["comp_comm_overlap_pct"], 2) for r in doc["analysis"]["ranks"]] == [94.11, 91.04]  # HTA's
@@ -246,7 +261,7 @@ def test_nothing_profiled_says_to_lower_skip_when_the_program_stopped_before_the
         log.write({"step": step, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": False})
     (r,) = record.read_all(tmp_path)[0]
     assert r.window == "not reached"
-    assert _nothing([r], DoctorConfig(skip=5)) == ("nothing was profiled: the program made 3 optimizer step(s); "
+    assert _nothing([r], DoctorConfig(skip=5), tmp_path) == ("nothing was profiled: the program made 3 optimizer step(s); "
                                                    "the window opens after step 5 (lower --skip)")
 
 

@@ -33,7 +33,7 @@ def test_ring_bytes_follow_nccl_tests_bus_factors():
 def test_strategy_variables_reach_the_proxies_as_they_reach_nccl():
     plain = emulate.Emulation.from_env(8, 280.0, env={})
     assert (plain.knobs, plain.high_priority) == (nccl.Knobs(), False)
-    env = launcher.strategy_env(levers.strategy("nccl-ctas+nccl-threads+nccl-cluster=2+priority"), "/tmp")
+    env = launcher.rank_launch(levers.strategy("nccl-ctas+nccl-threads+nccl-cluster=2+priority"), "/tmp").environ({})
     shrunk = emulate.Emulation.from_env(8, 280.0, env=env)
     assert (shrunk.knobs.max_ctas, shrunk.knobs.nthreads, shrunk.knobs.cluster, shrunk.high_priority) == (4, 256, 2, True)
     assert plain.duration_ns(280_000) == 1000  # 280 kB at 280 GB/s: 1 us

@@ -16,7 +16,8 @@ import pytest
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
-from ccoverlap.control.interposer import FIELDS, Policy, library_path
+from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Policy, library_path
+from ccoverlap.control.launch import Launch
 from ccoverlap.model.occupancy import pad_for_blocks
 from ccoverlap.model.planner import plan
 
@@ -25,6 +26,11 @@ KERNEL = KernelFootprint(256, 32, 1024, 1024)  # computeK_cudart_kernel (a CUker
 COMM = KernelFootprint(640, 96, 22592, 82240)  # ncclDevKernel_...
 V_LEGACY, V_PTSZ, V_EX, V_EX_PTSZ = 1, 2, 3, 4
 
+
+
+def policy_env(p: Policy) -> dict:
+    """The variables a launch writes for policy `p` (its whole policy, unset fields empty)."""
+    return Launch(fields={k: str(v) for k, v in vars(p).items() if v is not None}).environ({})
 
 
 def clean_env(**policy) -> dict:
@@ -73,6 +79,22 @@ def test_fixed_pad_on_every_launch_path(fake, tmp_path):
     assert kernels["computeK_cudart_kernel"]["pad_bytes"] == 60000
     assert kernels["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]["skipped"] == {"communication": n // 3}
     assert err == ""
+
+
+def test_stats_that_cannot_be_written_leave_no_file_behind(fake, tmp_path):
+    """A write that fails half-way (a file-size limit here, as ENOSPC on a full disk): one line on stderr, neither
+    a half file nor its temporary; the launches were padded all the same."""
+    import resource
+
+    def limit():  # in the launcher's process, inherited across exec
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    env = clean_env(CCOVERLAP_PAD_BYTES=64, CCOVERLAP_STATS=tmp_path / "s.json") | {"LD_PRELOAD": library_path()}
+    out = subprocess.run([fake / "launcher", "paths"], env=env, capture_output=True, text=True, timeout=120,
+                         preexec_fn=limit)
+    assert out.returncode == 0 and list(tmp_path.iterdir()) == []
+    assert out.stderr.count("\n") == 1 and "ccoverlap interposer: cannot write stats to" in out.stderr
 
 
 def test_blocks_mode_pads_by_the_python_arithmetic(fake):
@@ -224,8 +246,8 @@ def test_policy_round_trips_through_the_environment(tmp_path):
     path.write_text('{"mode": "auto", "comm_per_sm": 2, "exclude": "gemm"}')
     p = Policy.from_environ({"CCOVERLAP_POLICY": str(path), "CCOVERLAP_EXCLUDE": "cutlass|sm90", "CCOVERLAP_STATS": ""})
     assert p == Policy(mode="auto", comm_per_sm=2, exclude="cutlass|sm90")
-    assert Policy.from_environ(p.to_environ()) == p
-    assert set(p.to_environ()) <= {f.env for f in FIELDS}
+    env = policy_env(p)
+    assert Policy.from_environ(env) == p and set(env) <= {f.env for f in FIELDS} | {POLICY_ENV, "LD_PRELOAD"}
     with pytest.raises(UsageError, match="cannot read it"):
         Policy.from_environ({"CCOVERLAP_POLICY": str(tmp_path / "missing.json")})
 

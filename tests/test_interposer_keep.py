@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from test_interposer import COMM, clean_env, launch
+from test_interposer import COMM, clean_env, launch, policy_env
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
@@ -140,7 +140,7 @@ def test_keep_round_trips_and_ccoverlap_run_passes_it(fake, tmp_path):
     path = tmp_path / "p.json"
     path.write_text('{"mode": "auto", "keep": 30}')
     p = Policy.from_environ({"CCOVERLAP_POLICY": str(path)})
-    assert p.keep == 30 and Policy.from_environ(p.to_environ()) == p
+    assert p.keep == 30 and Policy.from_environ(policy_env(p)) == p
     stats = tmp_path / "s.json"
     out = subprocess.run(
         [sys.executable, "-m", "ccoverlap", "run", "--mode", "auto", "--keep", "0", "--stats", str(stats), "--",

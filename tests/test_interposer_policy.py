@@ -14,6 +14,8 @@ from ccoverlap.cli import build_parser
 from ccoverlap.cli import run as run_command
 from ccoverlap.util.errors import UsageError
 from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Policy, library_path, parse, preload_env
+from ccoverlap.control.launch import Launch
+from ccoverlap.control.policy import for_run
 
 #: a real shared object that does nothing when preloaded: the C core Python loads
 HARMLESS_SO = _native.library_path()
@@ -69,8 +71,9 @@ def test_every_field_through_a_policy_file_and_back(tmp_path):
     path.write_text(json.dumps(normalized, ensure_ascii=False))  # the normalized JSON is itself a policy file
     assert parse({POLICY_ENV: str(path)}) == normalized
     p = Policy.from_environ({POLICY_ENV: str(path)})
-    assert vars(p) == values and Policy.from_environ(p.to_environ()) == p
-    assert p.to_environ()["CCOVERLAP_STATS"] == "/tmp/ccov-é-%p.json"  # UTF-8 survives C and back
+    env = Launch(fields={k: str(v) for k, v in values.items()}).environ({})  # every field as variables, and back
+    assert vars(p) == values and Policy.from_environ(env) == p
+    assert env["CCOVERLAP_STATS"] == "/tmp/ccov-é-%p.json"  # UTF-8 survives C and back
 
 
 def test_policy_file_rules(tmp_path):
@@ -107,8 +110,8 @@ def test_an_answer_longer_than_the_first_buffer_comes_back_whole():
 def test_every_field_is_a_ccoverlap_run_option(field, tmp_path):
     value = sample(field)
     args = build_parser().parse_args(["run", field.option, str(value), "--", "true"])
-    env = run_command.child_environ(args, {})
-    assert env[field.env] == str(value)
+    env = for_run(None, None, {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}).environ({})
+    assert env[field.env] == (os.path.abspath(value) if field.kind == "path" else str(value))
     assert getattr(Policy.from_environ(env), field.key) == value
     help_line = run_command.option_help(field)
     assert field.env in help_line and field.valid in help_line and (field.default or "") in help_line
@@ -149,10 +152,9 @@ def test_every_bench_strategy_keeps_the_users_preload(monkeypatch):
 
     monkeypatch.setenv("LD_PRELOAD", HARMLESS_SO)
     for strategy in STRATEGIES:
-        for comm in (None, "^comm_paced$"):
-            env = os.environ | launcher.strategy_env(strategy, "/tmp/s", comm)  # as run_ranks builds it
-            want = [library_path(), HARMLESS_SO] if strategy.setting().policy else [HARMLESS_SO]
-            assert env["LD_PRELOAD"].split() == want, strategy.name
+        env = launcher.rank_launch(strategy, "/tmp/s").environ(os.environ)  # as run_ranks starts a rank
+        want = [library_path(), HARMLESS_SO] if strategy.setting().policy else [HARMLESS_SO]
+        assert env["LD_PRELOAD"].split() == want, strategy.name
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=lambda s: s.name)

@@ -221,7 +221,7 @@ def test_recorded_lab_run_covers_every_family_and_strategy():
 
 def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatch, capsys):
     """Shaping gemm/attention/transformer needs the interposer: the lab re-executes itself under it
-    (mode off, the proxy counted as communication), once."""
+    (mode off; the proxy is communication by the one table, model/comm.py), once."""
     import os
 
     from ccoverlap.gpu import cuda_driver
@@ -252,4 +252,7 @@ def test_library_families_rerun_the_lab_with_the_interposer_preloaded(monkeypatc
     env = seen["env"]
     assert env["LD_PRELOAD"].split() == [library_path(), "/opt/user-allocator.so"]  # the user's preload is kept
     assert env["CCOVERLAP_LAB_CHILD"] == "1"
-    assert Policy.from_environ(env) == Policy(mode="off", comm="^comm_(proxy|paced)$", gate="always")
+    assert Policy.from_environ(env) == Policy(mode="off", gate="always")  # the proxy: communication to every tool
+    from ccoverlap.model.comm import CommKernels
+
+    assert CommKernels()("comm_proxy") and CommKernels()("comm_paced")

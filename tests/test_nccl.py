@@ -33,3 +33,22 @@ def test_footprint_falls_back_to_measured_numbers(monkeypatch):
     assert (fp.threads, fp.regs, fp.static_smem, fp.dynamic_smem, fp.cluster) == (640, 96, 22592, 82240, 4)
     assert "fallback" in found.sources["regs"]
     assert found.library is None
+
+
+def test_info_and_plan_give_one_answer_for_each_device(monkeypatch, capsys):
+    """`info --nccl` shows the footprint for each NVIDIA device it shows (no GPU here: the presets), so the
+    cluster it gives an H200 is the one `plan --device h200 --comm nccl` plans with: 4 from sm_90 on, 1 before."""
+    import json
+
+    from ccoverlap.cli import main
+    from ccoverlap.gpu import cuda_driver
+
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    monkeypatch.setattr(nccl, "find_libnccl", lambda: None)
+    assert main(["info", "--nccl", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["nccl"]
+    assert {name: fp["cluster"] for name, fp in info.items()} == {"a40": 1, "a100": 1, "h100": 4, "h200": 4}
+    assert main(["plan", "--device", "h200", "--compute", "threads=256,regs=16", "--comm", "nccl"]) == 0
+    assert f"cluster {info['h200']['cluster']} -> " in capsys.readouterr().out
+    assert "4 from sm_90 on, none before" in info["h200"]["sources"]["cluster"]
+    assert "NOTES" not in json.dumps(info) and "bench/results/" in info["h200"]["sources"]["regs"]

@@ -10,7 +10,7 @@ from test_interposer import clean_env, run_cli
 
 from ccoverlap.control import levers, startup
 from ccoverlap.cli import main
-from ccoverlap.control.interposer import library_path
+from ccoverlap.control.interposer import library_path, parse
 
 H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
 PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
@@ -107,7 +107,7 @@ def test_start_up_calls_are_made_as_the_program_imports_torch(combo, env, calls,
 
 def test_a_start_up_call_that_fails_says_so_and_the_program_runs_on(tmp_path):
     user = fake_torch_and_user_site(tmp_path)
-    env = clean_env() | startup.environ({"sm_carveout": "auto"}, {"PYTHONPATH": user})
+    env = clean_env() | startup.environ({startup.STARTUP_ENV: {"sm_carveout": "auto"}}, {"PYTHONPATH": user})
     import subprocess
 
     program = ("from ccoverlap.gpu import cuda_driver; cuda_driver.driver = lambda: None\n"
@@ -119,9 +119,10 @@ def test_a_start_up_call_that_fails_says_so_and_the_program_runs_on(tmp_path):
 
 
 def test_the_hook_goes_first_on_pythonpath_once_keeping_the_users():
-    env = startup.environ({"sm_carveout": "8"}, {"PYTHONPATH": f"/a{os.pathsep}/b"})
+    job = {startup.STARTUP_ENV: {"sm_carveout": "8"}}
+    env = startup.environ(job, {"PYTHONPATH": f"/a{os.pathsep}/b"})
     assert env == {startup.STARTUP_ENV: '{"sm_carveout": "8"}', "PYTHONPATH": os.pathsep.join([startup.HOOK_DIR, "/a", "/b"])}
-    assert startup.environ({"sm_carveout": "8"}, env)["PYTHONPATH"] == env["PYTHONPATH"]
+    assert startup.environ(job, env)["PYTHONPATH"] == env["PYTHONPATH"]
     assert os.path.isfile(os.path.join(startup.HOOK_DIR, "sitecustomize.py"))
 
 
@@ -157,7 +158,8 @@ def test_a_policy_file_reaches_the_program_as_the_tuner_ran_it(on_h200, capfd, t
     monkeypatch.setenv("CCOVERLAP_KEEP", "30")  # the caller's interposer variables do not change a tuned policy
     env = child_env(capfd, "--config", config(tmp_path, "priority+shape+sm-carveout=16", NCCL_ALGO="Ring"))
     assert (env["TORCH_NCCL_HIGH_PRIORITY"], env["NCCL_ALGO"], env["CCOVERLAP_MODE"]) == ("1", "Ring", "auto")
-    assert env["CCOVERLAP_KEEP"] == "50" and env["LD_PRELOAD"].split()[0] == library_path()
+    assert env["CCOVERLAP_KEEP"] == "" and parse(env)["keep"] == 50  # unset in a whole policy: written empty
+    assert env["LD_PRELOAD"].split()[0] == library_path()
     assert json.loads(env[startup.STARTUP_ENV]) == {"sm_carveout": "16"}
     assert env["PYTHONPATH"].split(os.pathsep)[0] == startup.HOOK_DIR
     env = child_env(capfd, "--config", config(tmp_path, "shape"), "--keep", "30", "--mode", "auto")  # options on top

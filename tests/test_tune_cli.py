@@ -31,7 +31,7 @@ def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_pa
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads((out / "tune.json").read_text())
     assert doc["decision"] == "tuned" and doc["best"]["knobs"] == {"DOCTOR_TRAIN_SLEEP_MS": "2"}
-    assert doc["comparison"]["verdict"] == "faster" and doc["speedup"] > 2
+    assert doc["comparison"]["verdict"] == "faster"  # the decision, not how much faster a loaded machine made it
     assert doc["settings"]["DOCTOR_TRAIN_SLEEP_MS=2"]["runs"][1] >= 3  # confirmed on repeated runs
     lr = [t for t in doc["trials"] if t["knobs"] == {"DOCTOR_TRAIN_LR": "0.1"}]
     assert lr and all(t["refused"] and "changed the result" in t["refused"] for t in lr)
@@ -48,10 +48,12 @@ def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_pa
 
 
 def test_on_the_cpu_without_knobs_the_default_is_kept_after_the_baseline(tmp_path):
-    run = tune("--budget", "1", "--skip", "2", "--steps", "3", "--out", str(tmp_path / "t"), "--", *PROGRAM)
+    # a budget a loaded CI machine cannot outrun: with no candidate, the baseline is all that runs
+    run = tune("--budget", "5", "--skip", "2", "--steps", "3", "--out", str(tmp_path / "t"), "--", *PROGRAM)
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads((tmp_path / "t" / "tune.json").read_text())
     assert doc["decision"] == "default kept" and "no lever applies here" in doc["reason"]
+    assert "priority: needs CUDA or ROCm" in doc["reason"] and "above" not in doc["reason"]  # the file says why
     assert [t["phase"] for t in doc["trials"]] == ["baseline", "baseline"]
     assert "not tried: priority: needs CUDA" in run.stdout
 
@@ -90,7 +92,9 @@ def test_no_command_and_a_missing_command_are_refused(tmp_path):
     assert run.returncode == 2 and "command not found: no-such-program-xyz" in run.stderr
 
 
-def test_ctrl_c_stops_the_trial_and_writes_what_it_has(tmp_path):
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGHUP, -signal.SIGHUP)],
+                         ids=["ctrl-c", "hangup"])
+def test_a_stop_ends_the_trial_and_writes_what_it_has(signum, code, tmp_path):
     out = tmp_path / "t"
     proc = subprocess.Popen([sys.executable, "-m", "ccoverlap", "tune", "--budget", "5", "--skip", "2", "--steps", "5",
                              "--out", str(out), "--env", "DOCTOR_TRAIN_SLEEP_MS=200", "--", *PROGRAM],
@@ -101,12 +105,12 @@ def test_ctrl_c_stops_the_trial_and_writes_what_it_has(tmp_path):
     while not (steps.exists() and steps.read_text().count("\n") >= 3) and time.monotonic() < deadline:
         time.sleep(0.1)
     pid = json.loads(steps.read_text().splitlines()[0])["pid"]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr[-2000:]
+    assert proc.returncode == code, stderr[-2000:]
     doc = json.loads((out / "tune.json").read_text())
-    assert doc["interrupted"] == "SIGINT" and doc["decision"] == "default kept"
-    assert "stopped by SIGINT" in stdout
+    assert doc["interrupted"] == signum.name and doc["decision"] == "default kept"
+    assert f"stopped by {signum.name}" in stdout and (out / "policy.json").exists()
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):  # the trial's program went with it
         os.kill(pid, 0)

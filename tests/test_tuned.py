@@ -53,7 +53,7 @@ def test_save_then_load_gives_the_same_policy_and_its_notes(tmp_path):
     assert [f.name for f in path.parent.iterdir()] == ["tuned.json"]  # atomic: no temporary file left
     d = json.loads(path.read_text())
     assert d == {"format": FORMAT, "name": p.name, "levers": {"priority": "on", "shape": "auto", "sm-carveout": "16"},
-                 "knobs": {"NCCL_ALGO": "Ring"}, "env": {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_ALGO": "Ring"},
+                 "knobs": {"NCCL_ALGO": "Ring"}, "comm_regex": None, "env": {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_ALGO": "Ring"},
                  "policy": {"mode": "auto"}, "startup": {"sm_carveout": "16"}, "speedup": 1.25,
                  "command": ["python", "train.py"]}
     back = tuned.load(path)

@@ -29,7 +29,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    """`ccoverlap.enable` (tuned.enable), imported on first use, so that `import ccoverlap` stays light."""
+    """`ccoverlap.enable` (control.policy.enable), imported on first use, so that `import ccoverlap` stays light."""
     if name == "enable":
         from ccoverlap.control.policy import enable
 

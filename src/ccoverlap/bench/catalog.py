@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ccoverlap.control.levers import DEFAULT
+from ccoverlap.util.text import shorten
 from ccoverlap.util.stats import CONFIDENCE, NOISE, Comparison
 
 #: timed(fn, before=None, drain=True) -> ms per call (drain=False: nothing drained or aligned between calls);
@@ -131,10 +132,18 @@ def _none_wrong(rows: list[dict], baseline: str) -> dict:
     return {"match": all(r["wrong"] == 0 for r in rows), "how": "all-reduce results vs the exact sum"}
 
 
+def _bytes(n: int) -> str:
+    """4096 -> '4KiB' (whole units where they are whole, as message sizes are; one word, so it never wraps)."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024 or n % 1024:
+            return f"{n}{unit}"
+        n //= 1024
+    return f"{n}GiB"
+
+
 def _size_cells(r: dict) -> list:
-    return [r["strategy"], r["size_bytes"], r["count"], r["type"], _fmt(r["time_ms"], ".3f"), _fmt(r["algbw_GBps"]),
-            _fmt(r["busbw_GBps"]), _fmt(r["step_ms"], ".3f"), _vs_default_cell(r), _fmt(r["exposed_comm_ms"], ".3f"),
-            r["wrong"]]
+    return [r["strategy"], _bytes(r["size_bytes"]), _fmt(r["busbw_GBps"]), _fmt(r["step_ms"], ".3f"),
+            _vs_default_cell(r), _fmt(r["exposed_comm_ms"], ".3f"), "ok" if not r["wrong"] else f"{r['wrong']} wrong"]
 
 
 def _largest_size(rows: list[dict]) -> list[dict]:
@@ -158,17 +167,18 @@ class RowType:
         if row["status"] == "ok":
             return self.cells(row)
         cells = [row["strategy"]] + [""] * (len(self.columns) - 1)
-        cells[self.status_column] = row["status"][:80]
+        cells[self.status_column] = shorten(row["status"], 120)
         return cells
 
 
 STEPS = RowType(_measure_steps, _summarize_steps, _same_losses, (),
-                ("strategy", "step ms (min-max)", VS_DEFAULT_COLUMN, "compute-only ms", "exposed comm ms", "status"),
+                ("strategy", "step ms (min-max)", VS_DEFAULT_COLUMN, "compute alone ms", "exposed comm ms", "status"),
                 _step_cells, 5, lambda rows: rows, "{name}")
+#: the terminal's columns (80 wide; status: ok, the results that were wrong, or why the row did not run); the
+#: JSON rows have nccl-tests' others too: bytes, count, type, time and algbw alone, #wrong
 SIZES = RowType(_measure_sizes, _summarize_sizes, _none_wrong, ("size_bytes",),
-                ("strategy", "size (B)", "count", "type", "time (ms)", "algbw (GB/s)", "busbw (GB/s)",
-                 "step with GEMMs (ms)", VS_DEFAULT_COLUMN, "exposed comm (ms)", "#wrong"), _size_cells, 1,
-                _largest_size, "{name} (largest size)")
+                ("strategy", "size", "busbw (GB/s)", "with GEMMs (ms)", VS_DEFAULT_COLUMN, "exposed (ms)", "status"),
+                _size_cells, 6, _largest_size, "{name} (largest size)")
 
 
 @dataclass(frozen=True)

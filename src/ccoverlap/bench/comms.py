@@ -14,10 +14,6 @@ from ccoverlap.util.errors import UsageError, check_range
 if TYPE_CHECKING:
     from ccoverlap.control.levers import Strategy
 
-#: Never let NVLink multicast run on shared machines (device docs): set in every rank, whatever the strategy.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-
-
 
 class BenchConfig(Protocol):
     """What a backend reads of a bench run's configuration (bench/config.py's BenchConfig, which imports this
@@ -37,7 +33,6 @@ class Comm:
     wrong_device: str  # the one line for any other --device
     summary: str  # a few words for --help and error messages
     emulated = False  # one process stands in for rank 0 of --emulate-world ranks (bench/emulate.py)
-    comm_kernels: str | None = None  # the kernels the interposer treats as communication (None: NCCL's)
     hard_exit = False  # leave the rank with os._exit once its results are written
     #: levers (`lever` or `lever=VALUE`) that have no effect through this backend on the bench's workloads,
     #: and why: their strategies are listed as n/a rather than run as if they did something
@@ -121,8 +116,7 @@ class Emulate(Comm):
     backend = "ccov_emulate"
     device = ""
     summary = "one process"
-    emulated = True
-    comm_kernels = "^comm_paced$"  # the emulation's proxy kernel is communication, as NCCL's kernels are
+    emulated = True  # its proxy kernel, comm_paced, is communication as NCCL's kernels are (model/comm.py)
     # NCCL changes nothing for these workloads under either policy: emulating that would be running `default`
     not_honoured = {f"nccl-cta-policy={name}": reason for name, reason in nccl.CTA_POLICY_REACH.items()}
 

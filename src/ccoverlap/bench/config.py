@@ -7,6 +7,7 @@ from ccoverlap.control import levers
 from ccoverlap.bench import comms
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.comms import COMMS, Comm
+from ccoverlap.util.text import shorten
 from ccoverlap.util.errors import UsageError, check_range
 
 #: --busbw default: the all-reduce bus bandwidth measured for 256 MiB on 2 x H200 over NVLink
@@ -47,7 +48,7 @@ def _strategies(names: tuple[str, ...]) -> tuple[str, ...]:
         try:
             out.append(levers.strategy(name).name)
         except UsageError as exc:
-            raise UsageError(f"--strategies {name}: {exc} (a strategy is no-overlap, default or "
+            raise UsageError(f"--strategies {shorten(name, 40)}: {exc} (a strategy is no-overlap, default or "
                              "lever[=value]+...: ccoverlap levers)") from None
     return tuple(out)
 

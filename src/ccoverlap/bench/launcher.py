@@ -2,7 +2,6 @@
 check that every strategy computed what the baseline computed."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -15,15 +14,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ccoverlap.control import levers, policy as tuned
-from ccoverlap.util import stats
 from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.catalog import SERIES
-from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import BenchConfig
-from ccoverlap.bench.worker import PARENT_ENV, spec_for
+from ccoverlap.bench.worker import spec_for
+from ccoverlap.control import levers
+from ccoverlap.control.launch import Launch
+from ccoverlap.control.procs import GRACE_S, Child, Stopped, stop, stop_on_signals, why_failed  # noqa: F401 - the bench CLI reads them here
+from ccoverlap.util import stats
 from ccoverlap.util.errors import UsageError
-from ccoverlap.control.procs import GRACE_S, Stopped, stop, stop_on_signals  # noqa: F401 - the bench CLI reads them here
 
 RANK_TIMEOUT_S = 1800
 
@@ -34,14 +33,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def strategy_env(strategy: levers.Strategy, stats_dir: str, comm_kernels: str | None = None) -> dict[str, str]:
-    """The environment of a strategy's ranks: multicast off, then what its levers set (tuned.setting_environ:
-    variables, and where they set interposer policy fields, the whole policy with the interposer preloaded;
-    stats into `stats_dir`; `comm_kernels`: what it treats as communication, None: NCCL's kernels). Start-up
-    calls reach the worker by the strategy's name in the spec, not through the hook."""
-    setting = dataclasses.replace(strategy.setting(), startup={})
-    stats = os.path.join(stats_dir, "interposer-%p.json")
-    return dict(MULTICAST_OFF) | tuned.setting_environ(setting, os.environ, comm_kernels=comm_kernels, stats=stats)
+def rank_launch(strategy: levers.Strategy, stats_dir: str) -> Launch:
+    """How a strategy's ranks start: what its levers set (a whole policy: the caller's CCOVERLAP_* variables
+    do not change a row), the interposer's stats into `stats_dir` where it runs, its start-up calls through
+    the hook, as every tool's launch gives them."""
+    setting = strategy.setting()
+    return Launch(setting, {"stats": os.path.join(stats_dir, "interposer-%p.json")} if setting.policy else {})
 
 
 def host(cfg: BenchConfig) -> levers.Host:
@@ -60,39 +57,47 @@ def run_ranks(cfg: BenchConfig, strategy: levers.Strategy, launcher: str = "spaw
     """Start cfg.nproc ranks that run every workload under one strategy; (per-rank results,
     interposer stats) or raise RuntimeError. Whatever ends this early (a signal, an error) stops
     the ranks first; the temporary folder goes with them."""
-    with tempfile.TemporaryDirectory(prefix="ccoverlap-bench-") as tmp:
-        spec_path = Path(tmp, "spec.json")
-        spec_path.write_text(json.dumps(spec_for(cfg, strategy.name, tmp)))
-        port = str(_free_port())
-        env = os.environ | strategy_env(strategy, tmp, cfg.comm_backend.comm_kernels) | {
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(cfg.nproc), "OMP_NUM_THREADS": "1"}
-        module = [sys.executable, "-m", "ccoverlap.bench.worker", str(spec_path)]
-        if launcher == "torchrun":
-            runner = shutil.which("torchrun")
-            if runner is None:
-                raise UsageError("--launcher torchrun: torchrun is not on PATH (install torch, or use --launcher spawn)")
-            cmds = [([runner, f"--nproc-per-node={cfg.nproc}", f"--master-port={port}", *module[1:]], env)]
-        else:
-            cmds = [(module, env | {"RANK": str(r), "LOCAL_RANK": str(r), PARENT_ENV: str(os.getpid())}) for r in range(cfg.nproc)]
-        logs = [Path(tmp, f"stderr{i}.log") for i in range(len(cmds))]
-        procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory(prefix="ccoverlap-bench-", ignore_cleanup_errors=True) as tmp:
         try:
-            for (cmd, e), log in zip(cmds, logs):
-                with log.open("w") as err:  # each rank leads a process group of its own: stop() signals the group
-                    procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True))
-            failed = wait_all(procs, RANK_TIMEOUT_S)
-        except BaseException as exc:
-            stop(procs, exc.signum if isinstance(exc, Stopped) else signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGKILL)
-            raise
-        if failed:
-            lines = [ln for ln in logs[failed[0]].read_text(errors="replace").splitlines() if ln.strip()]
-            raise RuntimeError(lines[-1] if lines else f"exit code {failed[1]}")
-        ranks = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(cfg.nproc)]
-        stats = [json.loads(f.read_text()) for f in Path(tmp).glob("interposer-*.json")]
-        return ranks, _merge_stats(stats)
+            return _run_ranks(cfg, strategy, launcher, tmp)
+        except OSError as exc:  # the folder went away or filled up under the ranks: a failed row, not a traceback
+            raise RuntimeError(f"the bench's temporary folder {tmp}: {exc.strerror or exc}") from None
 
 
-def wait_all(procs: list[subprocess.Popen], timeout_s: float) -> tuple[int, int] | None:
+def _run_ranks(cfg: BenchConfig, strategy: levers.Strategy, launcher: str, tmp: str) -> tuple[list[dict], dict]:
+    spec_path = Path(tmp, "spec.json")
+    spec_path.write_text(json.dumps(spec_for(cfg, strategy.name, tmp)))
+    port = str(_free_port())
+    base = os.environ | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(cfg.nproc),
+                         "OMP_NUM_THREADS": "1"}
+    module = [sys.executable, "-m", "ccoverlap.bench.worker", str(spec_path)]
+    if launcher == "torchrun":
+        runner = shutil.which("torchrun")
+        if runner is None:
+            raise UsageError("--launcher torchrun: torchrun is not on PATH (install torch, or use --launcher spawn)")
+        cmds = [([runner, f"--nproc-per-node={cfg.nproc}", f"--master-port={port}", *module[1:]], base)]
+    else:
+        cmds = [(module, base | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(cfg.nproc)]
+    how = rank_launch(strategy, tmp)
+    logs = [Path(tmp, f"stderr{i}.log") for i in range(len(cmds))]
+    ranks: list[Child] = []
+    try:
+        for (cmd, env), log in zip(cmds, logs):
+            with log.open("w") as err:
+                ranks.append(how.start(cmd, env, stdout=subprocess.DEVNULL, stderr=err))
+        failed = wait_all(ranks, RANK_TIMEOUT_S)
+    except BaseException as exc:
+        stop(ranks, exc.signum if isinstance(exc, Stopped) else signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGKILL)
+        raise
+    if failed:
+        why = why_failed(logs[failed[0]].read_text(errors="replace"), 1)
+        raise RuntimeError(why or f"exit code {failed[1]}")
+    results = [json.loads(Path(tmp, f"rank{r}.json").read_text()) for r in range(cfg.nproc)]
+    stats = [json.loads(f.read_text()) for f in Path(tmp).glob("interposer-*.json")]
+    return results, _merge_stats(stats)
+
+
+def wait_all(procs: list[Child], timeout_s: float) -> tuple[int, int] | None:
     """Wait for every rank; at the first failure (or the timeout) kill the others, which would
     otherwise wait forever in a collective. Returns (index, exit code) of the failure, or None."""
     deadline = time.monotonic() + timeout_s

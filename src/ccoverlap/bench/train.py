@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ccoverlap.bench import catalog
-from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.bench.config import TINY_PRESET, BenchConfig, ModelSize
 from ccoverlap.util.options import Parser
 from ccoverlap.util.options import add_options, add_preset, from_args
@@ -88,7 +87,6 @@ def train(cfg: BenchConfig, steps: int, log_every: int, say=print) -> None:
 
     from ccoverlap.bench import workloads
 
-    os.environ.update(MULTICAST_OFF)  # before NCCL initialises, as the bench sets them in every rank
     device, rank, world = cfg.comm_backend.init(cfg)
     name = cfg.workloads[0]
     if rank == 0 and (note := cfg.comm_backend.note(cfg)):

@@ -1,5 +1,6 @@
 """One rank of one strategy: `python -m ccoverlap.bench.worker SPEC.json` (started by the launcher
-or torchrun). Fixed warm-up and step counts on every rank, so ranks never wait on each other."""
+or torchrun, under the strategy's launch: its variables, interposer and start-up calls, made by the hook as
+this module imports torch). Fixed warm-up and step counts on every rank, so ranks never wait on each other."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ccoverlap.control import levers, procs, startup
+from ccoverlap.control import levers, startup
 from ccoverlap.util import profiling, timing
 from ccoverlap.bench import catalog, workloads
 from ccoverlap.bench.comms import COMMS
@@ -47,9 +48,9 @@ def run(spec: dict) -> dict:
     config = spec["config"]
     cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()} | {"size": ModelSize(**config["size"])})
     strategy = levers.strategy(spec["strategy"])
+    if strategy.setting().startup and (why := startup.failed(startup.STARTUP_ENV)):
+        raise RuntimeError(f"{strategy.name}: its start-up calls were not made ({why})")  # no row without its lever
     device, rank, world = cfg.comm_backend.init(cfg)
-    if calls := strategy.setting().startup:  # before any workload; `auto`: the SMs NCCL's CTAs need here
-        levers.run_startup(calls, startup.auto_sms(os.environ, torch.cuda.get_device_properties(device).multi_processor_count))
     out = {"rank": rank, "world_size": world, "strategy": strategy.name, "backend": cfg.backend, "results": {}}
     for name in cfg.workloads:
         started = time.perf_counter()
@@ -67,20 +68,10 @@ def run(spec: dict) -> dict:
     return out
 
 
-#: the launcher's pid, where it started this rank itself (torchrun's ranks have torchrun as parent)
-PARENT_ENV = "CCOVERLAP_BENCH_PARENT"
-def _tie_to_parent() -> None:
-    """End with the launcher: SIGINT ends this rank at once (a rank waiting in a collective never
-    gets back to Python to raise KeyboardInterrupt), and on Linux the kernel kills it when its
-    parent dies, even of SIGKILL. A parent that died before that was set is caught by its pid."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    procs.die_with_parent()
-    if (parent := os.environ.get(PARENT_ENV)) and os.getppid() != int(parent):
-        os._exit(1)
-
-
 def main(argv: list[str]) -> None:
-    _tie_to_parent()
+    # SIGINT ends this rank at once: a rank waiting in a collective never gets back to Python to raise
+    # KeyboardInterrupt (its keeper ends it with the bench, however the bench ends: control/procs.py)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     spec = json.loads(Path(argv[0]).read_text())
     result = run(spec)
     Path(spec["out_dir"], f"rank{result['rank']}.json").write_text(json.dumps(result))

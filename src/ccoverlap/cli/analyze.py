@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ccoverlap.doctor.analysis.summary import document, print_ranks, write_html
+from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_json, print_table
 
@@ -38,7 +39,8 @@ def register(sub) -> None:
     p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
-    p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE as communication")
+    p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
+                   "communication, besides NCCL's and RCCL's")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
     p.set_defaults(run=run)
 
@@ -48,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from ccoverlap.doctor.analysis.recommend import verdict
     from ccoverlap.doctor.analysis.trace import short_name
 
+    comm.check(args.comm_regex)  # before any trace is read
     result = analyze(args.dir, args.baseline, args.comm_regex)
     for problem in result.problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)

@@ -13,11 +13,12 @@ from ccoverlap.bench import comms
 from ccoverlap.bench.config import PRESETS, TINY_PRESET, BenchConfig, auto_device
 from ccoverlap.util.errors import UsageError
 from ccoverlap.control.procs import exit_for
+from ccoverlap.control import levers
 from ccoverlap.control.levers import STRATEGIES
 from ccoverlap.util.stats import CONFIDENCE
 
 from ccoverlap.util.options import add_options, add_preset, from_args
-from ccoverlap.util.output import QuietConsole, check_writable, print_table, print_text, warn, write_json
+from ccoverlap.util.output import Progress, check_writable, print_table, print_text, warn, write_json
 
 EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
     f"workloads: {', '.join(f'{w.name} ({w.description})' for w in WORKLOADS)}.",
@@ -84,8 +85,6 @@ def run(args: argparse.Namespace) -> int:
     from ccoverlap.bench.config import torch_available
 
     torch_available()
-    from rich.progress import Progress
-
     from ccoverlap.gpu import provenance
     from ccoverlap.bench import launcher
 
@@ -95,13 +94,15 @@ def run(args: argparse.Namespace) -> int:
         warn(f"--trace: {', '.join(cfg.untraced)} has no training step to trace; traces are written for the others")
     prov = provenance.collect(backend=cfg.backend, world_size=cfg.nproc) if out else None
     rows: list[dict] = []
-    progress = QuietConsole(stderr=True)  # on a terminal only: nothing in logs and pipes
+    names = [levers.strategy(s).name for s in cfg.strategies]
     try:
-        with launcher.stop_on_signals(), Progress(console=progress, transient=True, disable=not progress.is_terminal) as bar:
-            task = bar.add_task("bench", total=len(cfg.strategies))
-            for label, new in launcher.run_iter(cfg, args.launcher):
+        with launcher.stop_on_signals(), Progress("bench", len(names)) as bar:
+            bar.running(names[0])
+            for i, (label, new) in enumerate(launcher.run_iter(cfg, args.launcher)):
                 rows += new
-                bar.update(task, advance=1, description=label)
+                bar.advance(label)
+                if i + 1 < len(names):
+                    bar.running(names[i + 1])
                 if out:  # after every strategy, so a run cut short keeps what it measured
                     _write(out, cfg, prov, rows, complete=False)
     except launcher.Stopped as stop:

@@ -10,7 +10,7 @@ from ccoverlap.doctor import session
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import GIVEN, add_command, from_args
-from ccoverlap.util.output import check_new_folder, check_writable
+from ccoverlap.util.output import check_distinct, check_new_folder, check_writable
 
 EPILOG = """\
 The profiler is injected at interpreter start-up, in every Python process of CMD (a
@@ -53,6 +53,7 @@ def _config(args: argparse.Namespace) -> DoctorConfig:
     for flag, path in (("--json", cfg.json), ("--report", cfg.report)):
         if path is not None:
             check_writable(path, flag)
+    check_distinct({"--json": cfg.json, "--report": cfg.report})
     return replace(cfg, out=str(out))
 
 

@@ -5,7 +5,7 @@ import argparse
 
 from ccoverlap.model.limits import PRESETS, DeviceLimits, device_help, get_device
 
-from ccoverlap.util.output import print_json, print_table
+from ccoverlap.util.output import print_json, print_table, print_text
 
 FIELDS = [
     ("sm_count", "SMs"), ("compute_capability", "compute capability"), ("warp_size", "warp size"),
@@ -44,15 +44,15 @@ def _devices(name: str | None) -> list[DeviceLimits]:
 
 def run(args: argparse.Namespace) -> int:
     devices = _devices(args.device)
-    nccl = None
-    if args.nccl:
+    nccl = {}
+    if args.nccl:  # per device: its arch decides the cluster (4 from sm_90 on) and which kernels cuobjdump reads
         from ccoverlap.model.nccl import nccl_footprint
 
-        nccl = nccl_footprint(arch=devices[0].arch)
+        nccl = {d.name: nccl_footprint(arch=d.arch) for d in devices if d.vendor == "nvidia"}
     if args.json:
         out = {"devices": [{**d.to_dict(), "max_warps_per_sm": d.max_warps_per_sm} for d in devices]}
-        if nccl:
-            out["nccl"] = nccl.to_dict()
+        if args.nccl:
+            out["nccl"] = {name: fp.to_dict() for name, fp in nccl.items()}
         print_json(out)
         return 0
     caption = None if args.device or len(devices) == 1 else "no CUDA GPU visible: showing the presets"
@@ -63,10 +63,16 @@ def run(args: argparse.Namespace) -> int:
         caption,
     )
     if nccl:
-        d = nccl.to_dict()
-        print_table(
-            f"NCCL CTA footprint ({nccl.library or 'libnccl not found'})",
-            ["field", "value", "source"],
-            [[k, d[k], nccl.sources.get(k, "")] for k in ("threads", "regs", "static_smem", "dynamic_smem", "ctas", "cluster")],
-        )
+        library = next(iter(nccl.values())).library
+        rows = []
+        for k in NCCL_FIELDS:
+            sources = {fp.sources.get(k, "") for fp in nccl.values()}
+            rows.append([k, *(fp.to_dict()[k] for fp in nccl.values()), " / ".join(sorted(sources))])
+        print_table(f"NCCL CTA footprint on each device ({library or 'libnccl not found'})",
+                    ["field", *nccl, "source"], rows)
+    elif args.nccl:
+        print_text("no NCCL footprint: none of these devices is an NVIDIA GPU (give RCCL's footprint as a spec)")
     return 0
+
+
+NCCL_FIELDS = ("threads", "regs", "static_smem", "dynamic_smem", "ctas", "cluster")

@@ -12,7 +12,8 @@ from ccoverlap.control.levers import NO_OVERLAP
 from ccoverlap.lab.config import CASES, QUICK, LabConfig
 
 from ccoverlap.util.options import add_options, add_preset, from_args
-from ccoverlap.util.output import print_table, print_text, write_json
+from ccoverlap.util.output import Progress, print_table, print_text, write_json
+from ccoverlap.util.text import shorten
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -58,18 +59,17 @@ def _config(args) -> LabConfig:
     return from_args(LabConfig, args, *presets).validate()
 
 
-#: the lab's proxy kernel is communication to the interposer; gate "always": in the `with` and
-#: `delayed` orders compute is launched before the proxy, yet shaped for it
-LAB_POLICY = {"mode": "off", "comm": "^comm_(proxy|paced)$", "gate": "always"}
+#: gate "always": in the `with` and `delayed` orders compute is launched before the proxy (communication to the
+#: interposer, as every comm_proxy is: model/comm.py), yet shaped for it
+LAB_POLICY = {"mode": "off", "gate": "always"}
 
 
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
     """Replace this process by the same command with the interposer preloaded (mode off; the
     runner switches it to auto around each shaped library phase)."""
-    from ccoverlap.control.interposer import Policy, preload_env
+    from ccoverlap.control.launch import Launch
 
-    env = (dict(os.environ) | Policy(**LAB_POLICY).to_environ() | preload_env(os.environ)
-           | {"CCOVERLAP_LAB_CHILD": "1"})
+    env = Launch(fields=LAB_POLICY).environ(os.environ) | {"CCOVERLAP_LAB_CHILD": "1"}
     print_text("preloading the launch interposer to shape library kernels (gemm, attention, transformer)")
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "ccoverlap", *args.cli_argv], env)
@@ -77,8 +77,6 @@ def _rerun_with_interposer(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)  # validate everything before touching the GPU
-    from rich.progress import Progress
-
     from ccoverlap.gpu import cuda_driver, provenance
     from ccoverlap.lab.config import cells
     from ccoverlap.model.limits import get_device
@@ -97,9 +95,8 @@ def run(args: argparse.Namespace) -> int:
     device = get_device("cuda")
     gpu = device.name.lower().replace("nvidia", "").strip().replace(" ", "-")
     out = Path(args.out or f"bench/results/lab-{dt.date.today().isoformat()}-{gpu}.json")
-    with Progress() as bar:
-        task = bar.add_task("measuring", total=cells(cfg))
-        rows, timelines = runner.run(cfg, device, lambda what: bar.update(task, advance=1, description=what))
+    with Progress("lab", cells(cfg)) as bar:
+        rows, timelines = runner.run(cfg, device, bar.advance)
     result = {"provenance": provenance.collect(device_limits=device.to_dict()), "config": vars(cfg), "rows": rows}
     write_json(out, result)
     _print(rows)
@@ -129,7 +126,7 @@ def _print(rows: list[dict]) -> None:
                  _fmt(r["comm_done_ms"]), _fmt(r["compute_slowdown"]), _fmt(100 * r["reduction_vs_sequential"], "+.1f") + "%",
                  _fmt(r["efficiency"]), r.get("pad_bytes", 0),
                  "-" if "outputs_match" not in r else "yes" if r["outputs_match"] and not r.get("comm_wrong") else "NO"]
-                if r["status"] == "ok" else [r["strategy"], r["order"], r["status"][:70], "", "", "", "", "", ""]
+                if r["status"] == "ok" else [r["strategy"], r["order"], shorten(r["status"], 70), "", "", "", "", "", ""]
                 for r in mine
             ],
         )

@@ -8,7 +8,7 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.occupancy import occupancy
 
-from ccoverlap.util.output import print_json, print_text, write_json
+from ccoverlap.util.output import Progress, print_json, print_text, write_json
 
 EPILOG = """\
 examples:
@@ -72,19 +72,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
-
     from ccoverlap.gpu import provenance
     from ccoverlap.lab import validate
 
     check_range("--validate", args.validate, 1, 10000)
     check_range("--shapes", args.shapes, 1, 10000)
     ordinal = _ordinal(args.device)
-    with Progress(transient=True) as bar:
-        task = bar.add_task("compiling and comparing", total=args.validate)
-        dev, rows = validate.validate(
-            args.validate, args.shapes, args.seed, ordinal, lambda done, _: bar.update(task, completed=done)
-        )
+    with Progress("compiling and comparing", args.validate) as bar:
+        dev, rows = validate.validate(args.validate, args.shapes, args.seed, ordinal, lambda done, _: bar.set(done))
     result = validate.report(dev, rows, provenance.collect(seed=args.seed))
     if args.out:
         write_json(args.out, result)
@@ -101,8 +96,6 @@ def _ordinal(device: str) -> int:
 
 
 def _validate_carveout(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
-
     from ccoverlap.lab import carveout_sweep as sweep
     from ccoverlap.gpu import provenance
 
@@ -110,9 +103,8 @@ def _validate_carveout(args: argparse.Namespace) -> int:
     settings = sweep.Settings(reps=args.reps, seed=args.seed)
     cases = sweep.cases(args.quick)
     print_text(f"{len(cases)} cases x {args.reps} repetitions: about {settings.estimate_s(len(cases)):.1f} s")
-    with Progress(transient=True) as bar:
-        task = bar.add_task("measuring", total=len(cases) * args.reps)
-        dev, rows = sweep.sweep(cases, settings, _ordinal(args.device), lambda done, _: bar.update(task, completed=done))
+    with Progress("measuring the carveout", len(cases) * args.reps) as bar:
+        dev, rows = sweep.sweep(cases, settings, _ordinal(args.device), lambda done, _: bar.set(done))
     if args.out:
         write_json(args.out, sweep.report(dev, rows, provenance.collect(seed=args.seed, quick=args.quick), settings))
     print_text("\n".join(sweep.summary(dev, rows)))

@@ -4,26 +4,38 @@ from __future__ import annotations
 import argparse
 import os
 
+from ccoverlap.control import policy
 from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Field
-from ccoverlap.control.launch import child_environ, command, found, supervise
+from ccoverlap.control.launch import command
+from ccoverlap.control.procs import end_as
+from ccoverlap.util.errors import UsageError
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
 then --strategy's policy fields, then these options (each overrides the variable of
 the same name; an option that disagrees with --strategy is refused). It is checked
-before CMD starts: bad input exits with code 2. Communication kernels (names with
-nccl or rccl, or matching --comm) are never padded. See docs/interposer.md.
+before CMD starts: bad input exits with code 2. Communication kernels (NCCL's, RCCL's,
+ccoverlap's proxies, and names matching --comm) are never padded. See docs/interposer.md.
 
 --strategy COMBO applies a combination of levers (`ccoverlap levers`): their
 environment variables, their policy fields, and their start-up calls (sm-carveout),
 which a sitecustomize hook first on PYTHONPATH makes in every Python process of CMD
 as it imports torch (a sitecustomize of your own still runs after it). A lever that
-does not apply on this machine is refused, naming the lever and why.
+does not apply on this machine is refused, naming the lever and why. The interposer
+is preloaded only where a lever or an option gives it a policy field.
 
---config POLICY applies a policy file that `ccoverlap tune` wrote (its levers and
-environment knobs) exactly as the tuner ran it: its variables, the interposer with
-its whole policy (defaults included), its start-up calls. Not with --strategy; an
-option that disagrees with the file's policy fields is refused. See docs/tune.md.
+--config POLICY applies a policy file that `ccoverlap tune` wrote (its levers,
+environment knobs and communication regex) exactly as the tuner's trials ran it: the
+same variables, the interposer with its whole policy (unset fields written empty, so
+your CCOVERLAP_* variables do not change it) where it has policy fields, its start-up
+calls. Not with --strategy or --policy; an option that disagrees with the file's policy
+fields is refused. See docs/tune.md.
+
+CMD runs in a process group of its own under a keeper process: signals to ccoverlap
+(SIGINT, SIGTERM, SIGHUP, SIGQUIT) go on to it; when it ends, whatever it left running
+is stopped; when ccoverlap dies, even of SIGKILL, CMD and everything it started (torchrun's
+workers too) are killed. The exit code is CMD's; where a signal killed CMD, ccoverlap dies
+of the same signal.
 
 examples:
   ccoverlap run --pad-bytes 16384 -- python train.py
@@ -65,7 +77,9 @@ def option_help(field: Field) -> str:
 
 def run(args: argparse.Namespace) -> int:
     cmd = command(args.argv, "ccoverlap run --pad-bytes 16384 -- python train.py")
-    env = child_environ(args, dict(os.environ))
-    found(cmd, env)
-    return supervise(cmd, env)
+    given = {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}
+    if args.policy is not None and args.config is not None:
+        raise UsageError("--config and --policy: give one (a tuned policy file is a whole policy)")
+    base = dict(os.environ) | ({POLICY_ENV: os.path.abspath(args.policy)} if args.policy is not None else {})
+    return end_as(policy.for_run(args.config, args.strategy, given).run(cmd, base))
 

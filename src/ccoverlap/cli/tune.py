@@ -10,7 +10,7 @@ from ccoverlap.control.launch import command
 from ccoverlap.tune import session
 from ccoverlap.tune.config import TuneConfig
 from ccoverlap.util.options import add_command, from_args
-from ccoverlap.util.output import check_new_folder, check_writable
+from ccoverlap.util.output import check_distinct, check_new_folder, check_writable
 
 EPILOG = """\
 Every trial runs CMD afresh under one candidate (levers set environment variables,
@@ -59,6 +59,7 @@ def _config(args: argparse.Namespace) -> TuneConfig:
     policy_path = Path(cfg.policy_out).absolute() if cfg.policy_out else out / "policy.json"
     for flag, path in (("--json", json_path), ("--policy-out", policy_path)):
         check_writable(path, flag)
+    check_distinct({"--json": json_path, "--policy-out": policy_path, "--json's chart": json_path.with_suffix(".png")})
     return replace(cfg, out=str(out), json=str(json_path), policy_out=str(policy_path))
 
 

@@ -1,7 +1,7 @@
 """The launch interposer from Python: where the library is, the policy it will read, how to preload it.
 
-The library (csrc/interposer*.c) is preloaded into a program by `ccoverlap run`
-and reads its policy from the environment and an optional JSON file. The policy's
+The library (csrc/interposer*.c) is preloaded into a program by a launch with policy
+fields (control/launch.py) and reads its policy from the environment and an optional JSON file. The policy's
 fields and its parser live in one place, csrc/policy.c, compiled into both the
 library and the ctypes core Python loads: `Policy` is built from that parser's
 normalized JSON, so `ccoverlap run` refuses exactly what the library would; the
@@ -105,10 +105,22 @@ def library_path() -> str:
 def preload_env(environ: Mapping[str, str]) -> dict[str, str]:
     """{"LD_PRELOAD": ...} that puts the interposer first in `environ`'s LD_PRELOAD and keeps what was
     there (a user's allocator, say): the loader splits on colons and spaces; the interposer appears once."""
-    lib = library_path()
-    mine = os.path.realpath(lib)
-    kept = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if os.path.realpath(p) != mine]
-    return {"LD_PRELOAD": " ".join([lib, *kept])}
+    return {"LD_PRELOAD": " ".join([library_path(), *_others(environ)])}
+
+
+def without_preload(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with the interposer out of LD_PRELOAD (the rest kept; no LD_PRELOAD where nothing is left)."""
+    env = {k: v for k, v in environ.items() if k != "LD_PRELOAD"}
+    if "LD_PRELOAD" in environ and (kept := _others(environ)):
+        env["LD_PRELOAD"] = " ".join(kept)
+    return env
+
+
+def _others(environ: Mapping[str, str]) -> list[str]:
+    """What `environ` preloads besides the interposer (a built one: without it nothing is the interposer)."""
+    spec = importlib.util.find_spec("ccoverlap._interposer")
+    mine = os.path.realpath(spec.origin) if spec and spec.origin else None
+    return [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if os.path.realpath(p) != mine]
 
 
 class _PolicyMethods:
@@ -116,10 +128,6 @@ class _PolicyMethods:
     def from_environ(cls, environ: Mapping[str, str]) -> Policy:
         """The policy the library will read from `environ`; UsageError with the library's message."""
         return cls(**parse(environ))
-
-    def to_environ(self) -> dict[str, str]:
-        """Environment variables that give the library exactly this policy."""
-        return {f.env: str(v) for f in FIELDS if (v := getattr(self, f.key)) is not None}
 
 
 _DEFAULTS = parse({})

@@ -1,79 +1,91 @@
-"""Starting a user's command under a setting, and ending as it ended: its environment (the levers' variables,
-the interposer's policy, LD_PRELOAD) and its supervision (its own process group, signals forwarded, the same exit).
-`ccoverlap run`, the doctor and the tuner start their commands through here."""
+"""Starting a command under a setting, the one way every tool does it: `ccoverlap run` (with --strategy or
+--config too), the doctor, the tuner's trials and the bench's ranks each describe what they need as a
+`Launch` and start the command with it; `ccoverlap.enable()` takes the half a running process can take.
+
+A Launch's environment is the base (the caller's environment) with exactly what was asked for:
+- the setting's variables (its levers' and knobs');
+- where there are interposer policy fields (the setting's, or given: `run`'s options, the bench's stats), the
+  interposer first on LD_PRELOAD and its policy, checked by the library's own parser (csrc/policy.c). A
+  `whole` policy writes every field, empty where unset, so that the caller's CCOVERLAP_* variables and policy
+  file do not change it (the tuner, the bench, `run --config`); otherwise the fields are layered over them
+  (`run`, `run --strategy`). A whole launch without fields takes the interposer out of LD_PRELOAD;
+- where there are start-up calls or other jobs (the doctor's capture), the start-up hook first on PYTHONPATH
+  and each job's variable (control/startup.py); a whole launch drops the caller's job variables.
+Nothing else: ccoverlap never sets a variable nobody asked for (the device scripts switch NVLink multicast off
+on shared machines; the product does not). The command runs under its keeper (control/procs.py): its own
+process group, ended with whatever it started when it ends or when ccoverlap dies.
+"""
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import shutil
 import signal
-import subprocess
-import sys
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
 
-from ccoverlap.control import levers, policy as tuned
-from ccoverlap.control.interposer import BY_KEY, FIELDS, POLICY_ENV, Field, parse, preload_env
+from ccoverlap.control import interposer, levers, startup
+from ccoverlap.control.procs import FORWARDED, Child
 from ccoverlap.util.errors import UsageError
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+@dataclass(frozen=True)
+class Launch:
+    """What a command gets from ccoverlap (the module's docstring says how each part reaches it)."""
+
+    setting: levers.Setting = field(default_factory=levers.Setting)
+    fields: Mapping[str, str] = field(default_factory=dict)  # interposer policy fields beyond the setting's (policy key -> value)
+    whole: bool = True  # the interposer's whole policy, and no job the caller's environment asked for
+    interposer: bool = False  # preload the interposer even without a field (plain `ccoverlap run`)
+    jobs: Mapping[str, object] = field(default_factory=dict)  # start-up hook jobs besides the setting's calls (startup.JOBS variable -> value)
+
+    def policy(self) -> dict[str, str]:
+        """The interposer's fields (policy key -> value; paths absolute: the command may change directory)."""
+        given = {k: v for k, v in {**self.setting.policy, **self.fields}.items() if v is not None}
+        return {k: os.path.abspath(v) if interposer.BY_KEY[k].kind == "path" else v for k, v in given.items()}
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The command's whole environment; UsageError (the library's message) for a policy it would refuse."""
+        env = {k: v for k, v in base.items() if not (self.whole and k in _OURS)}
+        env |= self.setting.env
+        if (fields := self.policy()) or self.interposer:
+            blank = {f.env: "" for f in interposer.FIELDS} | {interposer.POLICY_ENV: ""} if self.whole else {}
+            env |= blank | {interposer.BY_KEY[k].env: v for k, v in fields.items()}
+            interposer.parse(env)
+            env |= interposer.preload_env(env)
+        elif self.whole:
+            env = interposer.without_preload(env)
+        jobs = ({startup.STARTUP_ENV: dict(self.setting.startup)} if self.setting.startup else {}) | dict(self.jobs)
+        return env | (startup.environ(jobs, env) if jobs else {})
+
+    def start(self, cmd: Sequence[str], base: Mapping[str, str] = os.environ, **io) -> Child:
+        """`cmd` started with this environment under its keeper; `io`: stdin, stdout, stderr, cwd (procs.Child).
+        UsageError, before anything starts, for a bad policy or a command not on PATH."""
+        env = self.environ(base)
+        found(cmd, env)
+        return Child(cmd, env, **io)
+
+    def run(self, cmd: Sequence[str], base: Mapping[str, str] = os.environ) -> int:
+        """Run `cmd` in the foreground: SIGINT, SIGTERM, SIGHUP and SIGQUIT to ccoverlap go on to it (torchrun
+        tells its workers), and it runs until it ends; its return code (-N: killed by signal N)."""
+        with self.start(cmd, base) as child:
+            previous = {sig: signal.signal(sig, lambda sig, _frame: child.send_signal(sig)) for sig in FORWARDED}
+            try:
+                return child.wait()
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
 
 
-def child_environ(args: argparse.Namespace, environ: dict[str, str]) -> dict[str, str]:
-    """`environ` with the options applied and the library preloaded; UsageError if the policy is bad.
-    Paths are made absolute: the command may change directory."""
-    env = dict(environ)
-    if args.policy is not None:
-        env[POLICY_ENV] = os.path.abspath(args.policy)
-    given = {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}
-    if args.config is not None:
-        if args.strategy is not None:
-            raise UsageError("--config and --strategy: give one (a policy file names its own levers)")
-        env |= config_environ(args.config, given, env)
-    if args.strategy is not None:
-        env |= strategy_environ(args.strategy, given, env)
-    for field in FIELDS:
-        value = getattr(args, field.key)
-        if value is not None:
-            env[field.env] = os.path.abspath(value) if field.kind == "path" else value
-    parse(env)
-    return env | preload_env(env)
+#: the variables a whole launch does not take from the caller: the interposer's, and the hook's jobs'
+_OURS = frozenset({f.env for f in interposer.FIELDS} | {interposer.POLICY_ENV} | set(startup.JOBS))
 
 
-def strategy_environ(text: str, given: dict[str, str], environ: dict[str, str], host: levers.Host | None = None) -> dict[str, str]:
-    """The variables that apply strategy `text` to a program started with `environ`; `given`: the policy
-    options on the command line (policy key -> value), which must agree with the strategy's. UsageError
-    for a strategy that is bad, does not apply on `host` (this machine) or cannot be applied to a program."""
-    s = levers.strategy(text)
-    if s.no_overlap:
-        raise UsageError(f"--strategy {s.name}: the bench's baseline (its workloads wait for each collective); "
-                         "it cannot be applied to a program")
-    return policy_environ(tuned.TunedPolicy.of(s), f"--strategy {s.name}", given, environ, host, whole_policy=False)
-
-
-def config_environ(path: str, given: dict[str, str], environ: dict[str, str], host: levers.Host | None = None) -> dict[str, str]:
-    """The variables that apply the tuned policy file at `path` as the tuner ran it (its whole interposer
-    policy, so the caller's CCOVERLAP_* variables do not change it); `given` as for strategy_environ."""
-    return policy_environ(tuned.load(path), f"--config {path}", given, environ, host, whole_policy=True)
-
-
-def policy_environ(policy: tuned.TunedPolicy, source: str, given: dict[str, str], environ: dict[str, str],
-                   host: levers.Host | None, whole_policy: bool) -> dict[str, str]:
-    """The variables that apply `policy` (named `source` in errors) to a program started with `environ`;
-    UsageError where one of its levers does not apply on `host` (this machine) or an option in `given`
-    disagrees with one of its policy fields."""
-    if reason := policy.not_applicable(host or levers.Host.detect()):
-        raise UsageError(f"{source}: {reason}")
-    for key, value in policy.policy.items():
-        field = BY_KEY[key]
-        if key in given and _normal(field, given[key]) != _normal(field, value):
-            raise UsageError(f"{field.option} {given[key]} disagrees with {source}, which sets {key} {value}")
-    return tuned.setting_environ(policy.setting(), environ, whole_policy=whole_policy)
-
-
-def _normal(field: Field, value: str) -> int | str:
-    """A policy value as the library compares it, so that 100 and 0100 agree (the whole policy is checked later)."""
-    text = value.strip()
-    return int(text) if field.kind.startswith("int") and text.isdigit() else text
+def in_process(setting: levers.Setting, environ: MutableMapping[str, str] = os.environ) -> None:
+    """The half of a launch a running process can take: the setting's variables into `environ` (read by what
+    starts later: NCCL's communicators, torch's process groups) and its start-up calls, made now."""
+    environ.update(setting.env)
+    if setting.startup:
+        startup.call(setting.startup, environ)
 
 
 def command(argv: list[str], example: str) -> list[str]:
@@ -84,45 +96,7 @@ def command(argv: list[str], example: str) -> list[str]:
     return cmd
 
 
-def found(cmd: list[str], env: dict[str, str], then: str = "") -> None:
+def found(cmd: Sequence[str], env: Mapping[str, str], then: str = "") -> None:
     """UsageError (`then` appended) where `cmd` is not a program on env's PATH."""
     if shutil.which(cmd[0], path=env.get("PATH")) is None:
         raise UsageError(f"command not found: {cmd[0]}{then}")
-
-
-def supervise(cmd: list[str], env: dict[str, str]) -> int:
-    """Run `cmd` in its own process group, forward termination signals to the whole group
-    (torchrun and its workers), and end the way it ended: same exit code, or same signal."""
-    return end_as(wait(cmd, env))
-
-
-def wait(cmd: list[str], env: dict[str, str]) -> int:
-    """Run `cmd` in its own process group, forwarding termination signals to the whole group, until it
-    ends; its return code (-N: killed by signal N)."""
-    child = subprocess.Popen(cmd, env=env, preexec_fn=os.setpgrp)
-
-    def forward(sig: int, _frame) -> None:
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
-    try:
-        return child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def end_as(code: int) -> int:
-    """The exit code that ends this process as a command with return code `code` ended: the code itself,
-    or, for -N, death by signal N (128 + N where this process does not die of it)."""
-    if code < 0:  # killed by a signal: die of the same one
-        sig = -code
-        sys.stdout.flush()
-        with contextlib.suppress(OSError):  # SIGKILL (the OOM killer's) has no handler to reset
-            signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        return 128 + sig  # still here: a signal this process does not die of, as a shell reports it
-    return code

@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from ccoverlap.model import nccl
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.text import shorten
 
 PLATFORMS = ("cuda", "rocm", "cpu")
 SCOPES = ("process", "lab")  # a fresh (training) process, or the lab's one process on its own kernels
@@ -60,11 +61,12 @@ class Domain:
             for choice in self.choices:
                 if text.lower() == choice.lower():
                     return choice
-            raise UsageError(f"{lever}={text}: valid {', '.join(self.choices)}")
-        if not re.fullmatch(r"[0-9]+", text) or not self.lo <= int(text) <= self.hi or (int(text) - self.lo) % self.step:
+            raise UsageError(f"{lever}={shorten(text, 40)}: valid {', '.join(self.choices)}")
+        digits = re.fullmatch(r"[0-9]+", text) and len(text.lstrip("0")) <= len(str(self.hi))  # int() of 5000 digits raises
+        if not digits or not self.lo <= int(text) <= self.hi or (int(text) - self.lo) % self.step:
             steps = f" in steps of {self.step}" if self.step > 1 else ""
             extra = " or auto" if self.auto else ""
-            raise UsageError(f"{lever}={text}: valid {self.lo}..{self.hi}{steps}{extra}")
+            raise UsageError(f"{lever}={shorten(text, 40)}: valid {self.lo}..{self.hi}{steps}{extra}")
         return str(int(text))
 
     def describe(self) -> str:

@@ -1,12 +1,13 @@
 """A tuned policy: the combination of levers (levers.py) and user environment knobs that `ccoverlap tune`
 found best for a command, as a file, and the two ways of applying it: `ccoverlap run --config FILE -- CMD`
-(everything, the interposer and start-up calls included, in a fresh process) and `ccoverlap.enable(FILE)`
-inside a running script (what a running process can still take: variables read later, start-up calls).
+(everything, the interposer and start-up calls included, in a fresh process: control/launch.py) and
+`ccoverlap.enable(FILE)` inside a running script (what a running process can still take: variables read
+later, start-up calls).
 
-Only the levers and the knobs are the policy; the variables, interposer fields and start-up calls a file
-also shows are derived from them, and a file whose shown values differ was edited inconsistently.
-`setting_environ` is the one function that turns a combination of levers into a child's environment:
-`ccoverlap run --strategy/--config`, the bench and the tuner all go through it.
+The levers, the knobs and the communication regex the tuner was given are the policy; the variables,
+interposer fields and start-up calls a file also shows are derived from them, and a file whose shown values
+differ was edited inconsistently. A trial of the tuner and `run --config` of the file it wrote start the
+command with the same Launch, so the command sees the same variables.
 """
 from __future__ import annotations
 
@@ -21,14 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from ccoverlap.control import levers, startup
+from ccoverlap.control import interposer, launch, levers
+from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import write_json
 
 FORMAT = "ccoverlap-policy/1"
 #: the keys of a policy file; any other key is free-form metadata (the tuner's speedup, command, date...)
-KEYS = ("format", "name", "levers", "knobs", "env", "policy", "startup")
+KEYS = ("format", "name", "levers", "knobs", "comm_regex", "env", "policy", "startup")
 _DERIVED = ("name", "env", "policy", "startup")  # shown in the file for people, checked on load
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: a policy file is a few hundred bytes; past this it is not one (and json would spend its time on it)
+MAX_BYTES = 1 << 20
+#: digits of a number in a policy file (Python refuses to read an int of more than 4300)
+MAX_DIGITS = 100
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,9 @@ class TunedPolicy:
 
     levers: tuple[tuple[str, str], ...] = ()
     knobs: tuple[tuple[str, str], ...] = ()
+    #: kernels the tuner was told are communication too (the interposer's comm field); one tuning gives it to
+    #: every trial alike, so it is no part of a candidate's identity
+    comm_regex: str | None = field(default=None, compare=False)
     meta: Mapping[str, object] = field(default_factory=dict, compare=False)  # the tuner's notes, kept on load
 
     def __post_init__(self) -> None:
@@ -57,15 +67,18 @@ class TunedPolicy:
                 raise UsageError(f"knob {name}={value!r}: the value must be a string without NUL or newline")
             if names.count(name) > 1:
                 raise UsageError(f"knob {name} given twice")
+        if self.comm_regex is not None:
+            comm.check(self.comm_regex, "comm_regex")
         self.setting()  # conflicts are bad input now, not at launch
 
     @classmethod
-    def of(cls, strategy: levers.Strategy | str, knobs: Mapping[str, str] = MappingProxyType({})) -> TunedPolicy:
+    def of(cls, strategy: levers.Strategy | str, knobs: Mapping[str, str] = MappingProxyType({}),
+           comm_regex: str | None = None) -> TunedPolicy:
         s = levers.strategy(strategy) if isinstance(strategy, str) else strategy
         if s.no_overlap:
             raise UsageError(f"{s.name} is the bench's baseline (its workloads wait for each collective), "
                              "not a setting: a policy is levers and knobs")
-        return cls(s.levers, tuple(knobs.items()))
+        return cls(s.levers, tuple(knobs.items()), comm_regex)
 
     @property
     def strategy(self) -> levers.Strategy:
@@ -77,14 +90,16 @@ class TunedPolicy:
         return "+".join(parts) or levers.DEFAULT
 
     def setting(self) -> levers.Setting:
-        """What the levers set, with the knobs added to their variables; a knob that sets a variable a lever
-        sets to another value is a UsageError naming both."""
+        """What the levers set, with the knobs added to their variables and, where the interposer runs, the
+        communication regex to its policy; a knob that sets a variable a lever sets to another value is a
+        UsageError naming both."""
         own = self.strategy.setting()
         for var, value in self.knobs:
             if own.env.get(var, value) != value:
                 by = next(n for n, v in self.levers if var in levers.BY_NAME[n].setting(v).env)
                 raise UsageError(f"knob {var}={value} conflicts with lever {by}, which sets {var}={own.env[var]}")
-        return own.merged(levers.Setting(env=dict(self.knobs)), f"policy {self.name}")
+        comm = {"comm": self.comm_regex} if own.policy and self.comm_regex else {}
+        return own.merged(levers.Setting(env=dict(self.knobs), policy=comm), f"policy {self.name}")
 
     @property
     def env(self) -> dict[str, str]:
@@ -104,15 +119,17 @@ class TunedPolicy:
         """`lever: reason` for the first lever that does not apply on `host` in a fresh process, or None."""
         return self.strategy.not_applicable(host, "process")
 
-    def environ(self, base: Mapping[str, str], comm_kernels: str | None = None, stats: str | None = None) -> dict[str, str]:
-        """The variables to add to `base` so that a child process runs under this policy (setting_environ)."""
-        return setting_environ(self.setting(), base, comm_kernels=comm_kernels, stats=stats)
+    def launch(self, **how) -> launch.Launch:
+        """The launch that runs a command under this policy, as the tuner's trials and `run --config` do
+        (`how`: the rest of launch.Launch's fields)."""
+        return launch.Launch(self.setting(), **how)
 
     def to_dict(self, **meta) -> dict:
         if clash := (set(meta) | set(self.meta)) & set(KEYS):
             raise ValueError(f"metadata may not use the policy's own keys: {', '.join(sorted(clash))}")
         return {"format": FORMAT, "name": self.name, "levers": dict(self.levers), "knobs": dict(self.knobs),
-                "env": self.env, "policy": self.policy, "startup": self.startup} | dict(self.meta) | meta
+                "comm_regex": self.comm_regex, "env": self.env, "policy": self.policy, "startup": self.startup} \
+            | dict(self.meta) | meta
 
     @classmethod
     def from_dict(cls, d: object, where: str) -> TunedPolicy:
@@ -134,7 +151,9 @@ class TunedPolicy:
             if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
                 raise UsageError(f"{key} must be an object of names to string values")
             parts[key] = tuple(value.items())
-        out = cls(**parts, meta={k: v for k, v in d.items() if k not in KEYS})
+        if not isinstance(regex := d.get("comm_regex"), str | None):
+            raise UsageError(f"comm_regex must be a string or null, not {type(regex).__name__}")
+        out = cls(**parts, comm_regex=regex, meta={k: v for k, v in d.items() if k not in KEYS})
         derived = out.to_dict()
         for key in _DERIVED:
             if key in d and d[key] != derived[key]:
@@ -144,24 +163,37 @@ class TunedPolicy:
 
     def save(self, path: str | os.PathLike, **meta) -> Path:
         """Write the policy (and `meta`) to `path` atomically: a reader never sees half a file."""
-        from ccoverlap.util.output import write_json
-
         return write_json(path, self.to_dict(**meta), indent=2)
 
 
 def load(path: str | os.PathLike) -> TunedPolicy:
     """The policy in the file at `path`; a UsageError of one line naming the file and the problem."""
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as f:
+            text = f.read(MAX_BYTES + 1).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read the policy ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(text) > MAX_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_BYTES >> 20} MiB: not a policy file")
     try:
-        d = json.loads(text, object_pairs_hook=_unique_keys)
+        d = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_bounded_int, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deeply to be a policy file") from None
     except UsageError as exc:
         raise UsageError(f"{path}: {exc}") from None
     return TunedPolicy.from_dict(d, str(path))
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise UsageError(f"a number of {len(text.lstrip('-'))} digits (at most {MAX_DIGITS})")
+    return int(text)
+
+
+def _no_constant(text: str):
+    raise UsageError(f"{text} is not JSON")
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
@@ -172,29 +204,42 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def setting_environ(setting: levers.Setting, base: Mapping[str, str], *, comm_kernels: str | None = None,
-                    stats: str | None = None, whole_policy: bool = True) -> dict[str, str]:
-    """The variables to add to `base` for a child process to run under `setting`: its variables; where it
-    has interposer policy fields, the interposer's variables and LD_PRELOAD with the interposer first (the
-    user's preloads kept after it); where it has start-up calls, the start-up hook's variables.
+# --- in a fresh process: `ccoverlap run` ---------------------------------------------------------
 
-    `whole_policy`: every field the interposer reads, defaults included, so the child does not depend on
-    the caller's CCOVERLAP_* variables (the bench, the tuner, `run --config`); else only the setting's fields,
-    layered over the policy file and the variables (`run --strategy`). `comm_kernels`: more communication
-    kernels (the emulation's); `stats`: where the interposer writes its stats."""
-    out = dict(setting.env)
-    if setting.policy:
-        from ccoverlap.control.interposer import BY_KEY, Policy, preload_env
+def applying(policy: TunedPolicy, source: str, given: Mapping[str, str], whole: bool,
+             host: levers.Host | None = None) -> launch.Launch:
+    """The launch that applies `policy` (named `source` in errors) with the interposer options `given` (policy
+    key -> value) on top; UsageError where one of its levers does not apply on `host` (this machine) or an
+    option disagrees with one of its policy fields."""
+    if reason := policy.not_applicable(host or levers.Host.detect()):
+        raise UsageError(f"{source}: {reason}")
+    for key, value in policy.policy.items():
+        field_ = interposer.BY_KEY[key]
+        if key in given and _normal(field_, given[key]) != _normal(field_, value):
+            raise UsageError(f"{field_.option} {given[key]} disagrees with {source}, which sets {key} {value}")
+    return policy.launch(fields=dict(given), whole=whole)
 
-        fields = dict(setting.policy) | {"comm": comm_kernels, "stats": stats}
-        if whole_policy:
-            out |= Policy(**fields).to_environ()
-        else:
-            out |= {BY_KEY[k].env: v for k, v in fields.items() if v is not None}
-        out |= preload_env(base)
-    if setting.startup:
-        out |= startup.environ(setting.startup, base)
-    return out
+
+def for_run(config: str | None, strategy: str | None, given: Mapping[str, str], host: levers.Host | None = None) -> launch.Launch:
+    """`ccoverlap run`'s launch: a tuned policy file as the tuner ran it (a whole policy), a strategy's levers
+    layered over the caller's interposer variables, or the interposer with the options `given` alone."""
+    if config is not None:
+        if strategy is not None:
+            raise UsageError("--config and --strategy: give one (a policy file names its own levers)")
+        return applying(load(config), f"--config {config}", given, whole=True, host=host)
+    if strategy is not None:
+        s = levers.strategy(strategy)
+        if s.no_overlap:
+            raise UsageError(f"--strategy {s.name}: the bench's baseline (its workloads wait for each collective); "
+                             "it cannot be applied to a program")
+        return applying(TunedPolicy.of(s), f"--strategy {s.name}", given, whole=False, host=host)
+    return launch.Launch(fields=dict(given), whole=False, interposer=True)
+
+
+def _normal(f: interposer.Field, value: str) -> int | str:
+    """A policy value as the library compares it, so that 100 and 0100 agree (the whole policy is checked later)."""
+    text = value.strip()
+    return int(text) if f.kind.startswith("int") and text.isdigit() and len(text) < 20 else text
 
 
 # --- inside a running script -----------------------------------------------------------------------
@@ -231,12 +276,10 @@ def enable(policy: str | os.PathLike | TunedPolicy | Mapping) -> TunedPolicy:
         _warn("torch.distributed is already initialised: the policy's variables reach only the NCCL communicators "
               "created from now on; a process group that already ran a collective (or was created with device_id) "
               "keeps its stream priority and NCCL settings. Call ccoverlap.enable() before init_process_group")
-    os.environ.update(p.env)
-    if calls := p.startup:
-        try:
-            startup.call(calls, os.environ)
-        except Exception as exc:  # noqa: BLE001 - the script runs on; the warning says what was not done
-            _warn(f"start-up calls {json.dumps(calls)} not made: {type(exc).__name__}: {exc}")
+    try:
+        launch.in_process(p.setting())
+    except Exception as exc:  # noqa: BLE001 - the script runs on; the warning says what was not done
+        _warn(f"start-up calls {json.dumps(p.startup)} not made: {type(exc).__name__}: {exc}")
     if p.policy and not interposer_loaded():
         fields = ", ".join(f"{k} {v}" for k, v in p.policy.items())
         config = path or "POLICY.json"
@@ -253,17 +296,15 @@ def _warn(text: str) -> None:
 
 def interposer_loaded(maps: str = "/proc/self/maps") -> bool:
     """Is the launch interposer's library mapped into this process?"""
-    from ccoverlap.control.interposer import library_path, preloaded
-
     try:
-        lib = os.path.realpath(library_path())
+        lib = os.path.realpath(interposer.library_path())
     except UsageError:  # not built: not loaded either
         return False
     try:
         with open(maps) as f:
             return any(line.rstrip("\n").endswith(lib) for line in f)
     except OSError:  # no /proc: ask the loader for its switch instead
-        return preloaded()
+        return interposer.preloaded()
 
 
 def _distributed_initialized() -> bool:

@@ -1,9 +1,10 @@
-"""The start-up hook: work done inside a program ccoverlap does not write. `ccoverlap run --strategy` and
-`ccoverlap doctor` put `hook/` first on PYTHONPATH, whose sitecustomize calls `install()` in every Python
-process of the command, and set the variable of each job (JOBS): the start-up levers (Setting.startup,
-e.g. sm-carveout) and the doctor's capture. The jobs run when the process first imports torch (they are
-torch calls), before it can start GPU work; a process that never imports torch is left alone. A job that
-fails says so in one line on stderr, naming the process: never a silent no-op.
+"""The start-up hook: work done inside a program ccoverlap does not write. A launch (control/launch.py) with
+jobs puts `hook/` first on PYTHONPATH, whose sitecustomize calls `install()` in every Python process of the
+command, and sets the variable of each job (JOBS): the start-up levers (Setting.startup, e.g. sm-carveout:
+`ccoverlap run`, the tuner's trials, the bench's ranks) and the doctor's capture (the doctor, the trials).
+The jobs run when the process first imports torch (they are torch calls), before it can start GPU work; a
+process that never imports torch is left alone. A job that fails says so in one line on stderr, naming the
+process: never a silent no-op; `failed()` tells a program that must not run on without it (a bench rank).
 """
 from __future__ import annotations
 
@@ -31,18 +32,14 @@ def auto_sms(environ: Mapping[str, str], sm_count: int) -> int:
     return levers.comm_sms(nccl.Knobs.from_env(environ).channels(), sm_count)
 
 
-def environ(startup: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
-    """The variables that make the hook make the start-up calls `startup` in every Python process started
-    with `base` + them."""
-    return hook_environ(STARTUP_ENV, dict(startup), base)
-
-
-def hook_environ(variable: str, value: object, base: Mapping[str, str]) -> dict[str, str]:
-    """The variables that make the hook do the job of `variable` (one of JOBS), given `value`, in every Python
-    process started with `base` + them: `value` as JSON, and the hook's folder first on PYTHONPATH (the
-    user's PYTHONPATH kept after it)."""
+def environ(jobs: Mapping[str, object], base: Mapping[str, str]) -> dict[str, str]:
+    """The variables that make the hook do `jobs` (variable of JOBS -> its value) in every Python process
+    started with `base` + them: each value as JSON, and the hook's folder first on PYTHONPATH (the user's
+    PYTHONPATH kept after it)."""
+    if unknown := set(jobs) - set(JOBS):
+        raise ValueError(f"not a job of the start-up hook: {', '.join(sorted(unknown))}")
     kept = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != HOOK_DIR]
-    return {variable: json.dumps(value), "PYTHONPATH": os.pathsep.join([HOOK_DIR, *kept])}
+    return {var: json.dumps(value) for var, value in jobs.items()} | {"PYTHONPATH": os.pathsep.join([HOOK_DIR, *kept])}
 
 
 def call(calls: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> None:
@@ -67,6 +64,18 @@ JOBS: dict[str, tuple[str, str]] = {
 }
 
 
+#: the jobs this process ran: variable -> None (done) or why it failed
+DONE: dict[str, str | None] = {}
+
+
+def failed(variable: str) -> str | None:
+    """Why the job of `variable` was not done in this process (never run: torch not imported, or the hook not
+    on PYTHONPATH), or None where it was."""
+    if variable not in DONE:
+        return "the start-up hook did not run it"
+    return DONE[variable]
+
+
 def _run_jobs() -> None:
     for variable, (what, target) in JOBS.items():
         if variable not in os.environ:
@@ -74,9 +83,11 @@ def _run_jobs() -> None:
         try:
             module, _, function = target.partition(":")
             getattr(importlib.import_module(module), function)(json.loads(os.environ[variable]))
+            DONE[variable] = None
         except Exception as exc:  # noqa: BLE001 - the user's program runs on; the line says what was not done
+            DONE[variable] = f"{type(exc).__name__}: {exc}"
             print(f"ccoverlap: {what} {os.environ.get(variable)} not applied in pid {os.getpid()} "
-                  f"({sys.executable}): {type(exc).__name__}: {exc}", file=sys.stderr)
+                  f"({sys.executable}): {DONE[variable]}", file=sys.stderr)
 
 
 class _AfterTorch(importlib.abc.MetaPathFinder):

@@ -208,7 +208,7 @@ static int matches(int field, const char *name) {
 }
 
 static int role_of(const char *name) {
-    if (strcasestr(name, "nccl") || strcasestr(name, "rccl") || matches(CCOV_F_COMM, name) == 1) return ROLE_COMM;
+    if (ccov_comm_is(pol.comm, name)) return ROLE_COMM;
     if (matches(CCOV_F_INCLUDE, name) == 0 || matches(CCOV_F_EXCLUDE, name) == 1) return ROLE_EXCLUDED;
     return ROLE_COMPUTE;
 }
@@ -761,8 +761,11 @@ static void write_stats(void) {
         first = 0;
     }
     fputs("\n  ]\n}\n", f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno));
+    int failed = ferror(f);
+    if (fclose(f) != 0 || failed || rename(tmp, path) != 0) { /* a full disk: no half file, no temporary left */
+        fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno ? errno : EIO));
+        unlink(tmp);
+    }
 }
 
 /* A fork while another thread holds the lock must not leave the child stuck,

@@ -13,6 +13,11 @@ static const char *const gate_choices[] = {"comm", "always", NULL};             
 
 const char *const ccov_policy_file_env = "CCOVERLAP_POLICY";
 
+/* nccl: NCCL's kernels (ncclKernel_*, ncclDevKernel_*, ncclSymkDevKernel_*; C++-mangled names too, as the
+ * driver reports them); rccl: RCCL's; comm_proxy and comm_paced: ccoverlap's own stand-ins for a collective
+ * (the lab's reduce-copy, the bench's emulation). */
+const char *const ccov_comm_kernels = "nccl|rccl|^comm_(proxy|paced)$";
+
 const ccov_field ccov_fields[CCOV_NFIELDS] = {
     [CCOV_F_MODE] = {"mode", "CCOVERLAP_MODE", "--mode", "MODE", CCOV_KIND_ENUM, 0, 0, mode_choices, NULL, NULL,
                      "what to pad; default pad if --pad-bytes is given, blocks if --blocks is, else off"},
@@ -38,7 +43,8 @@ const ccov_field ccov_fields[CCOV_NFIELDS] = {
     [CCOV_F_EXCLUDE] = {"exclude", "CCOVERLAP_EXCLUDE", "--exclude", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,
                         "never pad or hint kernels whose name matches"},
     [CCOV_F_COMM] = {"comm", "CCOVERLAP_COMM", "--comm", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,
-                     "more communication kernels, never padded or hinted, besides names containing nccl or rccl in any case"},
+                     "more communication kernels, never padded or hinted, besides NCCL's, RCCL's and ccoverlap's "
+                     "proxies (names matching nccl|rccl|^comm_(proxy|paced)$ in any case)"},
     [CCOV_F_STATS] = {"stats", "CCOVERLAP_STATS", "--stats", "PATH", CCOV_KIND_PATH, 0, 0, NULL, NULL, NULL,
                       "write launch stats JSON here at exit; %p becomes the pid"},
 };
@@ -252,17 +258,56 @@ static int resolve_mode(ccov_policy *p) {
     return 0;
 }
 
+/* ---------- communication kernels ---------- */
+
+struct ccov_comm {
+    regex_t builtin, user;
+    int has_user;
+};
+
+/* `re` compiled, or regerror's words in `err`. */
+static int compile(regex_t *re, const char *text, int flags, char *err, size_t cap) {
+    int rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB | flags);
+    if (rc != 0) {
+        regerror(rc, re, err, cap);
+    }
+    return rc;
+}
+
+ccov_comm *ccov_comm_new(const char *user, char *err, size_t cap) {
+    ccov_comm *c = calloc(1, sizeof *c);
+    if (!c) return snprintf(err, cap, "out of memory"), NULL;
+    if (compile(&c->builtin, ccov_comm_kernels, REG_ICASE, err, cap) != 0) return free(c), NULL;
+    if (user && compile(&c->user, user, 0, err, cap) != 0) {
+        regfree(&c->builtin);
+        return free(c), NULL;
+    }
+    c->has_user = user != NULL;
+    return c;
+}
+
+int ccov_comm_is(const ccov_comm *c, const char *name) {
+    return c && (regexec(&c->builtin, name, 0, NULL, 0) == 0 || (c->has_user && regexec(&c->user, name, 0, NULL, 0) == 0));
+}
+
+void ccov_comm_free(ccov_comm *c) {
+    if (!c) return;
+    regfree(&c->builtin);
+    if (c->has_user) regfree(&c->user);
+    free(c);
+}
+
 static int compile_regexes(ccov_policy *p) {
+    char why[128];
     for (int k = 0; k < CCOV_NFIELDS; ++k) {
-        if (ccov_fields[k].kind != CCOV_KIND_REGEX || !p->text[k]) continue;
-        int rc = regcomp(&p->re[k], p->text[k], REG_EXTENDED | REG_NOSUB);
-        if (rc != 0) {
-            char why[128];
-            regerror(rc, &p->re[k], why, sizeof why);
+        if (ccov_fields[k].kind != CCOV_KIND_REGEX || !p->text[k] || k == CCOV_F_COMM) continue;
+        if (compile(&p->re[k], p->text[k], 0, why, sizeof why) != 0)
             return fail(p, "%s=%s is not a valid POSIX extended regex: %s", ccov_fields[k].env, p->text[k], why);
-        }
         p->compiled |= 1u << k;
     }
+    if (!(p->comm = ccov_comm_new(p->text[CCOV_F_COMM], why, sizeof why)))
+        return fail(p, "%s=%s is not a valid POSIX extended regex: %s", ccov_fields[CCOV_F_COMM].env,
+                    p->text[CCOV_F_COMM] ? p->text[CCOV_F_COMM] : "", why);
     return 0;
 }
 
@@ -283,6 +328,8 @@ int ccov_policy_load(ccov_policy *p, ccov_getenv_fn getenv_fn, void *ctx) {
 }
 
 void ccov_policy_free(ccov_policy *p) {
+    ccov_comm_free(p->comm);
+    p->comm = NULL;
     for (int k = 0; k < CCOV_NFIELDS; ++k) {
         if (p->compiled & 1u << k) regfree(&p->re[k]);
         free(p->text[k]);

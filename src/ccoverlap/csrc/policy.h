@@ -62,13 +62,26 @@ extern const ccov_field ccov_fields[CCOV_NFIELDS];
 /* The variable naming the JSON policy file, read before the variables of the fields. */
 extern const char *const ccov_policy_file_env;
 
+/* What a communication kernel is, the one definition: a kernel whose name matches ccov_comm_kernels (a POSIX
+ * extended regex, in any case, anywhere in the name) or the policy's comm regex (case as written). The
+ * interposer never pads one; Python (the doctor's analysis, the bench's and the lab's proxies) asks
+ * ccov_comm_is through ctypes, so both answer with the same regcomp and regexec. */
+extern const char *const ccov_comm_kernels;
+typedef struct ccov_comm ccov_comm;
+/* The built-in pattern and `user` (NULL: none) compiled; NULL with regerror's words in `err` where `user`
+ * is not a POSIX extended regex. */
+ccov_comm *ccov_comm_new(const char *user, char *err, size_t cap);
+int ccov_comm_is(const ccov_comm *c, const char *name); /* 1: communication, 0: not (or c NULL) */
+void ccov_comm_free(ccov_comm *c);
+
 /* A parsed policy: every field's value, or the first problem found. */
 typedef struct {
     int given[CCOV_NFIELDS]; /* set by the file or a set, non-empty variable */
     int value[CCOV_NFIELDS]; /* ENUM: choice index; INT, INT_AUTO: the number; CCOV_NONE: none */
     char *text[CCOV_NFIELDS];  /* REGEX, PATH: the string (owned); NULL when not given */
-    regex_t re[CCOV_NFIELDS];  /* REGEX fields with text: compiled (bit k of `compiled`) */
+    regex_t re[CCOV_NFIELDS];  /* REGEX fields with text, but comm: compiled (bit k of `compiled`) */
     unsigned compiled;
+    ccov_comm *comm;           /* the communication kernels, the comm field's included (NULL: invalid) */
     char error[512];         /* non-empty: invalid, the values are partial */
 } ccov_policy;
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError, check_range
 
 #: the fields the capture inside the program reads (the rest are the command's)
@@ -31,7 +32,8 @@ class DoctorConfig:
     report: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "write the HTML report (a timeline per rank; its PNGs in <name>_files/ beside it)"})
     comm_regex: str | None = field(default=None, metadata={
-        "metavar": "RE", "help": "also count kernels whose name matches RE as communication"})
+        "metavar": "RE", "help": "also count kernels whose name matches RE (POSIX extended) as communication, "
+        "besides NCCL's and RCCL's"})
     # the tuner's trials (tune/trial.py), not options of the doctor: time steps without the profiler, end the
     # program once steps skip+1..skip+steps are timed, and write a fingerprint of the trained parameters then
     profile: bool = True
@@ -46,6 +48,7 @@ class DoctorConfig:
                 raise UsageError(f"{flag}={value:g} is out of range: valid 0..86400 seconds")
         if self.skip_seconds and not self.seconds:
             raise UsageError("--skip-seconds goes with --seconds: give the window's length too")
+        comm.check(self.comm_regex)
         return self
 
     def capture(self) -> dict:

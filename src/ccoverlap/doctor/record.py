@@ -11,6 +11,7 @@ optimizer) writes rank<r>_pid<pid>_*: nothing is overwritten.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass
@@ -39,10 +40,25 @@ class Log:
         else:
             raise FileExistsError(f"{folder / (stem + STEPS_SUFFIX)} exists")
         self.trace = folder / (stem + TRACE_SUFFIX)
-        self.write({"format": FORMAT, "rank": rank, "pid": os.getpid(), **header})
+        self._size = 0
+        try:
+            self.write({"format": FORMAT, "rank": rank, "pid": os.getpid(), **header})
+        except OSError:  # a full disk: no empty file left behind to be taken for a record
+            os.close(self._fd)
+            os.unlink(folder / (stem + STEPS_SUFFIX))
+            raise
 
     def write(self, obj: dict) -> None:
-        os.write(self._fd, (json.dumps(obj) + "\n").encode())
+        """One line, whole or not at all: a write the disk cuts short is taken back, and raises."""
+        line = (json.dumps(obj) + "\n").encode()
+        try:
+            if os.write(self._fd, line) != len(line):
+                os.write(self._fd, b"\n")  # no room for the rest: this raises the disk's error (ENOSPC, EFBIG)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError:
+            os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(line)
 
 
 @dataclass(frozen=True)

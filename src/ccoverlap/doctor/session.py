@@ -1,32 +1,38 @@
-"""The doctor's run after the capture: what was captured, the step times, the analysis and its verdict, the
-files asked for. `ccoverlap doctor` starts the command (control/launch.py) and hands its folder here."""
+"""The doctor's run: the command started with the capture (control/launch.py), then what was captured, the step
+times, the analysis and its verdict, and the files asked for. `ccoverlap doctor` checks its options and hands
+the command here."""
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ccoverlap.control import startup
-from ccoverlap.control.launch import end_as, found, wait
-from ccoverlap.control.procs import ending
+from ccoverlap.control.launch import Launch, found
+from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
 from ccoverlap.doctor.analysis.summary import document, print_ranks, write_html
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import print_table, write_json
+from ccoverlap.util.output import print_table, unwritable, write_json
 
 
 def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     """Run `cmd` with the capture injected, then say what it captured; the exit code is the command's, or 2 where
-    it succeeded but nothing was profiled or the analysis failed."""
-    env = dict(os.environ) | startup.hook_environ(startup.DOCTOR_ENV, cfg.capture(), os.environ)
-    found(cmd, env, " (nothing was captured)")
+    it succeeded but nothing was profiled or the analysis failed. A closed stdout (`| head`) costs no file:
+    they are written first, and BrokenPipeError comes after them (the CLI's exit 141)."""
+    found(cmd, os.environ, " (nothing was captured)")
     out = Path(cfg.out)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    code = wait(cmd, env)
+    code = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture()}).run(cmd)  # the caller's setting, and the capture
     try:
         failures = diagnose(out, cfg, cmd, code)
+    except BrokenPipeError:
+        if code != 0:  # the program's end stands
+            return end_as(code)
+        raise
     except (UsageError, OSError) as exc:  # the program's exit code stands, whatever the doctor met
         failures = [str(exc)]
     if made and not any(out.iterdir()):
@@ -39,55 +45,62 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
 
 
 def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[str]:
-    """Say what was captured in `out`, the step times and the analysis; write --json and --report.
-    Returns what failed (one line each): nothing profiled, a file that could not be read, a report not written."""
+    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis.
+    Returns what failed (one line each): nothing profiled, a file that could not be read or written."""
     records, bad = record.read_all(out)
     failures = [str(e) for e in bad]
     on_cpu = {r.trace.name for r in records if r.trace and r.cuda is False}
     traces = sorted(p for p in out.glob("*" + record.TRACE_SUFFIX) if p.name not in on_cpu)
-    print(_captured(out, records, len(on_cpu) + len(traces), code))
-    timed = any(r.steps for r in records)
-    if timed:
-        print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
-                    ["rank", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
-                    [_row(r) for r in records])
     if not on_cpu and not traces and not bad:
-        failures.append(_nothing(records, cfg))
-    result, written = None, []
+        failures.append(_nothing(records, cfg, out))
+    result, why_none = None, ("the program ran on the CPU (no GPU kernels in its traces)" if on_cpu and not traces
+                              else failures[-1] if failures else "no trace was written")
     if traces:
         result, unusable = _analyze(out, traces, cfg.comm_regex)
         failures += unusable
-    elif on_cpu:
-        print("no overlap analysis: the program ran on the CPU (no GPU kernels in its traces)"
-              + ("; step times above" if timed else ""))
-    if result is not None and result.ranks:
-        written = _show(result, cfg.report)
-    elif cfg.report:
-        print(f"no report written to {cfg.report}: no GPU kernels were analysed")
+        why_none = None if result is not None and result.ranks else "no trace could be analysed: " + "; ".join(unusable)
+    written: list[Path] = []
+    if cfg.report and not why_none:
+        try:
+            written = write_html(result, Path(cfg.report))
+        except UsageError as exc:
+            failures.append(str(exc))
     if cfg.json:
         from ccoverlap.gpu import provenance
 
-        write_json(cfg.json, {
-            "provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
-            "step_times": [r.summary() for r in records],
-            "analysis": document(result, None, written) if result is not None else None,
-            "failures": failures,
-        })
-        print(f"json: {cfg.json}")
+        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
+               "step_times": [r.summary() for r in records],
+               "analysis": document(result, None, written) if not why_none else None,
+               "no_analysis": why_none, "failures": failures}
+        try:
+            write_json(cfg.json, doc)
+        except OSError as exc:
+            failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
+            cfg = replace(cfg, json=None)
+    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written)
     return failures
 
 
-def _show(result, report: str | None) -> list[Path]:
-    """The analysis on the terminal (and the verdict per rank, where the analysis gives one), and the report."""
-    print_ranks(result, "overlap in the profiled steps, ms per rank (all but the last step, as HTA)")
-    for r in result.ranks:
-        if line := r.to_dict().get("verdict"):
-            print(f"verdict rank {r.rank}: {line}")
-    if not report:
-        return []
-    written = write_html(result, Path(report))
-    print(f"report: {written[0]}")
-    return written
+def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, result, why_none: str | None,
+         cfg: DoctorConfig, written: list[Path]) -> None:
+    """The terminal's part: what was captured, the step times, the analysis and its verdicts, the files
+    written (`written`: the report's; cfg.json: None where it could not be written)."""
+    print(_captured(out, records, traces, code))
+    if any(r.steps for r in records):
+        print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
+                    ["rank", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
+                    [_row(r) for r in records])
+    if result is not None:
+        print_ranks(result, "overlap in the profiled steps, ms per rank (all but the last step, as HTA)")
+        for r in result.ranks:
+            if line := r.to_dict().get("verdict"):
+                print(f"verdict rank {r.rank}: {line}")
+    elif traces:
+        print(f"no overlap analysis: {why_none}" + ("; step times above" if any(r.steps for r in records) else ""))
+    if cfg.report:
+        print(f"report: {written[0]}" if written else f"no report written to {cfg.report}: {why_none or 'it could not be written'}")
+    if cfg.json:
+        print(f"json: {cfg.json}")
 
 
 def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
@@ -98,8 +111,10 @@ def _captured(out: Path, records: list[record.RankRecord], traces: int, code: in
     return f"ccoverlap doctor: {ended}captured {traces} trace(s) and the step times of rank(s) {ranks} in {out}"
 
 
-def _nothing(records: list[record.RankRecord], cfg: DoctorConfig) -> str:
+def _nothing(records: list[record.RankRecord], cfg: DoctorConfig, out: Path) -> str:
     """Why no trace was written, in one line."""
+    if not records and (full := unwritable(out)):
+        return f"nothing was recorded: --out {out}: cannot write ({full})"
     if cfg.seconds:
         return (f"nothing was profiled: no Python process of the command was still running {cfg.skip_seconds:g} s "
                 "after it imported torch with CUDA or torch.distributed initialised (or an optimizer stepped)")

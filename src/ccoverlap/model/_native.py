@@ -1,4 +1,4 @@
-"""ctypes binding to the C core (csrc/occupancy.c, csrc/policy.c), built by the package's build.
+"""ctypes binding to the C core (csrc/occupancy.c, csrc/policy.c, csrc/jsonscan.c), built by the package's build.
 
 The launch interposer compiles the same C files, so Python and C can never
 disagree about what fits on an SM, nor about what a policy means.
@@ -58,6 +58,12 @@ class CPolicyField(ctypes.Structure):
     ]
 
 
+class CJsonScan(ctypes.Structure):
+    """jsonscan.h: ccov_json_scan, how deeply a JSON text read so far nests."""
+
+    _fields_ = [(n, ctypes.c_int) for n in ("depth", "deepest", "in_string", "escaped")]
+
+
 #: policy.h: CCOV_KIND_*, in order
 POLICY_KINDS = ("enum", "int", "int_auto", "regex", "path")
 
@@ -81,4 +87,9 @@ def lib() -> ctypes.CDLL:
     so.ccov_policy_parse.argtypes = [P(ctypes.c_char_p), P(ctypes.c_char), ctypes.c_size_t]
     so.ccov_policy_field.argtypes = [ctypes.c_int]
     so.ccov_policy_field.restype = P(CPolicyField)
+    so.ccov_comm_new.argtypes = [ctypes.c_char_p, P(ctypes.c_char), ctypes.c_size_t]
+    so.ccov_comm_new.restype = ctypes.c_void_p
+    so.ccov_comm_is.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    so.ccov_comm_free.argtypes = [ctypes.c_void_p]
+    so.ccov_json_scan_feed.argtypes = [P(CJsonScan), ctypes.c_char_p, ctypes.c_size_t]
     return so

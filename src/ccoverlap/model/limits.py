@@ -120,8 +120,8 @@ PRESETS: dict[str, DeviceLimits] = {preset.name: preset for preset in (
     ),
     _GH100,
     # H200: the H100's GH100 with more memory, the same per-SM limits. Read on
-    # the H200 of the device tool (../shared/NOTES.md and
-    # bench/results/occupancy-h200-*.json): 132 SMs, 233472 B per SM, 232448 B
+    # an H200 through the CUDA driver (bench/results/occupancy-h200-*.json,
+    # bench/results/foundation-h200-2026-11-30.json): 132 SMs, 233472 B per SM, 232448 B
     # opt-in, 1 KiB reserved, 2048 threads, 64K registers, 32 blocks per SM,
     # priorities (0, -5).
     dataclasses.replace(_GH100, name="h200"),

@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from ccoverlap.util.cache import cached
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.util.text import shorten
 
-# NCCL 2.28.9, sm_90, measured on the H200 (../shared/NOTES.md): 96 registers
-# and 22592 B static shared memory for every ncclDevKernel_*. NCCL's source:
+# NCCL 2.28.9, sm_90, read with cuobjdump on the H200 (bench/results/foundation-h200-2026-11-30.json,
+# "nccl_footprint"): 96 registers and 22592 B static shared memory for every ncclDevKernel_*. NCCL's source:
 # 640 threads per CTA for tree/LL128/NVLS/P2P, 544 for ring/simple
 # (src/enqueue.cc); dynamic shared memory 20 warps x 4112 B = 82240 B for 640
-# threads (src/include/device.h, ncclShmemDynamicSize); clusters of 4 on sm_90.
+# threads (src/include/device.h, ncclShmemDynamicSize); clusters of DEFAULT_CLUSTER from sm_90 on.
 FALLBACK_REGS = 96
 FALLBACK_STATIC_SMEM = 22592
 NCCL_THREADS = 640
 NCCL_DYNAMIC_SMEM = 82240
-NCCL_CLUSTER = 4
 NCCL_CTAS = 16  # a typical channel count on one NVLink node; set with NCCL_MIN/MAX_CTAS
 
 #: NCCL 2.28.9's kernels as the launch interposer saw them launched on 2 x H200 (NVLink, world size 2):
@@ -76,10 +76,10 @@ class ThreadRule:
 THREAD_RULES = {"LL": ThreadRule(2 * WARP, 512, 512), "SIMPLE": ThreadRule(2 * WARP, 512, 512, extra=WARP)}
 
 #: Where NCCL 2.28.9 acts on each NCCL_CTA_POLICY, and why that is nowhere for tensors from PyTorch's caching
-#: allocator (no registered buffers, no symmetric windows) with NVLS off (the bench turns it off).
+#: allocator (no registered buffers, no symmetric windows), NVLS on or off.
 CTA_POLICY_REACH = {
     "EFFICIENCY": "EFFICIENCY acts only on AllGather and ReduceScatter with user-registered buffers and NVLS "
-                  "(NCCL 2.28.9 src/enqueue.cc getAlgoInfo); PyTorch's allocator registers none and NVLS is off",
+                  "(NCCL 2.28.9 src/enqueue.cc getAlgoInfo); PyTorch's allocator registers none",
     "ZERO": "ZERO acts only on AllGather, AlltoAll, Gather and Scatter whose buffers are both in symmetric windows "
             "(ncclCommWindowRegister, NCCL >= 2.28), on copy engines (src/enqueue.cc); PyTorch's allocator registers none",
 }
@@ -262,7 +262,7 @@ def read_resource_usage(library: str, cuobjdump: str) -> list[KernelResources]:
 def _dump(library: str, cuobjdump: str) -> bytes:
     proc = subprocess.run([cuobjdump, "--dump-resource-usage", library], capture_output=True, timeout=600, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"cuobjdump failed on {library}: {proc.stderr.decode(errors='replace').strip()[:200]}")
+        raise RuntimeError(f"cuobjdump failed on {library}: {shorten(proc.stderr.decode(errors='replace'), 200)}")
     return proc.stdout
 
 
@@ -280,9 +280,12 @@ def _sm(arch: str) -> int:
 
 def nccl_footprint(arch: str = "sm_90", ctas: int = NCCL_CTAS, read=read_resource_usage) -> NcclFootprint:
     """The footprint of the installed NCCL's collective kernels for `arch`, with each number's source."""
-    measured = "../shared/NOTES.md: NCCL 2.28.9 sm_90 measured on an H200 (fallback)"
+    measured = ("NCCL 2.28.9 sm_90 as cuobjdump read it on an H200 (fallback; ccoverlap's "
+                "bench/results/foundation-h200-2026-11-30.json)")
     source_code = "NCCL source (src/enqueue.cc, src/include/device.h); not read from the binary"
-    sources = {"threads": source_code, "dynamic_smem": source_code, "cluster": source_code,
+    sources = {"threads": source_code, "dynamic_smem": source_code,
+               "cluster": f"NCCL's default cgaClusterSize (src/init.cc): {DEFAULT_CLUSTER} from sm_90 on, none before; "
+                          "NCCL_CGA_CLUSTER_SIZE sets it",
                "ctas": "default; NCCL_MIN_CTAS/NCCL_MAX_CTAS set it"}
     regs, static = FALLBACK_REGS, FALLBACK_STATIC_SMEM
     sources["regs"] = sources["static_smem"] = measured
@@ -294,6 +297,6 @@ def nccl_footprint(arch: str = "sm_90", ctas: int = NCCL_CTAS, read=read_resourc
             sources["regs"] = sources["static_smem"] = f"cuobjdump --dump-resource-usage {library} ({arch})"
     fp = KernelFootprint(
         threads=NCCL_THREADS, regs=regs, static_smem=static, dynamic_smem=NCCL_DYNAMIC_SMEM,
-        grid=ctas, cluster=NCCL_CLUSTER if _sm(arch) >= 90 else 1, name="nccl",
+        grid=ctas, cluster=DEFAULT_CLUSTER if _sm(arch) >= 90 else 1, name="nccl",
     )
     return NcclFootprint(fp, sources, library)

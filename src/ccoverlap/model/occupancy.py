@@ -137,14 +137,16 @@ class Beside:
     resident_blocks: int  # resident blocks on the SM
     config: int | None  # shared memory (B) the SM is configured with for the resident; None: not modelled
     comm_needs: int | None  # the smallest configuration (B) the newcomer starts in; None: not modelled
+    together: int | None = None  # shared memory (B) the resident's blocks and the newcomer's take at once
 
     def explain(self) -> str:
         """One line on the configuration, for plans and diagnoses."""
         if self.config is None:
             return "shared-memory configurations are not modelled on this device: capacity only"
         config = f"the SM is configured with {self.config // 1024} KB of shared memory for compute"
-        need = f"the comm CTA starts only in {self.comm_needs // 1024} KB or more"
-        return f"{config} and {need}" if self.config < self.comm_needs else f"{config}, too little for both ({need})"
+        if self.config < self.comm_needs:
+            return f"{config}; the comm CTA starts only on an SM configured with {self.comm_needs // 1024} KB or more"
+        return f"{config}: the compute blocks and the comm CTA take {-(-self.together // 1024)} KB together, more than that"
 
 
 def smem_config(device: DeviceLimits, nbytes: int) -> int:
@@ -218,8 +220,11 @@ def beside(
         resident_per_sm = min(occupancy(configured, resident).blocks, -(-resident.grid // dev.sm_count))
     needs = full_occupancy_config(dev, comm) if modelled else None
 
+    together = (resident_per_sm * occupancy(configured, resident).smem_per_block
+                + comm_per_sm * occupancy(configured, comm).smem_per_block)
+
     def result(blocking: str | None) -> Beside:
-        return Beside(blocking is None, blocking, resident_per_sm, config if modelled else None, needs)
+        return Beside(blocking is None, blocking, resident_per_sm, config if modelled else None, needs, together)
 
     fits, overflow = coresident(dev, resident, resident_per_sm, comm, comm_per_sm)
     if not fits:

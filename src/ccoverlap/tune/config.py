@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass, field
 
 from ccoverlap.control import levers
+from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError, check_range
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -70,8 +71,8 @@ class TuneConfig:
         "metavar": "PATH", "help": "the tuned policy file, for `ccoverlap run --config` and ccoverlap.enable()",
         "shown": "DIR/policy.json"})
     comm_regex: str | None = field(default=None, metadata={
-        "metavar": "RE", "help": "also treat kernels whose name matches RE as communication (the doctor's "
-        "analysis; never padded by the interposer)"})
+        "metavar": "RE", "help": "also treat kernels whose name matches RE (POSIX extended) as communication, "
+        "besides NCCL's and RCCL's: in the doctor's analysis, never padded by the interposer; recorded in the policy"})
 
     def validate(self) -> TuneConfig:
         if not 0.5 <= self.budget <= 7 * 24 * 60:
@@ -84,11 +85,7 @@ class TuneConfig:
             raise UsageError(f"--result-rtol {self.result_rtol:g}: valid 0..1")
         _levers(self.levers)
         _knobs(self.env)
-        if self.comm_regex is not None:
-            try:
-                re.compile(self.comm_regex)
-            except re.error as exc:
-                raise UsageError(f"--comm-regex {self.comm_regex!r} is not a regular expression: {exc}") from None
+        comm.check(self.comm_regex)
         return self
 
     @property

@@ -8,6 +8,7 @@ from pathlib import Path
 from ccoverlap.util import plotting, stats, timing
 from ccoverlap.tune import space
 from ccoverlap.tune.search import Outcome, runs
+from ccoverlap.util.text import shorten
 
 TRIAL_COLUMNS = ["#", "phase", "setting", "status", "step ms median (min-max)", "result"]
 SETTING_COLUMNS = ["setting", "runs", "step ms median", "vs default (95% CI)", "result"]
@@ -27,7 +28,7 @@ def trial_rows(outcome: Outcome) -> list[list]:
             step = f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
         else:
             step = "-"
-        status = t.status if t.ok else f"{t.status}: {(t.error or '').splitlines()[-1][:70] if t.error else ''}"
+        status = t.status if t.ok else f"{t.status}: {shorten(t.error.splitlines()[-1], 70) if t.error else ''}"
         rows.append([t.index, t.phase, t.policy.name, status, step, _result(t)])
     return rows
 

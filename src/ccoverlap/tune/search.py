@@ -115,7 +115,7 @@ class Search:
         self.started = self.clock()
         self.budget_s = self.cfg.budget * 60
         self.typical_s = 0.0
-        self.timeout_s = self.budget_s
+        self.timeout_s = self.cfg.trial_timeout or self.budget_s  # auto: sized after the first trial
         self.tolerance = self.cfg.result_rtol
         self.since_default = 0
         self.choice: TunedPolicy | None = None  # the setting the search settled on so far
@@ -190,11 +190,16 @@ class Search:
         return self.outcome(interrupted)
 
     def baseline(self) -> list[TunedPolicy]:
+        limit = min(self.timeout_s, self.left())  # what will stop the first trial: --trial-timeout or the budget
         first = self.trial(space.DEFAULT, "baseline")
         if first.status == "timeout":
+            steps = f"--skip {self.cfg.skip} + --steps {self.cfg.steps} optimizer steps"
+            if self.cfg.trial_timeout and self.cfg.trial_timeout <= limit:
+                raise UsageError(f"--trial-timeout {self.cfg.trial_timeout:g} s: the command ran that long under the "
+                                 f"default without making {steps} (give a larger --trial-timeout, or fewer steps)")
             raise UsageError(f"--budget {self.cfg.budget:g} min is too small for one trial: the command ran "
-                             f"{first.wall_s / 60:.1f} min under the default without making --skip {self.cfg.skip} + "
-                             f"--steps {self.cfg.steps} optimizer steps (give a larger --budget, or fewer steps)")
+                             f"{first.wall_s / 60:.1f} min under the default without making {steps} (give a larger "
+                             "--budget, or fewer steps)")
         if not first.ok:
             raise CommandFailed(first)
         self.typical_s = first.wall_s
@@ -303,7 +308,8 @@ class Search:
             if self.advice and (why := self._nothing_to_gain(self.advice)):
                 return f"default kept: nothing to try ({why})"
             if self.skipped and not self.arms:
-                return f"default kept: no lever applies here ({len(self.skipped)} not tried, each with its reason above)"
+                why = "; ".join(f"{name}: {reason}" for name, reason in self.skipped.items())
+                return f"default kept: no lever applies here ({why})"
             return "default kept: no candidate fitted in the budget" if self.arms else "default kept: nothing to try"
         best = min(comparisons.items(), key=lambda e: e[1].ratio, default=None)
         if best is None:

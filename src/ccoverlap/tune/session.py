@@ -8,17 +8,12 @@ import signal
 import sys
 from pathlib import Path
 
-from ccoverlap.bench.comms import COMMS
 from ccoverlap.control import levers
 from ccoverlap.control.launch import found
 from ccoverlap.tune.config import TuneConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, print_text, warn, write_json
-
-
-def comm_kernels(cfg: TuneConfig) -> str:
-    """Communication besides NCCL's kernels: the user's, and ccoverlap's emulated collectives (bench train scripts)."""
-    return "|".join(filter(None, (cfg.comm_regex, COMMS["emulate"].comm_kernels)))
+from ccoverlap.util.text import shorten
 
 
 def run(cfg: TuneConfig, cmd: list[str]) -> int:
@@ -31,11 +26,10 @@ def run(cfg: TuneConfig, cmd: list[str]) -> int:
     host = levers.Host.detect()
     candidates = space.arms(host, cfg.levers, cfg.knobs)
     out = Path(cfg.out)
-    comm = comm_kernels(cfg)
-    runner = Runner(cmd, dict(os.environ), out, cfg.skip, cfg.steps, comm)
+    runner = Runner(cmd, dict(os.environ), out, cfg.skip, cfg.steps, cfg.comm_regex)
     print_text(f"ccoverlap tune: {len(candidates.arms)} candidate(s) on {host.platform}; budget {cfg.budget:g} min; "
                f"trials in {out}")
-    finder = search.Search(runner, candidates.arms, cfg, (lambda t: advice(t, comm))
+    finder = search.Search(runner, candidates.arms, cfg, (lambda t: advice(t, cfg.comm_regex))
                            if host.platform != "cpu" else None, dict(candidates.skipped), on_trial=_progress(cfg))
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -51,7 +45,7 @@ def run(cfg: TuneConfig, cmd: list[str]) -> int:
         print(f"ccoverlap tune: stopped by {signal.Signals(outcome.interrupted).name} before the default ran once; "
               f"nothing written (trial folders in {out})", file=sys.stderr)
         return exit_for(outcome.interrupted)
-    code = _finish(outcome, cfg, cmd)
+    code = _finish(outcome, cfg, cmd, runner.policy(outcome.best))
     return exit_for(outcome.interrupted) if outcome.interrupted else code
 
 
@@ -62,7 +56,7 @@ def _progress(cfg: TuneConfig):
         minutes = (dt.datetime.now() - started).total_seconds() / 60
         from ccoverlap.util import timing
 
-        step = f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples else (t.error or t.status).splitlines()[-1][:90]
+        step = f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples else shorten((t.error or t.status).splitlines()[-1], 90)
         print(f"[{minutes:4.1f}/{cfg.budget:g} min] trial {t.index} {t.phase:8} {t.policy.name}: {t.status} {step}",
               file=sys.stderr, flush=True)
 
@@ -91,7 +85,8 @@ def advice(trial, comm_regex: str | None):
                   tuple(r.lever for r in v.recommendations), v.line)
 
 
-def _finish(outcome, cfg: TuneConfig, cmd: list[str]) -> int:
+def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
+    """Write the policy file (`best`: the outcome's, as its trials ran it), tune.json and the chart; print the tables."""
     from ccoverlap.gpu import provenance
     from ccoverlap.tune import report
 
@@ -100,7 +95,7 @@ def _finish(outcome, cfg: TuneConfig, cmd: list[str]) -> int:
             "speedup": outcome.speedup, "command": cmd,
             "comparison": outcome.comparison.to_dict() if outcome.comparison else None}
     try:
-        outcome.best.save(policy_path, **meta)
+        best.save(policy_path, **meta)
         write_json(json_path, {"provenance": provenance.collect(), "command": cmd,
                                "config": {k: v for k, v in vars(cfg).items()}, **report.document(outcome, policy_path)})
     except OSError as exc:

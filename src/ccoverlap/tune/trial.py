@@ -4,11 +4,17 @@ The start-up hook installs the capture in every Python process of the command (a
 its steps-only mode: each optimizer step's time goes to rank<r>_steps.jsonl (CUDA events on GPUs), and after
 --skip + --steps steps every rank drains its GPU, writes the squared norms of its trained parameters (the
 results guard) and ends. A doctor trial also profiles the timed steps, for the analysis that orders the search.
-Everything a trial leaves (step records, trace, the command's output) stays in its own folder.
+Everything a trial leaves (step records, trace, the command's output, trial.json) stays in its own folder.
+
+A trial starts the command with its policy's launch (control/launch.py: a whole policy, so the caller's
+CCOVERLAP_* variables do not reach it) plus the capture, which is what `ccoverlap run --config` of the policy
+file it leads to gives the command, the capture aside: the command runs as it was measured.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import shutil
 import signal
 import subprocess
 import time
@@ -16,16 +22,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccoverlap.control import procs, startup
-from ccoverlap.util import timing
-from ccoverlap.bench.comms import MULTICAST_OFF
+from ccoverlap.control import launch, procs, startup
+from ccoverlap.control.policy import TunedPolicy
 from ccoverlap.doctor import record
 from ccoverlap.doctor.config import DoctorConfig
-from ccoverlap.control.policy import TunedPolicy
+from ccoverlap.util import timing
+from ccoverlap.util.output import write_json
 
 #: lines of the command's output a failed trial reports
 TAIL_LINES = 12
 OUTPUT = "output.log"
+RECORD = "trial.json"
 
 
 @dataclass
@@ -81,12 +88,12 @@ def steps_of(records: list[record.RankRecord], skip: int, steps: int) -> tuple[t
     return samples, gpu, None
 
 
-def _tail(path: Path) -> str:
+def _why(path: Path) -> str:
+    """What the command's output says about why it failed (procs.why_failed)."""
     try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+        return procs.why_failed(path.read_text(errors="replace"), TAIL_LINES)
     except OSError:
         return ""
-    return "\n".join(lines[-TAIL_LINES:])
 
 
 @dataclass
@@ -98,39 +105,50 @@ class Runner:
     out: Path
     skip: int
     steps: int
-    comm_kernels: str | None = None  # for the interposer: communication kernels besides NCCL's
+    comm_regex: str | None = None  # communication kernels besides the built-in ones (model/comm.py)
     count: int = 0
 
-    def environ(self, policy: TunedPolicy, folder: Path, profile: bool) -> dict[str, str]:
+    def policy(self, policy: TunedPolicy) -> TunedPolicy:
+        """`policy` as a trial runs it and its file records it: with the communication regex the tuner was given."""
+        return dataclasses.replace(policy, comm_regex=self.comm_regex)
+
+    def launch(self, policy: TunedPolicy, folder: Path, profile: bool) -> launch.Launch:
+        """The policy's launch (as `run --config` starts it) and the capture."""
         capture = DoctorConfig(steps=self.steps, skip=self.skip, out=str(folder), profile=profile, stop=True,
                                fingerprint=True).capture()
-        env = dict(self.base) | MULTICAST_OFF | policy.environ(self.base, self.comm_kernels,
-                                                                 str(folder / "interposer-%p.json"))
-        return env | startup.hook_environ(startup.DOCTOR_ENV, capture, env)
+        return self.policy(policy).launch(jobs={startup.DOCTOR_ENV: capture})
 
     def __call__(self, policy: TunedPolicy, phase: str, timeout_s: float, profile: bool = False) -> Trial:
+        """One trial; OSError where its folder cannot be written (a full disk), with the folder removed."""
         self.count += 1
         folder = self.out / f"trial{self.count:03d}-{_slug(policy.name)}"
         folder.mkdir(parents=True)
-        trial = Trial(self.count, phase, policy, "failed", folder=folder)
-        started = time.monotonic()
-        with (folder / OUTPUT).open("wb") as log:
-            child = subprocess.Popen(self.cmd, env=self.environ(policy, folder, profile), stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=procs.die_with_parent)
+        try:
+            trial = self._run(Trial(self.count, phase, policy, "failed", folder=folder), timeout_s, profile)
+            write_json(folder / RECORD, trial.to_dict())  # where the disk is full, this says so
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return trial
+
+    def _run(self, trial: Trial, timeout_s: float, profile: bool) -> Trial:
+        folder, code, started = trial.folder, None, time.monotonic()
+        with (folder / OUTPUT).open("wb") as log, self.launch(trial.policy, folder, profile).start(
+                self.cmd, self.base, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT) as child:
             try:
                 code = child.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                code = None
-            finally:  # a timeout, Ctrl-C, SIGTERM: the command's whole group goes with the trial
-                procs.stop([child], signal.SIGTERM)
+                pass
+            finally:  # a timeout, Ctrl-C, SIGTERM: the command and all it started go with the trial
+                if code is None:
+                    child.stop(signal.SIGTERM)
         trial.wall_s = time.monotonic() - started
         records, bad = record.read_all(folder)
         samples, gpu, missing = steps_of(records, self.skip, self.steps)
         if code is None:
-            trial.status, trial.error = "timeout", f"stopped after {timeout_s:.0f} s (--trial-timeout)"
+            trial.status, trial.error = "timeout", f"stopped after {timeout_s:.0f} s"
         elif code != 0 and not (records and all(r.stopped for r in records)):
-            trial.error = f"ended with {procs.ending(code)}" + (f": {t}" if (t := _tail(folder / OUTPUT)) else "")
+            trial.error = f"ended with {procs.ending(code)}" + (f": {t}" if (t := _why(folder / OUTPUT)) else "")
         elif bad or missing:
             trial.error = str(bad[0]) if bad else missing
         else:

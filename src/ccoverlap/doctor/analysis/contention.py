@@ -28,7 +28,7 @@ from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, ana
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
-from ccoverlap.model.nccl import NCCL_CLUSTER
+from ccoverlap.model.nccl import DEFAULT_CLUSTER
 from ccoverlap.model.occupancy import CARVEOUT, Beside, Resource, beside, occupancy
 
 
@@ -312,7 +312,7 @@ def _assumptions(causes: set[Cause], comm_cluster: int | None, device: DeviceLim
     """What the causes found rest on that the trace does not record."""
     notes = []
     if Cause.CLUSTER in causes and comm_cluster is None:
-        notes.append(f"cluster: Kineto does not record cluster sizes; NCCL's default ({NCCL_CLUSTER} on sm_90) "
+        notes.append(f"cluster: Kineto does not record cluster sizes; NCCL's default ({DEFAULT_CLUSTER} on sm_90) "
                      "was assumed")
     if Cause.DISPATCH_ORDER in causes:
         notes.append("dispatch_order: Kineto does not record stream priorities; the grids were taken to have "
@@ -414,7 +414,7 @@ class _Running:
 def _nccl_cluster(k: KernelEvent, device: DeviceLimits | None) -> int:
     """NCCL's default cluster size for its kernels on sm_90 and newer (Kineto does not record cluster sizes)."""
     sm90 = device is not None and device.vendor == "nvidia" and device.compute_capability >= (9, 0)
-    return NCCL_CLUSTER if sm90 and k.name.startswith("nccl") else 1
+    return DEFAULT_CLUSTER if sm90 and k.name.startswith("nccl") else 1
 
 
 def _cause(comm: KernelEvent, blockers: list[KernelEvent], ready: float, device: DeviceLimits | None, cluster: int) -> Cause:

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from ccoverlap.doctor.analysis.trace import KernelEvent, Trace
+from ccoverlap.util.text import shorten
 
 #: A producer ending this long (us) after its consumer started is not what the consumer waited for.
 PLAUSIBLE_US = 1.0
@@ -128,7 +129,7 @@ def graph(trace: Trace) -> Graph:
             continue  # an event recorded on an idle stream: nothing to wait for
         if kernels[producer].end > kernels[consumer].ts + PLAUSIBLE_US:
             unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f}: the matched producer "
-                                        f"{kernels[producer].name[:60]!r} ends after the kernel started")
+                                        f"{shorten(kernels[producer].name, 60)!r} ends after the kernel started")
         elif kernels[producer].stream != w.stream:  # on its own stream, stream order says it already
             events[consumer].append(producer)
 

@@ -7,6 +7,7 @@ analysis is a pure function of the model (ccoverlap.doctor.analysis.metrics).
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gc
 import gzip
@@ -24,12 +25,12 @@ from typing import NamedTuple
 import ijson
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.text import shorten
+from ccoverlap.model import _native
+from ccoverlap.model.comm import CommKernels
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import PRESETS, DeviceLimits, preset_for
 
-#: NCCL and RCCL collective kernels, old and new: ncclKernel_*, ncclDevKernel_*,
-#: ncclSymkDevKernel_* (HTA's pattern, so both tools class the same kernels).
-COMM_PATTERN = r"^nccl.*Kernel"
 _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: On GPU lanes but not GPU work: annotations, cuda_sync (a host or stream waiting), cuda_event (an event recorded).
@@ -41,6 +42,10 @@ _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 _COLLECTIVE_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name")
 _HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
 _TAIL_KEEP = 64 << 10
+#: a Chrome trace nests a few levels (the file, traceEvents, an event, its args, a list of shapes there); a file
+#: nested deeper is refused as it streams, before the parser spends memory on it (ijson's grows with the square
+#: of the depth: a 400 KB file of nested brackets took 24 GB)
+MAX_DEPTH = 64
 
 
 class KernelClass(str, Enum):
@@ -116,21 +121,18 @@ class Trace:
 
 @dataclass(frozen=True)
 class Classifier:
-    """Kernel classes by name: communication, memory, compute (the rest)."""
+    """Kernel classes by name: communication (model/comm.py: what the interposer leaves alone too), memory,
+    compute (the rest)."""
 
-    comm: re.Pattern = re.compile(COMM_PATTERN)
+    comm: CommKernels = field(default_factory=CommKernels)
 
     @classmethod
     def with_user_regex(cls, regex: str | None) -> Classifier:
-        if not regex:
-            return cls()
-        try:
-            return cls(re.compile(f"{COMM_PATTERN}|{regex}"))
-        except re.error as exc:
-            raise UsageError(f"--comm-regex {regex!r} is not a regular expression: {exc}") from None
+        """Also communication: kernels matching `regex` (POSIX extended; a bad one is a one-line UsageError)."""
+        return cls(CommKernels(regex or None))
 
     def classify(self, name: str, cat: str) -> KernelClass:
-        if self.comm.search(name):
+        if self.comm(name):
             return KernelClass.COMMUNICATION
         if cat in _MEMORY_CATS or _MEMORY.match(name):
             return KernelClass.MEMORY
@@ -138,7 +140,8 @@ class Classifier:
 
 
 class _Tap:
-    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB.
+    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB, and refuses a file nested
+    deeper than MAX_DEPTH.
 
     The top-level metadata (distributedInfo, deviceProperties) sits before or
     after the event array; keeping those bytes lets the one streaming pass over
@@ -150,9 +153,13 @@ class _Tap:
         self.head = bytearray()
         self.head_done = False
         self.tail = b""
+        self.scan = _native.CJsonScan()
+        self.feed = _native.lib().ccov_json_scan_feed
 
     def read(self, n: int = -1) -> bytes:
         chunk = self.raw.read(n)
+        if self.feed(ctypes.byref(self.scan), chunk, len(chunk)) > MAX_DEPTH:
+            raise UsageError(f"nested deeper than {MAX_DEPTH} levels: not a Chrome trace")
         if not self.head_done:
             self.head += chunk
             self.head_done = b'"traceEvents"' in self.head or len(self.head) > _HEAD_LIMIT
@@ -360,7 +367,7 @@ def short_name(name: str, width: int = 64) -> str:
 
 def _short(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:160]
+    return shorten(text, 160)
 
 
 # --- what the analyses read from a trace: the kernels that count, the GPU ---
