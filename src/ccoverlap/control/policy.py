@@ -104,9 +104,10 @@ class TunedPolicy:
         """`lever: reason` for the first lever that does not apply on `host` in a fresh process, or None."""
         return self.strategy.not_applicable(host, "process")
 
-    def environ(self, base: Mapping[str, str], comm_kernels: str | None = None, stats: str | None = None) -> dict[str, str]:
+    def environ(self, base: Mapping[str, str], comm_kernels: str | None = None, stats: str | None = None,
+                observe: bool = False) -> dict[str, str]:
         """The variables to add to `base` so that a child process runs under this policy (setting_environ)."""
-        return setting_environ(self.setting(), base, comm_kernels=comm_kernels, stats=stats)
+        return setting_environ(self.setting(), base, comm_kernels=comm_kernels, stats=stats, observe=observe)
 
     def to_dict(self, **meta) -> dict:
         if clash := (set(meta) | set(self.meta)) & set(KEYS):
@@ -173,7 +174,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
 
 
 def setting_environ(setting: levers.Setting, base: Mapping[str, str], *, comm_kernels: str | None = None,
-                    stats: str | None = None, whole_policy: bool = True) -> dict[str, str]:
+                    stats: str | None = None, whole_policy: bool = True, observe: bool = False) -> dict[str, str]:
     """The variables to add to `base` for a child process to run under `setting`: its variables; where it
     has interposer policy fields, the interposer's variables and LD_PRELOAD with the interposer first (the
     user's preloads kept after it); where it has start-up calls, the start-up hook's variables.
@@ -181,9 +182,13 @@ def setting_environ(setting: levers.Setting, base: Mapping[str, str], *, comm_ke
     `whole_policy`: every field the interposer reads, defaults included, so the child does not depend on
     the caller's CCOVERLAP_* variables (the bench, the tuner, `run --config`); else only the setting's fields,
     layered over the policy file and the variables (`run --strategy`). `comm_kernels`: more communication
-    kernels (the emulation's); `stats`: where the interposer writes its stats."""
+    kernels (the emulation's); `stats`: where the interposer writes its stats. `observe`: preload the interposer,
+    where it is built, even where the setting has no policy field (pass-through unless the fields say otherwise),
+    for its stats and its serialized launches (the doctor, and every trial of the tuner alike)."""
+    from ccoverlap.control.interposer import built
+
     out = dict(setting.env)
-    if setting.policy:
+    if setting.policy or (observe and built()):
         from ccoverlap.control.interposer import BY_KEY, Policy, preload_env
 
         fields = dict(setting.policy) | {"comm": comm_kernels, "stats": stats}

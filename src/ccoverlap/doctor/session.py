@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from ccoverlap.control import startup
+from ccoverlap.control import levers, startup
 from ccoverlap.control.launch import end_as, found, wait
+from ccoverlap.control.policy import setting_environ
 from ccoverlap.control.procs import ending
 from ccoverlap.doctor import record
 from ccoverlap.doctor.analysis.summary import document, print_ranks, write_html
@@ -19,9 +20,14 @@ from ccoverlap.util.output import print_table, write_json
 def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     """Run `cmd` with the capture injected, then say what it captured; the exit code is the command's, or 2 where
     it succeeded but nothing was profiled or the analysis failed."""
-    env = dict(os.environ) | startup.hook_environ(startup.DOCTOR_ENV, cfg.capture(), os.environ)
-    found(cmd, env, " (nothing was captured)")
     out = Path(cfg.out)
+    env = dict(os.environ) | startup.hook_environ(startup.DOCTOR_ENV, cfg.capture(), os.environ)
+    observed, why = observe_environ(cfg, env, out)
+    env |= observed
+    found(cmd, env, " (nothing was captured)")
+    if why:
+        print(f"ccoverlap doctor: {why}: no alone window and no launch marks (what communication and compute lose "
+              "beside each other stays unknown)", file=sys.stderr)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     code = wait(cmd, env)
@@ -36,6 +42,18 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     for failure in failures:
         print(f"ccoverlap doctor: error: {failure}", file=sys.stderr)
     return 2 if failures else 0
+
+
+def observe_environ(cfg: DoctorConfig, base: dict[str, str], out: Path) -> tuple[dict[str, str], str | None]:
+    """The launch interposer preloaded into the command in pass-through (no pad, no hint: the policy the
+    environment gives, off by default), its stats into `out`: its serialized launches make the alone window,
+    its stats the marks levers leave. Where it is not built: nothing, and why."""
+    from ccoverlap.control.interposer import built
+
+    if not built():
+        return {}, "the launch interposer is not built (pip install -e .)"
+    return setting_environ(levers.Setting(), base, comm_kernels=cfg.comm_regex,
+                           stats=str(out.resolve() / record.STATS_NAME), whole_policy=False, observe=True), None
 
 
 def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[str]:
@@ -55,13 +73,14 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         failures.append(_nothing(records, cfg))
     result, written = None, []
     if traces:
-        result, unusable = _analyze(out, traces, cfg.comm_regex)
+        result, unusable = _analyze(out, traces, cfg.comm_regex, record.processes(out, records))
         failures += unusable
     elif on_cpu:
         print("no overlap analysis: the program ran on the CPU (no GPU kernels in its traces)"
               + ("; step times above" if timed else ""))
     if result is not None and result.ranks:
         written = _show(result, cfg.report)
+        _windows(records, result)
     elif cfg.report:
         print(f"no report written to {cfg.report}: no GPU kernels were analysed")
     if cfg.json:
@@ -78,16 +97,47 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
 
 
 def _show(result, report: str | None) -> list[Path]:
-    """The analysis on the terminal (and the verdict per rank, where the analysis gives one), and the report."""
+    """The analysis on the terminal (the verdict, known misconfigurations and the launch marks per rank), and the
+    report."""
     print_ranks(result, "overlap in the profiled steps, ms per rank (all but the last step, as HTA)")
     for r in result.ranks:
-        if line := r.to_dict().get("verdict"):
+        if line := r.verdict.line:
             print(f"verdict rank {r.rank}: {line}")
+        for f in r.findings:
+            print(f"rule rank {r.rank} ({f.rule}): {f.line}")
+        if (marks := r.diagnosis.launches) is not None:
+            print(f"launches rank {r.rank}: {_marks(marks)}")
     if not report:
         return []
     written = write_html(result, Path(report))
     print(f"report: {written[0]}")
     return written
+
+
+def _marks(s) -> str:
+    """What the launches showed (control/interposer.LaunchStats), in one line: the marks levers leave."""
+    comm = "no communication launch" if not s.comm_launches else (
+        f"{s.comm_launches} communication launch(es) on stream priority {_set(s.comm_priorities)}, clusters "
+        f"{_set(s.comm_clusters)}, " + (f"{s.comm_grid[0]}-{s.comm_grid[1]} CTAs of " if s.comm_grid else "")
+        + (f"{s.comm_threads[0]}-{s.comm_threads[1]} threads" if s.comm_threads else ""))
+    green = f"; compute in green contexts of {min(s.sm_limits.values())} SMs" if s.sm_limits else ""
+    return f"{comm}; {s.padded} padded launch(es), carveout hint on {s.carveout_set} kernel(s){green}"
+
+
+def _set(values) -> str:
+    return "/".join(map(str, sorted(values))) or "?"
+
+
+def _windows(records: list[record.RankRecord], result) -> None:
+    """Per rank: the alone window, matched, and what each window cost in wall time."""
+    for r in records:
+        m = result.alone.get((result.ranks[0].strategy, r.rank)) if result.ranks else None
+        cost = ", ".join(f"{what} {s:.2f} s" for what, s in zip(("window", "alone window"), r.window_s) if s is not None)
+        if m is not None:
+            print(f"alone window rank {r.rank}: {m.matched} of {m.launches} launch(es) matched"
+                  + (f" (first unmatched: {m.first})" if m.first else "") + (f"; {cost}" if cost else ""))
+        elif r.alone_note:
+            print(f"alone window rank {r.rank}: none: {r.alone_note}")
 
 
 def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
@@ -125,12 +175,12 @@ def _row(r: record.RankRecord) -> list:
             _ms(s["outside_ms"], "max"), _ms(s["outside_gpu_ms"]), _ms(s["profiled_ms"])]
 
 
-def _analyze(out: Path, traces: list[Path], comm_regex: str | None):
+def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, record.Process]):
     """The analysis of `out`, and one line for each trace it could not use (its other notes go to stderr)."""
     from ccoverlap.doctor.analysis import analyze
 
     try:
-        result = analyze(out, None, comm_regex)
+        result = analyze(out, None, comm_regex, processes=processes)
     except UsageError as exc:
         return None, [str(exc)]
     used = {t.path.name for ranks in result.strategies.values() for t in ranks.values()}

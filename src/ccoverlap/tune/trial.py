@@ -4,7 +4,10 @@ The start-up hook installs the capture in every Python process of the command (a
 its steps-only mode: each optimizer step's time goes to rank<r>_steps.jsonl (CUDA events on GPUs), and after
 --skip + --steps steps every rank drains its GPU, writes the squared norms of its trained parameters (the
 results guard) and ends. A doctor trial also profiles the timed steps, for the analysis that orders the search.
-Everything a trial leaves (step records, trace, the command's output) stays in its own folder.
+Every trial, the default's included, runs with the launch interposer preloaded (in pass-through where the
+candidate sets no policy field), so every compared trial carries the same instrumentation; its stats say whether
+the candidate's levers left their mark (control/levers.py: Mark). Everything a trial leaves (step records,
+trace, the interposer's stats, the command's output) stays in its own folder.
 """
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccoverlap.control import procs, startup
+from ccoverlap.control import levers, procs, startup
+from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.util import timing
 from ccoverlap.bench.comms import MULTICAST_OFF
 from ccoverlap.doctor import record
@@ -42,10 +46,16 @@ class Trial:
     gpu: bool = False  # samples are CUDA-event times
     drift: float | None = None  # relative change of the fingerprint against the default's first (search sets it)
     refused: str | None = None  # why its result is not the default's (search sets it)
+    effect: dict[str, bool | None] = field(default_factory=dict)  # lever -> its mark present / absent / unknown
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def no_effect(self) -> list[str]:
+        """The levers whose mark is absent from this trial's launches: they did nothing to them."""
+        return [name for name, seen in self.effect.items() if seen is False]
 
     @property
     def timed(self) -> bool:
@@ -57,7 +67,7 @@ class Trial:
         return {"index": self.index, "phase": self.phase, "name": self.policy.name, "levers": dict(self.policy.levers),
                 "knobs": dict(self.policy.knobs), "status": self.status, "error": self.error,
                 "step_ms": stats, "samples_ms": list(self.samples), "clock": "cuda events" if self.gpu else "host",
-                "drift": self.drift, "refused": self.refused, "wall_s": self.wall_s,
+                "drift": self.drift, "refused": self.refused, "effect": self.effect, "wall_s": self.wall_s,
                 "folder": str(self.folder) if self.folder else None}
 
 
@@ -105,7 +115,7 @@ class Runner:
         capture = DoctorConfig(steps=self.steps, skip=self.skip, out=str(folder), profile=profile, stop=True,
                                fingerprint=True).capture()
         env = dict(self.base) | MULTICAST_OFF | policy.environ(self.base, self.comm_kernels,
-                                                                 str(folder / "interposer-%p.json"))
+                                                                 str(folder / record.STATS_NAME), observe=True)
         return env | startup.hook_environ(startup.DOCTOR_ENV, capture, env)
 
     def __call__(self, policy: TunedPolicy, phase: str, timeout_s: float, profile: bool = False) -> Trial:
@@ -137,6 +147,7 @@ class Runner:
             trial.status = "ok"
         trial.samples, trial.gpu = samples, gpu
         trial.fingerprints = {r.rank: r.fingerprint for r in records if r.fingerprint is not None}
+        trial.effect = levers.took_effect(policy.levers, LaunchStats.read(folder.glob(record.STATS_NAME.replace("%p", "*"))))
         return trial
 
 
