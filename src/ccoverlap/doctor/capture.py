@@ -166,8 +166,9 @@ class Capture:
             self.close_window(complete=False)
             return
         if written:
+            second = self.alone
             self.close_window(complete=True)
-            if self.cfg.alone == "on" and not self.cfg.seconds and not self.finished:
+            if not second and self.cfg.alone == "on" and not self.cfg.seconds and not self.finished:
                 self.open_alone()
         else:
             self.phase = "recording"

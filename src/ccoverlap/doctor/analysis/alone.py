@@ -104,7 +104,7 @@ def match(trace: Trace, alone: Trace) -> Match:
             if len(them) != len(ks):
                 miss(len(ks), f"step {step + 1}, stream {stream}: {len(ks)} launch(es), {len(them)} in the alone window")
                 continue
-            for n, (k, a) in enumerate(zip(ks, them)):
+            for n, (k, a) in enumerate(zip(ks, them, strict=True)):
                 if k.name != a.name or _grid(k) != _grid(a):
                     miss(1, f"step {step + 1}, stream {stream}, launch {n + 1}: {short_name(k.name)} grid {_grid(k)}, "
                             f"alone {short_name(a.name)} grid {_grid(a)}")

@@ -240,7 +240,7 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     for lever in levers_of:
         if not any(shares(d, lever) for d in diagnoses):
             continue
-        gain = _mean(diagnoses, lambda d: shares(d, lever))
+        gain = _mean(diagnoses, lambda d, lever=lever: shares(d, lever))
         if gain is None or gain <= 0:
             continue
         taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
