@@ -74,13 +74,19 @@ def program(name: str, strategy: str | None, out: Path, host: levers.Host, cli: 
             "tail": tail if code else None}
 
 
-def realized(name: str, out: Path, levers_here: list[str], host: levers.Host, expected: str | None) -> dict:
-    """Plain, every lever, plain again: fresh processes, interleaved; each lever against the plain runs. The
-    expected lever runs once more through `ccoverlap run` itself (the command a user types), not compared."""
-    runs = ([program(name, None, out, host)] + [program(name, lv, out, host) for lv in levers_here]
-            + [program(name, None, out, host)])
-    if expected:
-        runs.append(program(name, expected, out, host, cli=True))
+class Broken(Exception):
+    """The first run of a program failed: the rest would fail too (and spend the device's time)."""
+
+
+def realized(name: str, out: Path, levers_here: list[str], host: levers.Host, via_cli: str | None) -> dict:
+    """Plain, every lever, plain again: fresh processes, interleaved; each lever against the plain runs.
+    `via_cli`: a lever run once more through `ccoverlap run` itself (the command a user types), not compared."""
+    first = program(name, None, out, host)
+    if first["code"] != 0:
+        raise Broken(f"{name} plain: exit {first['code']}: {first['tail']}")
+    runs = [first] + [program(name, lv, out, host) for lv in levers_here] + [program(name, None, out, host)]
+    if via_cli:
+        runs.append(program(name, via_cli, out, host, cli=True))
     plain = [r for r in runs if r["strategy"] == "plain" and r["samples_ms"]]
     base = [tuple(r["samples_ms"]) for r in plain]
     losses = plain[0]["losses"] if plain else None
@@ -197,7 +203,16 @@ def main() -> int:
             doc["programs"][name] = entry
             continue
         t0 = time.monotonic()
-        entry["realized"] = realized(name, a.out, here, host, case["lever"])
+        try:
+            entry["realized"] = realized(name, a.out, here, host, case["lever"] if not doc["timing_s"] else None)
+        except Broken as exc:
+            entry["broken"] = str(exc)
+            doc["programs"][name] = entry
+            log(f"broken: {exc}")
+            _write(a.out, doc)
+            if not doc["timing_s"]:
+                return 1  # the first program does not run: stop before spending the device's time
+            continue
         t1 = time.monotonic()
         entry["doctor"] = doctor(name, a.out)
         t2 = time.monotonic()
