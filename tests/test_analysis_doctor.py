@@ -245,7 +245,7 @@ def test_slowdown_against_the_launch_measured_alone(tmp_path):
     assert d.mechanism_ms()[COMM_SLOWED] == pytest.approx(0.2) and d.headroom_ms == pytest.approx(0.2)
     v = verdict([d])
     assert v.recommendations == () and v.line.startswith("nothing a scheduling lever can do: headroom 0.200 ms")
-    assert "collectives ran slower than alone beside compute: no lever is known" in v.line
+    assert "collectives ran 0.200 ms slower than alone beside compute: no lever is known" in v.line
 
 
 def test_without_an_alone_window_slowdown_is_unknown_not_guessed(tmp_path):

@@ -123,7 +123,7 @@ def test_the_doctor_preloads_the_interposer_in_pass_through(tmp_path):
     assert why is None and env["LD_PRELOAD"] == f"{library_path()} /x/alloc.so"
     policy = parse(env)
     assert policy["mode"] == "off" and policy["carveout"] is None  # no pad, no hint
-    assert policy["stats"] == str(tmp_path.resolve() / "interposer-%p.json") and policy["comm"] == "^comm_paced$"
+    assert policy["stats"] == str(tmp_path.resolve() / "interposer-%p.stats") and policy["comm"] == "^comm_paced$"
 
 
 # --- matching the two windows, launch by launch ---
@@ -278,3 +278,50 @@ def test_every_lever_with_a_mark_says_what_it_is():
     marked = {lv.name for lv in levers.LEVERS if lv.mark}
     assert marked == {"priority", "shape", "carveout-hint", "green", "nccl-cluster", "nccl-ctas", "nccl-threads"}
     assert all(lv.mark.what for lv in levers.LEVERS if lv.mark)
+
+
+# --- what torch 2.11's traces leave out: which event a stream waited for ---
+
+def _ambiguous(tmp_path, late_record: bool):
+    """torch 2.11 names no record for a wait, so the thread's latest record is taken. A 100 us kernel A, then a
+    2 ms grid G of 10 waves on stream 7; the collective waits for A's event and starts as G's last wave retires; the
+    optimizer's kernel (stream 7) waits for the collective. `late_record`: a record after G (which nobody waits for)
+    comes between A's record and the collective's wait; else a kernel B, launched on stream 7 after the
+    collective and recorded, comes between the collective's record and the optimizer's wait."""
+    a = ks.K("known_compute", 100, 100, launch_ts=80, launch_dur=5)
+    g = ks.K("known_wide", 201, 2000, block=1024, grid=132 * 2 * 10, launch_ts=95, launch_dur=5)
+    comm = ks.K(ks.NCCL, 2150, 1000, launch_ts=125, launch_dur=5, **NCCL)
+    b = ks.K("known_tail", 2202, 10, launch_ts=133, launch_dur=2)
+    sgd = ks.K("sgd_kernel", 3152, 10, launch_ts=150, launch_dur=5)
+    rec_a = ks.Call("cudaEventRecordWithFlags", 90, 1)
+    rec_g = ks.Call("cudaEventRecordWithFlags", 101 if late_record else 91, 1)
+    wait_comm = ks.Call("cudaStreamWaitEvent", 120, 1)
+    rec_comm, rec_b = ks.Call("cudaEventRecordWithFlags", 131, 1), ks.Call("cudaEventRecordWithFlags", 136, 1)
+    wait_sgd = ks.Call("cudaStreamWaitEvent", 142, 1)
+    calls = [rec_a, rec_g, wait_comm, rec_comm, wait_sgd] + ([] if late_record else [rec_b])
+    waits = [ks.Wait(wait_comm, 13, event_id=1), ks.Wait(wait_sgd, 7, event_id=3)]
+    kernels = [a, g, comm, sgd] + ([] if late_record else [b])
+    return read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, kernels, [], calls=calls, waits=waits))
+
+
+def test_the_latest_record_whose_producer_could_have_been_waited_for(tmp_path):
+    """G's record is the latest before the collective's wait, but G ends after the collective started: not what it
+    waited for. The record before it (A's) is: the collective was ready at 200 and waited 1.95 ms for SMs."""
+    d = diagnose({0: _ambiguous(tmp_path, late_record=True)})[0]
+    (c,) = d.comm
+    assert c.ready_us == 200 and c.ready_by == "event" and not c.unresolved
+    assert c.cause is Cause.THREADS and c.blocked_by[0] == "known_wide"
+    assert [r.lever for r in verdict([d]).recommendations] == ["priority"]  # G is a grid of 10 waves
+
+
+def test_a_start_right_after_another_streams_kernel_is_taken_as_waiting_for_it(tmp_path):
+    """The optimizer's wait is matched to B's record (the latest, and plausible), on its own stream: its measured
+    940 us start delay would be kept in the replay, and removing the collective's wait would gain nothing. It
+    started 2 us after the collective ended, so it is taken to have waited for it: the replay moves it along."""
+    trace = _ambiguous(tmp_path, late_record=False)
+    d = diagnose({0: trace})[0]
+    (step,) = d.replays
+    at = {trace.kernels[i].name: n for n, i in enumerate(step.index)}
+    assert at[ks.NCCL] in step.nodes[at["sgd_kernel"]][2] and step.nodes[at["sgd_kernel"]][4] == pytest.approx(2)
+    # the collective from 200 to 1200; the optimizer after B (2202-2212) and its own 2 us: ends 2224, not 3162
+    assert d.headroom_ms == pytest.approx(0.938)

@@ -8,10 +8,10 @@ from common import main
 
 
 def body(ctx, grad):
-    first = ctx.compute("known_compute", 132, 128, 300)
-    done = ctx.comm.all_reduce(grad, first)
+    ctx.compute("known_compute", 132, 128, 300)
+    ctx.comm.all_reduce(grad, ctx.mark())
     ctx.compute("known_compute", 132, 128, 3000)  # same name, same shape, ten times the work
-    ctx.stream_wait(done)
+    ctx.join(ctx.comm.stream)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ find its steps) around a few custom kernels on two streams, and a stand-in for a
 
 Each program's step: the model's forward and backward (torch), then its own kernels: compute kernels on the
 compute stream (or a green context's stream) and one communication kernel on a second stream that reads the
-gradients and writes them back; the optimizer waits for it. Kernels are compiled with NVRTC and launched through
+gradients and writes them back; the optimizer waits for it. Every cross-stream wait comes right after the record
+of its event, with no other record between them on the thread: torch 2.11's traces do not say which event a
+stream waited for, and the doctor then takes the thread's latest record (docs/analysis.md). Kernels are compiled with NVRTC and launched through
 the CUDA driver (cuLaunchKernelEx, as NCCL launches), so the launch interposer sees every launch. Compute kernels
 hold their SMs for a set time from each block's start (%globaltimer) and write a value that the loss adds, so
 the losses say whether a lever changed what a kernel computed. The communication kernel is named as NCCL's
@@ -112,15 +114,12 @@ class Comm:
         stream = torch.cuda.ExternalStream(drv.create_stream(greatest if high else 0))
         return cls(kernel, stream, mine, nt, smem, nccl.cluster_dim(knobs.cluster, mine), cta_ns)
 
-    def all_reduce(self, grad: torch.Tensor, after: torch.cuda.Event) -> torch.cuda.Event:
-        """The collective on `grad` in place, once `after` has happened; the event of its end."""
+    def all_reduce(self, grad: torch.Tensor, after: torch.cuda.Event) -> None:
+        """The collective on `grad` in place, once `after` has happened (Ctx.join(ctx.comm.stream) waits for it)."""
         self.stream.wait_event(after)
         args = [ctypes.c_void_p(grad.data_ptr()), ctypes.c_void_p(grad.data_ptr()), ctypes.c_longlong(grad.numel()),
                 ctypes.c_int(1 if self.smem >= 4 * self.threads else 0), ctypes.c_ulonglong(self.cta_ns)]
         self.kernel.launch(self.ctas, self.threads, self.stream.cuda_stream, args, self.smem, self.cluster)
-        done = torch.cuda.Event()
-        done.record(self.stream)
-        return done
 
 
 @dataclass
@@ -133,21 +132,24 @@ class Ctx:
     out: torch.Tensor  # what they write (added to the loss)
 
     def compute(self, name: str, grid: int, block: int, us: float, smem: int = 0,
-                stream: torch.cuda.Stream | None = None) -> torch.cuda.Event:
+                stream: torch.cuda.Stream | None = None) -> None:
         """Launch compute kernel `name` (each block holds its SM `us` microseconds) on `stream` (default: the current
-        stream); the event of its end."""
+        stream)."""
         stream = stream or torch.cuda.current_stream()
         args = [ctypes.c_void_p(self.inputs.data_ptr()), ctypes.c_void_p(self.out.data_ptr()), ctypes.c_int(OUT),
                 ctypes.c_ulonglong(int(us * 1000))]
         self.kernels[name].launch(grid, block, stream.cuda_stream, args, smem)
-        done = torch.cuda.Event()
-        done.record(stream)
-        return done
 
     @staticmethod
-    def stream_wait(event: torch.cuda.Event) -> None:
-        """The current stream waits for `event` (the optimizer for the collective)."""
-        torch.cuda.current_stream().wait_event(event)
+    def mark(stream: torch.cuda.Stream | None = None) -> torch.cuda.Event:
+        """An event recorded on `stream` (default: the current stream) after what was launched on it so far."""
+        event = torch.cuda.Event()
+        event.record(stream or torch.cuda.current_stream())
+        return event
+
+    def join(self, stream: torch.cuda.Stream) -> None:
+        """The current stream waits for everything launched on `stream` so far (record, then wait at once)."""
+        torch.cuda.current_stream().wait_event(self.mark(stream))
 
 
 Body = Callable[[Ctx, torch.Tensor], torch.Tensor | None]  # (ctx, the gradient) -> a tensor the loss adds, or None

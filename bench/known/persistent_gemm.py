@@ -17,10 +17,11 @@ def setup(ctx):
 
 
 def body(ctx, grad):
-    first = ctx.compute("known_compute", 132, 128, 100)
+    ctx.compute("known_compute", 132, 128, 100)
+    first = ctx.mark()
     c = ctx.a @ ctx.b
-    done = ctx.comm.all_reduce(grad, first)
-    ctx.stream_wait(done)
+    ctx.comm.all_reduce(grad, first)
+    ctx.join(ctx.comm.stream)
     c = c @ ctx.b  # needs the collective's result (in the program's story): after it
     return c[0, :8].float().mean()
 

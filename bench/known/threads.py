@@ -7,10 +7,11 @@ from common import main
 
 
 def body(ctx, grad):
-    first = ctx.compute("known_compute", 132, 128, 100)
+    ctx.compute("known_compute", 132, 128, 100)
+    first = ctx.mark()
     ctx.compute("known_wide", 132 * 2 * 20, 1024, 100)
-    done = ctx.comm.all_reduce(grad, first)
-    ctx.stream_wait(done)
+    ctx.comm.all_reduce(grad, first)  # launched after the grid: no record between the mark and this wait
+    ctx.join(ctx.comm.stream)
 
 
 if __name__ == "__main__":

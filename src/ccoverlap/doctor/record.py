@@ -30,8 +30,8 @@ STEPS_SUFFIX = "_steps.jsonl"
 TRACE_SUFFIX = "_trace.json.gz"
 #: the alone window's trace: beside the window's, named so that no reader takes it for a trace of its own
 ALONE_SUFFIX = ".alone.gz"
-#: the interposer's stats, one file per process (%p: its pid)
-STATS_NAME = "interposer-%p.json"
+#: the interposer's stats, one file per process (%p: its pid); not *.json, which `ccoverlap analyze` reads as traces
+STATS_NAME = "interposer-%p.stats"
 
 
 def alone_trace(trace: Path) -> Path:

@@ -188,6 +188,11 @@ class RankDiagnosis:
     def gain_us(self, mechanisms: Iterable[Mechanism]) -> float | None:
         """What removing these mechanisms together saves, summed over the steps (a step whose replay ends later
         counts 0); None where one of them is unknown."""
+        steps = self.gain_by_step(mechanisms)
+        return None if steps is None else sum(steps)
+
+    def gain_by_step(self, mechanisms: Iterable[Mechanism]) -> list[float] | None:
+        """gain_us step by step."""
         mechanisms = list(mechanisms)
         if any(not m.known for m in mechanisms):
             return None
@@ -196,8 +201,8 @@ class RankDiagnosis:
         for m in mechanisms:
             durations |= m.durations
         if not waits and not durations:
-            return 0.0
-        return sum(max(0.0, r.measured_end - r.end(waits, durations)) for r in self.replays)
+            return [0.0] * len(self.replays)
+        return [max(0.0, r.measured_end - r.end(waits, durations)) for r in self.replays]
 
     @property
     def headroom_ms(self) -> float:
@@ -338,7 +343,8 @@ class _Rank:
             c = dataclasses.replace(c, uncontended_us=fewest, skew_us=skew)
             comm.append(dataclasses.replace(c, exposed=split_exposed(exposed, c, skew)))
         mechanisms = self._mechanisms(comm)
-        replays = tuple(self._replay(idx) for _, idx in self.windows)
+        held = {c.index for c in comm if c.waited}
+        replays = tuple(self._replay(idx, held) for _, idx in self.windows)
         everything = [m for m in mechanisms.values() if m.known]
         waits = frozenset().union(*(m.waits for m in everything))
         durations = {i: t for m in everything for i, t in m.durations.items()}
@@ -383,15 +389,20 @@ class _Rank:
             out[COMPUTE_SLOWED] = Mechanism(COMPUTE_SLOWED, durations=compute, known=known)
         return out
 
-    def _replay(self, idx: list[int]) -> StepReplay:
+    def _replay(self, idx: list[int], held: set[int]) -> StepReplay:
         """A step's kernels as replay nodes: work outside the step stays where it was measured; a kernel behind an
         unresolved wait is released at its measured start (a replay claims nothing the unknown wait may forbid);
         one that started before its stream predecessor ended keeps its measured lag behind that one's start. Each
         node keeps its measured wait beyond its release and dependencies, so the replay gives the measured
-        schedule back until a mechanism is removed."""
+        schedule back until a mechanism is removed. A kernel that started more than the tolerance late, just as a
+        kernel of another stream ended, is taken to have waited for that one (an event the trace could not tell,
+        or SMs it held), unless it is a collective whose wait for SMs (`held`) is a mechanism: a collective made
+        earlier then moves it earlier too."""
         kernels, prev, events, unresolved, releases = (self.trace.kernels, self.graph.prev, self.graph.events,
                                                        self.graph.unresolved, self.graph.release)
         pos = dict(zip(idx, range(len(idx))))
+        ends = sorted((kernels[i].end, n) for n, i in enumerate(idx))
+        end_at = [e for e, _ in ends]
         nodes = []
         for n, i in enumerate(idx):
             k = kernels[i]
@@ -412,6 +423,13 @@ class _Rank:
                 else:
                     deps.append(at)
                     base = max(base, end)
+            if ts - base > SM_WAIT_TOLERANCE_US and i not in held:
+                lo, hi = bisect_left(end_at, ts - SM_WAIT_TOLERANCE_US), bisect_right(end_at, ts)
+                for end, m in reversed(ends[lo:hi]):
+                    if m < n and kernels[idx[m]].stream != k.stream:
+                        deps.append(m)
+                        base = max(base, end)
+                        break
             nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
         return StepReplay(tuple(idx), tuple(nodes), max(kernels[i].end for i in idx))
 
@@ -534,7 +552,7 @@ def _cause(comm: KernelEvent, blockers: list[KernelEvent], ready: float, device:
         if busy >= device.sm_count:
             return RESOURCE_CAUSES[fit.blocking]
         return Cause.CLUSTER if cluster > 1 else Cause.UNKNOWN
-    if any(b.footprint and dispatching(device, b, ready) for b in blockers):
+    if any(b.footprint and dispatching(device, b, max(ready, b.ts)) for b in blockers):
         return Cause.DISPATCH_ORDER
     return Cause.UNKNOWN
 

@@ -289,6 +289,9 @@ class RankMetrics:
                 "comm_kernels": [c.to_dict() for c in d.comm],
                 "exposed_comm_breakdown_ms": d.exposed_ms,
                 "headroom_by_mechanism_ms": self.verdict.by_mechanism_ms,
+                "steps": [{"name": s.name, "span_us": s.span_us, "headroom_us": s.headroom_us,
+                           "lever_headroom_us": 1000 * ms}
+                          for s, ms in zip(d.steps, self.verdict.lever_steps_ms or [0.0] * len(d.steps), strict=True)],
                 "recommendations": [r.to_dict() for r in self.verdict.recommendations],
                 "verdict": self.verdict.line,
                 "findings": [f.to_dict() for f in self.findings],

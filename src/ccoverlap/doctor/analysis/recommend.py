@@ -25,6 +25,8 @@ from ccoverlap.util.errors import UsageError
 
 #: Headroom below this share of the step time: no lever is worth recommending.
 NOTHING_TO_GAIN_PCT = 2.0
+#: A mechanism that costs less than this share of the step is not worth naming as beyond any lever.
+NAMED_PCT = 0.5
 
 Fits = Callable[[CommWait, DeviceLimits], bool]
 
@@ -78,8 +80,9 @@ def _smaller_cta_fits(c: CommWait, device: DeviceLimits) -> bool:
 
 def _blocks_retire(c: CommWait, device: DeviceLimits) -> bool:
     """Priority dispatches the collective's CTAs as the blocker's blocks retire: only a grid of more than one wave
-    still dispatching when the collective was ready retires blocks to hand over."""
-    return dispatching(device, c.blocker, c.ready_us)
+    still dispatching while the collective waited (from its ready time, or the grid's start if later) retires
+    blocks to hand over."""
+    return dispatching(device, c.blocker, max(c.ready_us, c.blocker.ts))
 
 
 def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
@@ -128,6 +131,7 @@ class Verdict:
     lever_headroom_ms: float  # every lever's share removed together: what levers can reach
     lever_headroom_pct: float | None
     by_mechanism_ms: dict[str, float | None]  # each mechanism alone (None: unknown, no alone window)
+    lever_steps_ms: tuple[float, ...]  # lever_headroom_ms step by step (the mean over the ranks of each step)
     recommendations: tuple[Recommendation, ...]
     unrecoverable_ms: dict[str, float]  # skew and dependency: exposed time no lever on this rank changes
     slowdown_known: bool
@@ -136,7 +140,8 @@ class Verdict:
     def to_dict(self) -> dict:
         return {"headroom_ms": self.headroom_ms, "headroom_pct": self.headroom_pct,
                 "lever_headroom_ms": self.lever_headroom_ms, "lever_headroom_pct": self.lever_headroom_pct,
-                "by_mechanism_ms": self.by_mechanism_ms, "slowdown_known": self.slowdown_known}
+                "lever_steps_ms": list(self.lever_steps_ms), "by_mechanism_ms": self.by_mechanism_ms,
+                "slowdown_known": self.slowdown_known}
 
 
 def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
@@ -182,10 +187,14 @@ def _mean(diagnoses: Sequence[RankDiagnosis], parts: Callable[[RankDiagnosis], l
     return None if any(g is None for g in gains) else sum(gains) / len(gains) / 1000
 
 
-def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str]) -> str:
-    """In words, the headroom no lever reaches: what holds it, and what would take it."""
+def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str], by_mechanism: dict[str, float | None],
+            floor_ms: float) -> str:
+    """In words, the headroom no lever reaches (mechanisms that cost at least `floor_ms`): what holds it, and what
+    would take it."""
     out = []
     for key in sorted({k for d in diagnoses for k, m in d.mechanisms.items() if m.waits}):
+        if (by_mechanism.get(key) or 0) < floor_ms:
+            continue
         left = [(c, d.device) for d in diagnoses for c in d.comm
                 if c.waited and SM_WAIT + c.cause.value == key
                 and not any(r.applies(c, d.device) for r in LEVERS_FOR.get(key, ()))]
@@ -198,8 +207,9 @@ def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str]) -> str:
                    f"{key.removeprefix(SM_WAIT)} SM-wait behind {name}"
                    + (", which holds every SM: only an SM partition makes room beside it (a green context for the "
                       "compute, or a library's own SM count)" if held else ", which no lever can make room beside"))
-    if COMM_SLOWED not in reachable and any((m := d.mechanisms.get(COMM_SLOWED)) and m.durations for d in diagnoses):
-        out.append("collectives ran slower than alone beside compute: no lever is known to remove that")
+    if COMM_SLOWED not in reachable and (by_mechanism.get(COMM_SLOWED) or 0) >= floor_ms:
+        out.append(f"collectives ran {by_mechanism[COMM_SLOWED]:.3f} ms slower than alone beside compute: no lever "
+                   "is known to remove that")
     return "; ".join(out)
 
 
@@ -247,23 +257,29 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         recs.append(Recommendation(lever, gain, _evidence(diagnoses, taken, gain)))
     order = {lever: i for i, lever in enumerate(levers_of)}
     recs.sort(key=lambda r: (-round(r.gain_ms, 6), order[r.lever]))
-    reach = _mean(diagnoses, lambda d: [m for lever in levers_of for m in shares(d, lever)]) or 0.0
+    def everything(d: RankDiagnosis) -> list[Mechanism]:
+        return [m for lever in levers_of for m in shares(d, lever)]
+
+    reach = _mean(diagnoses, everything) or 0.0
+    by_step = [g for d in diagnoses if (g := d.gain_by_step(everything(d))) is not None]
+    lever_steps = tuple(sum(s) / len(by_step) / 1000 for s in zip(*by_step, strict=False)) if by_step else ()
     reachable = {key for lever in levers_of for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
     head_pct, reach_pct = pct(headroom), pct(reach)
+    floor = NAMED_PCT / 100 * step
     shown = "-" if head_pct is None else f"{head_pct:.1f}%"
     if head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
         line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){unknown}{unrecoverable}"
         recs = []
     elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
-        beyond = _beyond(diagnoses, reachable) or "no lever removes the mechanisms found"
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor) or "no lever removes the mechanisms found"
         line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}), a lever reaches "
                 f"{reach:.3f} ms: {beyond}{unknown}{unrecoverable}")
         recs = []
     else:
-        beyond = _beyond(diagnoses, reachable)
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor)
         top = recs[0]
         line = (f"headroom {headroom:.3f} ms ({shown}), a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); try "
                 f"{top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
                 + (f"; beyond any lever: {beyond}" if beyond else "") + unknown + unrecoverable)
-    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, tuple(recs), parts, known, line)
+    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, known, line)
 
