@@ -115,8 +115,18 @@ def test_carveout_behind_a_zero_smem_elementwise_kernel(tmp_path):
     c = comm_of(d)
     assert c.cause is Cause.CARVEOUT and abs(c.sm_wait_us - 1896) <= TOLERANCE_US
     top = verdict([d]).recommendations[0]
-    assert top.lever == "carveout-hint"
+    assert [r.lever for r in verdict([d]).recommendations] == ["carveout-hint"]  # launched after: not launch order
     assert top.evidence.startswith("100% of allreduce SM-wait is carveout behind at::native::vectorized_elementwise_kernel")
+
+
+def test_a_collective_launched_before_its_blocker_is_dispatched_first_from_one_queue(tmp_path):
+    """The same wait where the collective was launched (and ready) before the kernel that blocked it: one hardware
+    queue (max-connections=1) dispatches it first. The hint stays first (the table's order at an equal gain)."""
+    elementwise = ks.K(ks.ELEMENTWISE, 100, 2000, block=128, grid=132, regs=32, smem=0, launch_ts=60)
+    comm = ks.K(ks.NCCL, 2100, 400, launch_ts=40, **NCCL)
+    _, d = one_rank(tmp_path, [comm, elementwise])
+    recs = verdict([d]).recommendations
+    assert [r.lever for r in recs] == ["carveout-hint", "max-connections"] and recs[0].gain_ms == recs[1].gain_ms
 
 
 def test_dispatch_order_behind_a_multi_wave_grid(tmp_path):

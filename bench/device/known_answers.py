@@ -4,9 +4,12 @@ on it (its headroom, what a lever reaches, its first lever, its alone window), a
 the time left allows (trials to the winner). One JSON with provenance and the raw samples.
 
   python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--tune a,b]
+  python bench/device/known_answers.py --reanalyze RUN.json --folders DIR [DIR...] --out OUT.json
 
 Without CUDA (a dry run on the CPU) the GPU parts are skipped and said so; the orchestration, the JSON and the
-targets' arithmetic still run, against tests/data/doctor_train.py for the doctor and the tuner.
+targets' arithmetic still run, against tests/data/doctor_train.py for the doctor and the tuner. --reanalyze
+judges a recorded run again with this commit's analysis of its doctors' folders (traces, alone windows, step
+records, the interposer's stats: what `ccoverlap doctor` reads), keeping the run's measurements as they are.
 """
 from __future__ import annotations
 
@@ -111,17 +114,22 @@ def doctor(name: str, out: Path, cmd: list[str] | None = None) -> dict:
     cmd = cmd or [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS)]
     code, wall, tail = run([*CCOVERLAP, "doctor", "--skip", "5", "--steps", "4", "--out", str(folder), "--json",
                             str(path), "--", *cmd], 240)
-    doc = json.loads(path.read_text()) if path.exists() else {}
+    return {"code": code, "wall_s": wall, "tail": tail} | view(json.loads(path.read_text()) if path.exists() else {})
+
+
+def view(doc: dict) -> dict:
+    """What the targets need of a doctor's JSON (rank 0)."""
     ranks = ((doc.get("analysis") or {}).get("ranks")) or [{}]
     r = ranks[0]
     times = (doc.get("step_times") or [{}])[0]
-    return {"code": code, "wall_s": wall, "tail": tail, "verdict": r.get("verdict"),
+    return {"verdict": r.get("verdict"),
             "headroom_ms": r.get("scheduling_headroom_ms"), "lever_headroom_ms": r.get("lever_headroom_ms"),
             "by_mechanism_ms": r.get("headroom_by_mechanism_ms"),
             "recommendations": r.get("recommendations"), "findings": r.get("findings"),
             "launch_marks": r.get("launch_marks"), "span_us": r.get("span_us"),
             "comm_kernels": [{k: c.get(k) for k in ("sm_wait_us", "cause", "blocked_by", "uncontended_us", "duration_us")}
                              for c in r.get("comm_kernels", [])],
+            "steps": r.get("steps"),
             "analysed_steps": len({c.get("step") for c in r.get("comm_kernels", [])}) or None,
             "alone_windows": (doc.get("analysis") or {}).get("alone_windows"),
             "window_s": times.get("window_s"), "alone_window_s": times.get("alone_window_s"),
@@ -147,14 +155,20 @@ def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) 
 
 
 def judge(case: dict, real: dict, doc: dict) -> dict:
-    """The issue's targets for one program (per step: the doctor's figures are sums over its analysed steps)."""
+    """The issue's targets for one program, per step: the median over the doctor's analysed steps of what a lever
+    reaches in each (its figures are sums over them: the mean per step is kept too), against the realized gain,
+    itself a difference of median steps."""
     step = real["plain_median_ms"]
     n = doc.get("analysed_steps") or 3
-    reach = None if doc.get("lever_headroom_ms") is None else doc["lever_headroom_ms"] / n
+    steps = [s["lever_headroom_us"] / 1000 for s in doc.get("steps") or []]
+    mean = None if doc.get("lever_headroom_ms") is None else doc["lever_headroom_ms"] / n
+    reach = statistics.median(steps) if steps else mean
     total = None if doc.get("headroom_ms") is None else doc["headroom_ms"] / n
     gain = real["best_gain_ms"]
     first = (doc.get("recommendations") or [{}])[0].get("lever") if doc.get("recommendations") else None
+    first = levers.strategy(first).name if first else None  # nccl-cluster=1 is the strategy nccl-cluster
     out = {"step_ms": step, "headroom_per_step_ms": total, "lever_headroom_per_step_ms": reach,
+           "lever_headroom_mean_per_step_ms": mean, "lever_headroom_steps_ms": steps,
            "realized_best_gain_ms": gain, "realized_best_lever": real["best_lever"], "first_lever": first,
            "expected_lever": case["lever"]}
     if step and reach is not None:
@@ -173,8 +187,35 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
     return out
 
 
+def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
+    """The recorded run judged again: each doctor folder analysed as `ccoverlap doctor` does, at this commit."""
+    from ccoverlap.doctor import record
+    from ccoverlap.doctor.analysis import analyze
+    from ccoverlap.doctor.analysis.summary import document
+    from ccoverlap.gpu import provenance
+
+    recorded = json.loads(run.read_text())
+    doc = {"provenance": provenance.collect(), "recorded": str(run), "programs": {}}
+    for folder in folders:  # doctor-NAME, or doctor-NAME@LABEL for another recording of the program
+        key = folder.name.removeprefix("doctor-")
+        name = key.split("@")[0]
+        records, _ = record.read_all(folder)
+        result = analyze(folder, None, None, processes=record.processes(folder, records))
+        got = view({"analysis": document(result, None, []), "step_times": [r.summary() for r in records]})
+        entry = {"folder": str(folder), "doctor": got}
+        real = (recorded["programs"].get(name) or {}).get("realized")
+        if real:
+            entry["judged"] = judge(CASES[name], real, got)
+        doc["programs"][key] = entry
+        log(key, json.dumps(entry.get("judged") or got["verdict"]))
+    out.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reanalyze", type=Path, help="a recorded known-answers.json to judge again")
+    p.add_argument("--folders", type=Path, nargs="*", default=[], help="with --reanalyze: its doctors' folders")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
     p.add_argument("--programs", default=",".join(CASES))
@@ -182,6 +223,8 @@ def main() -> int:
                    help="programs to tune, in this order, while time is left")
     p.add_argument("--tune-budget", type=float, default=1.5, help="minutes per tuning")
     a = p.parse_args()
+    if a.reanalyze:
+        return reanalyze(a.reanalyze, a.folders, a.out)
     a.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     left = lambda: a.budget_s - (time.monotonic() - started)  # noqa: E731

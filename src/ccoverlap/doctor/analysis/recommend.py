@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ccoverlap.control import levers
-from ccoverlap.doctor.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, Cause, CommWait, Mechanism,
-                                                  RankDiagnosis, dispatching, resident)
+from ccoverlap.doctor.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
+                                                  CommWait, Mechanism, RankDiagnosis, dispatching, resident)
 from ccoverlap.doctor.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside
@@ -87,26 +87,30 @@ def _blocks_retire(c: CommWait, device: DeviceLimits) -> bool:
 
 def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
     """One hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) dispatches in launch order: it helps a collective
-    launched before its blocker."""
-    return c.kernel.correlation < c.blocker.correlation
+    launched before its blocker and ready by the time the blocker started (then it takes its SMs first)."""
+    return c.kernel.correlation < c.blocker.correlation and c.ready_us <= c.blocker.ts + SM_WAIT_TOLERANCE_US
 
 
 #: Mechanism -> the levers that remove it, best first. Evidence (docs/results.md, shared NOTES): priority behind a
 #: full multi-wave grid takes the comm CTAs in as its blocks retire (lab: 5.88 ms of SM-wait to 0.94 ms); the
 #: carveout hint lets a CTA's shared memory into an SM configured by a 0 B kernel (3.45 ms to 0.002 ms); clusters
 #: of 1 let the CTAs onto SMs left idle that clusters of 4 cannot take (green-cluster case); fewer NCCL CTAs give
-#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%). A collective slowed beside compute
-#: has no lever known to remove it (sm-carveout does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and
-#: neither does an SM-wait behind a kernel no lever can make room beside: those are headroom beyond any lever.
+#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%); one hardware queue dispatches a
+#: collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
+#: the hint). A collective slowed beside compute has no lever known to remove it (sm-carveout does not reach
+#: cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does an SM-wait behind a kernel no lever can make
+#: room beside: those are headroom beyond any lever.
+FIRST = Remedy("max-connections", _launched_first)
 LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
-    SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"),),
-    SM_WAIT + Cause.REGISTERS.value: (Remedy("nccl-threads", _smaller_cta_fits, nccl=True), Remedy("shape", _pad_fits)),
+    SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"), FIRST),
+    SM_WAIT + Cause.REGISTERS.value: (Remedy("nccl-threads", _smaller_cta_fits, nccl=True), Remedy("shape", _pad_fits),
+                                      FIRST),
     SM_WAIT + Cause.THREADS.value: (Remedy("priority", _blocks_retire), Remedy("shape", _pad_fits),
-                                    Remedy("nccl-threads", _smaller_cta_fits, nccl=True)),
-    SM_WAIT + Cause.SHARED_MEMORY.value: (Remedy("shape", _pad_fits),),
-    SM_WAIT + Cause.BLOCKS.value: (Remedy("shape", _pad_fits),),
-    SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True),),
-    SM_WAIT + Cause.DISPATCH_ORDER.value: (Remedy("priority"), Remedy("max-connections", _launched_first)),
+                                    Remedy("nccl-threads", _smaller_cta_fits, nccl=True), FIRST),
+    SM_WAIT + Cause.SHARED_MEMORY.value: (Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.BLOCKS.value: (Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
+    SM_WAIT + Cause.DISPATCH_ORDER.value: (Remedy("priority"), FIRST),
     COMM_SLOWED: (),
     COMPUTE_SLOWED: (Remedy("nccl-ctas", nccl=True),),
 }
