@@ -609,6 +609,16 @@ def _beside(device: DeviceLimits, resident: KernelFootprint, comm: KernelFootpri
         return None
 
 
+#: A grid this close to its full residency on every SM (and no more: one wave) holds every SM until it ends.
+FULL_WAVE = 0.9
+
+
+def holds_every_sm(device: DeviceLimits, k: KernelFootprint) -> bool:
+    """One wave that fills every SM to its residency (a persistent kernel: blocks never retire to make room)."""
+    slots = resident(device, k) * device.sm_count
+    return bool(slots) and FULL_WAVE * slots <= k.grid <= slots
+
+
 @lru_cache(maxsize=4096)
 def resident(device: DeviceLimits, k: KernelFootprint) -> int:
     try:

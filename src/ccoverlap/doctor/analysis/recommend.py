@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from ccoverlap.control import levers
 from ccoverlap.doctor.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
-                                                  CommWait, Mechanism, RankDiagnosis, dispatching, resident)
+                                                  CommWait, Mechanism, RankDiagnosis, dispatching, holds_every_sm)
 from ccoverlap.doctor.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside
@@ -218,12 +218,8 @@ def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str], by_mechanis
 
 
 def _holds_every_sm(c: CommWait, device: DeviceLimits | None) -> bool:
-    """A single-wave grid with a block on every SM (a persistent kernel)."""
     b = c.blocker
-    if b is None or b.footprint is None or device is None:
-        return False
-    per_sm = resident(device, b.footprint)
-    return bool(per_sm) and device.sm_count <= b.footprint.grid <= per_sm * device.sm_count
+    return b is not None and b.footprint is not None and device is not None and holds_every_sm(device, b.footprint)
 
 
 def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccoverlap.doctor.analysis.contention import SM_WAIT_TOLERANCE_US, Cause, CommWait, RankDiagnosis, demangled, resident
+from ccoverlap.doctor.analysis.contention import (SM_WAIT_TOLERANCE_US, Cause, CommWait, RankDiagnosis, demangled,
+                                                  holds_every_sm)
 from ccoverlap.doctor.analysis.trace import KernelClass, Trace, analysed_kernels, short_name
 
 #: Overlap below this share of the communication time counts as none.
@@ -74,11 +75,9 @@ def persistent_holds_sms(trace: Trace, d: RankDiagnosis) -> Finding | None:
     held: list[CommWait] = []
     for c in _waited(d):
         b = c.blocker
-        if b.footprint is None or c.cause not in (Cause.REGISTERS, Cause.THREADS, Cause.SHARED_MEMORY, Cause.BLOCKS,
-                                                  Cause.CARVEOUT):
+        if b.footprint is None or c.cause not in (Cause.REGISTERS, Cause.THREADS, Cause.SHARED_MEMORY, Cause.BLOCKS):
             continue
-        per_sm = resident(device, b.footprint)
-        one_wave = bool(per_sm) and device.sm_count <= b.footprint.grid <= per_sm * device.sm_count
+        one_wave = holds_every_sm(device, b.footprint)
         ran = min(b.end, c.kernel.ts) - max(b.ts, c.ready_us)
         if (one_wave or b.name in cooperative) and ran >= HELD_SHARE * c.sm_wait_us:
             held.append(c)
@@ -86,7 +85,7 @@ def persistent_holds_sms(trace: Trace, d: RankDiagnosis) -> Finding | None:
         return None
     b = max(held, key=lambda c: c.sm_wait_us).blocker
     kind = "a cooperative kernel" if b.name in cooperative else "a persistent kernel"
-    says = (f"{kind}, {short_name(b.name)} ({b.footprint.grid} blocks: one wave with a block on every SM), held every "
+    says = (f"{kind}, {short_name(b.name)} ({b.footprint.grid} blocks: one wave that fills every SM), held every "
             f"SM while {len(held)} collective(s) waited ({sum(c.sm_wait_us for c in held) / 1000:.3f} ms): nothing "
             "can start beside it, and a kernel that waits for the collective's data there would never see it run "
             "(a hang)")
