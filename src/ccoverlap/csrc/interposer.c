@@ -125,7 +125,6 @@ CCOV_EXPORT void *dlsym(void *handle, const char *symbol) {
 /* Read once at load (policy.c: the table and the parser `ccoverlap run` uses too);
  * error[0]: invalid, every launch passes through. */
 static ccov_policy pol;
-static char *stats_template; /* CCOVERLAP_STATS, kept even when the policy is invalid */
 
 static int at_least_0(int v) { return v > 0 ? v : 0; } /* CCOV_NONE: 0 */
 
@@ -475,7 +474,9 @@ CCOV_EXPORT int ccoverlap_set_serialize(int on) { return atomic_exchange(&serial
  * Per communication launch: its stream's priority, its cluster, grid and
  * block; per compute kernel, the fewest SMs its launches' contexts allowed (a
  * green context). Read by `ccoverlap doctor` and `ccoverlap tune` from the
- * stats, to say whether a lever took effect (control/levers.py: Mark). */
+ * stats, to say whether a lever took effect (control/levers.py: Mark); only
+ * observed where stats are written (nothing else reads them). */
+static char *stats_template; /* CCOVERLAP_STATS, kept even when the policy is invalid */
 
 #define PRIORITIES 16 /* priority p counted at p + 8, clamped to 0..15 */
 #define CLUSTERS 17   /* cluster sizes 1..16, the rest at 16 */
@@ -494,6 +495,7 @@ static void atomic_max_u(_Atomic unsigned *a, unsigned v) {
 }
 
 static void observe_comm(const ccov_backend *be, const ccov_entry *e, int threads, const ccov_launch_info *li) {
+    if (!stats_template) return;
     atomic_fetch_add_explicit(&seen.launches, 1, memory_order_relaxed);
     int prio;
     if (be->stream_priority && be->stream_priority(li ? li->stream : NULL, &prio) == 0) {
@@ -550,7 +552,7 @@ static int stream_sms(const ccov_backend *be, void *stream) {
 }
 
 static void observe_sms(const ccov_backend *be, ccov_entry *e, void *stream) {
-    if (!be->stream_sms) return;
+    if (!stats_template || !be->stream_sms) return;
     int sms = stream_sms(be, stream);
     if (sms <= 0) return;
     int old = atomic_load_explicit(&e->sm_limit, memory_order_relaxed);

@@ -25,7 +25,7 @@ from ccoverlap.util.errors import UsageError
 
 #: Headroom below this share of the step time: no lever is worth recommending.
 NOTHING_TO_GAIN_PCT = 2.0
-#: A mechanism that costs less than this share of the step is not worth naming as beyond any lever.
+#: A lever's gain, or a mechanism no lever reaches, below this share of the step is not worth naming.
 NAMED_PCT = 0.5
 
 Fits = Callable[[CommWait, DeviceLimits], bool]
@@ -246,12 +246,13 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     def shares(d: RankDiagnosis, lever: str) -> list[Mechanism]:
         return [m for key, r in levers_of[lever] if (m := _share(d, key, r)) is not None]
 
+    floor = NAMED_PCT / 100 * step
     recs = []
     for lever in levers_of:
         if not any(shares(d, lever) for d in diagnoses):
             continue
         gain = _mean(diagnoses, lambda d, lever=lever: shares(d, lever))
-        if gain is None or gain <= 0:
+        if gain is None or gain <= 0 or gain < floor:  # below the floor: noise, not a lever's worth
             continue
         taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
         recs.append(Recommendation(lever, gain, _evidence(diagnoses, taken, gain)))
@@ -265,7 +266,6 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     lever_steps = tuple(sum(s) / len(by_step) / 1000 for s in zip(*by_step, strict=False)) if by_step else ()
     reachable = {key for lever in levers_of for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
     head_pct, reach_pct = pct(headroom), pct(reach)
-    floor = NAMED_PCT / 100 * step
     shown = "-" if head_pct is None else f"{head_pct:.1f}%"
     if head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
         line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){unknown}{unrecoverable}"
