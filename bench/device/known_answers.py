@@ -5,6 +5,7 @@ the time left allows (trials to the winner). One JSON with provenance and the ra
 
   python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--tune a,b]
   python bench/device/known_answers.py --reanalyze RUN.json --folders DIR [DIR...] --out OUT.json
+  python bench/device/known_answers.py --combine RUN.json OUT.json [DOCTOR.json...] --what TEXT --out RESULTS.json
 
 Without CUDA (a dry run on the CPU) the GPU parts are skipped and said so; the orchestration, the JSON and the
 targets' arithmetic still run, against tests/data/doctor_train.py for the doctor and the tuner. --reanalyze
@@ -212,10 +213,46 @@ def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
     return 0
 
 
+def combine(run: Path, again: Path, extra: list[Path], out: Path, what: str) -> int:
+    """One results file: the recorded run (its measurements, as they are), its re-analysis, and further doctor
+    JSONs (a program recorded again), each with its provenance."""
+    recorded, re = json.loads(run.read_text()), json.loads(again.read_text())
+    progs = {}
+    for name, e in recorded["programs"].items():
+        entry = {"truth": e["truth"], "expected_lever": e["expected_lever"], "measured": "realized" in e}
+        if "realized" not in e:
+            progs[name] = entry | {"why": e.get("skipped") or e.get("broken")}
+            continue
+        r = e["realized"]
+        entry |= {"plain_median_ms": r["plain_median_ms"], "realized_best_lever": r["best_lever"],
+                  "realized_best_gain_ms": r["best_gain_ms"], "levers": r["levers"],
+                  "process_wall_s": [x["process_wall_s"] for x in r["runs"]],
+                  "doctor_at_run": {k: e["doctor"].get(k) for k in ("verdict", "headroom_ms", "lever_headroom_ms", "wall_s",
+                                                                  "window_s", "alone_window_s", "outside_ms", "alone_ms")},
+                  "judged_at_run": e["judged"],
+                  "reanalysis": {k: {"judged": v["judged"]} | {f: v["doctor"][f] for f in (
+                      "verdict", "recommendations", "findings", "alone_windows", "launch_marks", "steps")}
+                      for k, v in re["programs"].items() if k.split("@")[0] == name}}
+        progs[name] = entry
+    doc = {"what": what, "run_provenance": recorded["provenance"], "reanalysis_provenance": re["provenance"],
+           "candidate_levers": recorded["candidate_levers"], "steps_per_run": recorded["steps_per_run"],
+           "warmup": recorded["warmup"], "timing_s": recorded["timing_s"], "run_total_s": recorded["total_s"],
+           "programs": progs,
+           "more_runs": [{"provenance": d["provenance"], "step_times": d["step_times"],
+                          "verdict": d["analysis"]["ranks"][0]["verdict"], "alone_windows": d["analysis"].get("alone_windows")}
+                         for d in map(lambda p: json.loads(p.read_text()), extra)],
+           "run_raw": recorded}
+    out.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reanalyze", type=Path, help="a recorded known-answers.json to judge again")
     p.add_argument("--folders", type=Path, nargs="*", default=[], help="with --reanalyze: its doctors' folders")
+    p.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
+                   help="RUN REANALYSIS [DOCTOR.json...]: one results file of them, --what saying how they came about")
+    p.add_argument("--what", default="", help="with --combine: how the runs came about, in words")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
     p.add_argument("--programs", default=",".join(CASES))
@@ -223,6 +260,8 @@ def main() -> int:
                    help="programs to tune, in this order, while time is left")
     p.add_argument("--tune-budget", type=float, default=1.5, help="minutes per tuning")
     a = p.parse_args()
+    if a.combine:
+        return combine(a.combine[0], a.combine[1], a.combine[2:], a.out, a.what)
     if a.reanalyze:
         return reanalyze(a.reanalyze, a.folders, a.out)
     a.out.mkdir(parents=True, exist_ok=True)
