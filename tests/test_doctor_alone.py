@@ -274,6 +274,13 @@ def test_a_levers_mark_is_read_off_the_launches(lever, seen, expected):
     assert levers.took_effect([(name, value)], None) == {name: None}
 
 
+def test_the_doctor_says_which_levers_are_in_effect():
+    seen = levers.marks_seen(stats(comm_priorities=frozenset({-5}), comm_clusters=frozenset({1}), padded=2))
+    assert seen == {"priority": True, "shape": True, "carveout-hint": False, "green": False, "nccl-cluster": True,
+                    "nccl-ctas": False, "nccl-threads": False}
+    assert levers.marks_seen(None) == dict.fromkeys(seen)
+
+
 def test_every_lever_with_a_mark_says_what_it_is():
     marked = {lv.name for lv in levers.LEVERS if lv.mark}
     assert marked == {"priority", "shape", "carveout-hint", "green", "nccl-cluster", "nccl-ctas", "nccl-threads"}

@@ -22,6 +22,11 @@ def test_serialized_launches_each_start_on_an_idle_device_from_every_thread(fake
     assert serial == {"serialized": row["launches"], "serialize_capturing": 1}
 
 
+def test_hip_launches_are_serialized_too(fake):
+    (row,), err = launch(fake, "hip_serialize", 25)
+    assert err == "" and row == {"launches": 26, "syncs": 50}  # two per serialized launch, none after the switch
+
+
 def test_without_the_switch_launches_overlap(fake):
     (row,), _ = launch(fake, "serialize", 1, 30, preload=False)
     assert row == {"path": "no_serialize"}  # the symbol is the interposer's: absent without it

@@ -38,6 +38,7 @@ extern _Atomic long fake_busy_launches, fake_ctx_syncs, fake_stream_ctx_calls;
 void fake_cuda_stream(void *stream, int priority, int green_sms);
 int fake_last_shared(void *f);
 fake_fn *fake_function(const char *name, int is_kernel, int regs, int static_smem, int max_dynamic);
+extern _Atomic long fake_hip_syncs; /* hipDeviceSynchronize calls */
 /* HIP: a module function, or a host stub address for hipLaunchKernel */
 fake_fn *fake_hip_function(const void *host_stub, const char *name, int regs, int static_smem);
 

@@ -19,6 +19,7 @@
  *                               launch; then the carveout calls each kernel received per device
  *   launcher serialize T N      T threads x N launches (compute, comm, Ex) with ccoverlap_set_serialize(1), a
  *                               launch on a capturing stream, then 10 launches serialized off: busy launches
+ *   launcher hip_serialize N    N HIP launches serialized: the device syncs they made
  *   launcher observe            comm launches on streams of known priority and cluster, compute on a green
  *                               context's stream and elsewhere: what the stats must say */
 #define _GNU_SOURCE
@@ -396,6 +397,17 @@ static void serialize(int t, long n) {
            atomic_load(&fake_busy_launches) - busy);
 }
 
+static void hip_serialize(long n) {
+    serialize_fn on = (serialize_fn)dlsym(RTLD_DEFAULT, "ccoverlap_set_serialize");
+    if (!on) { printf("{\"path\": \"no_serialize\"}\n"); return; }
+    fake_fn *mod = fake_hip_function(NULL, "hip_gemm_kernel", 64, 0);
+    on(1);
+    for (long i = 0; i < n; ++i) hipModuleLaunchKernel(mod, 110, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
+    on(0);
+    hipModuleLaunchKernel(mod, 110, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
+    printf("{\"launches\": %ld, \"syncs\": %ld}\n", n + 1, atomic_load(&fake_hip_syncs));
+}
+
 #define HIGH_STREAM ((void *)0x4000)
 #define GREEN_STREAM ((void *)0x5000)
 
@@ -459,6 +471,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "carveout") && argc > 3) carveout(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "serialize") && argc > 3) serialize(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "observe")) observe();
+    else if (!strcmp(cmd, "hip_serialize") && argc > 2) hip_serialize(atol(argv[2]));
     else if (!strcmp(cmd, "big")) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);

@@ -380,6 +380,12 @@ STRATEGIES: tuple[Strategy, ...] = tuple(strategy(s) for s in (
 ))
 
 
+def marks_seen(stats: LaunchStats | None) -> dict[str, bool | None]:
+    """Every lever that declares a mark, at the value a strategy means by its name: is its mark in these
+    launches? (What a run under `ccoverlap run --strategy` shows of the levers in effect.)"""
+    return {strategy(lv.name).name: lv.mark.check(stats, lv.default) for lv in LEVERS if lv.mark}
+
+
 def took_effect(chosen: Sequence[tuple[str, str]], stats: LaunchStats | None) -> dict[str, bool | None]:
     """Per lever (name, value) of a combination: its mark present (True), absent (False: it did nothing to
     these launches), or None (no mark declared, no stats, or nothing in them to tell)."""

@@ -107,6 +107,9 @@ def _show(result, report: str | None) -> list[Path]:
             print(f"rule rank {r.rank} ({f.rule}): {f.line}")
         if (marks := r.diagnosis.launches) is not None:
             print(f"launches rank {r.rank}: {_marks(marks)}")
+            seen = levers.marks_seen(marks)
+            print(f"levers in effect rank {r.rank}: " + "; ".join(
+                f"{name} {'yes' if v else 'no' if v is False else 'unknown'}" for name, v in seen.items()))
     if not report:
         return []
     written = write_html(result, Path(report))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from ccoverlap.control import levers
 from ccoverlap.doctor.analysis.contention import RankDiagnosis, diagnose
 from ccoverlap.doctor.analysis.intervals import Interval, covered, intersection, length, merge, subtract
 from ccoverlap.doctor.analysis.recommend import Verdict, verdict
@@ -296,6 +297,7 @@ class RankMetrics:
                 "verdict": self.verdict.line,
                 "findings": [f.to_dict() for f in self.findings],
                 "launch_marks": d.launches.to_dict() if d.launches else None,
+                "lever_marks": levers.marks_seen(d.launches) if d.launches else None,
                 "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()}}
 
 
