@@ -27,9 +27,9 @@ STRAY = {"CCOVERLAP_MODE": "pad", "CCOVERLAP_PAD_BYTES": "4096", "CCOVERLAP_POLI
 
 
 def _instrument_out(env: dict, hook: bool) -> dict:
-    """A trial's environment without the capture it is timed with: its job variable, and the hook on PYTHONPATH
-    unless the policy's start-up calls need it (`hook`)."""
-    env = {k: v for k, v in env.items() if k != startup.DOCTOR_ENV}
+    """A trial's environment without what it is observed with: the capture's job variable, the hook on PYTHONPATH
+    unless the policy's start-up calls need it (`hook`), and where the interposer writes its stats (an output)."""
+    env = {k: v for k, v in env.items() if k != startup.DOCTOR_ENV} | {interposer.BY_KEY["stats"].env: ""}
     path = [p for p in env.pop("PYTHONPATH", "").split(os.pathsep) if p and (hook or p != startup.HOOK_DIR)]
     return env | ({"PYTHONPATH": os.pathsep.join(path)} if path else {})
 
@@ -49,14 +49,18 @@ def test_run_config_gives_the_command_the_variables_of_the_trial_it_came_from(po
     assert _instrument_out(trial, bool(policy.startup)) == applied  # the same command, as it was measured
     added = {k: v for k, v in applied.items() if base.get(k) != v}
     removed = set(base) - set(applied)
-    if not policy.levers and not policy.knobs:
-        assert added == {} and removed == set(STRAY) - {"USER_KNOB"}  # no multicast switch, no interposer
+    if not policy.levers and not policy.knobs:  # no multicast switch; the interposer observing, as the tuner measured
+        assert set(added) <= {"LD_PRELOAD", interposer.POLICY_ENV} | {f.env for f in interposer.FIELDS}
+        assert interposer.parse(applied)["mode"] == "off"
+        assert removed == {startup.STARTUP_ENV}  # the caller's interposer variables are blanked, its job dropped
     if policy.policy:
         assert interposer.parse(applied) == interposer.parse(  # the whole policy: nothing of the caller's
             {f.env: str(v) for f in interposer.FIELDS if (v := {**interposer.parse({}), **policy.policy}[f.key]) is not None})
         assert applied["CCOVERLAP_COMM"] == "^my_allreduce" and applied["CCOVERLAP_PAD_BYTES"] == ""
-    else:
-        assert "LD_PRELOAD" not in applied and not any(k.startswith("CCOVERLAP_") for k in added)
+    else:  # pass-through: nothing of the caller's policy, nothing padded or hinted
+        assert applied["LD_PRELOAD"].split(":")[0] == interposer.library_path()
+        assert {k: v for k, v in interposer.parse(applied).items() if v is not None} == {
+            k: v for k, v in interposer.parse({}).items() if v is not None}
     assert all(k in base for k in removed) and applied["USER_KNOB"] == "kept"
     assert set(added) <= set(policy.env) | {f.env for f in interposer.FIELDS} | {
         interposer.POLICY_ENV, "LD_PRELOAD", startup.STARTUP_ENV, "PYTHONPATH"}

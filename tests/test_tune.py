@@ -30,8 +30,9 @@ class Fake:
     a clock that advances by each trial's length."""
 
     def __init__(self, factors: dict[str, float], *, base_ms=100.0, noise=0.5, trial_s=10.0, fail=(),
-                 changes=(), timeout=False, default_fails=False, stop_at=None):
+                 changes=(), timeout=False, default_fails=False, stop_at=None, unmarked=()):
         self.factors, self.base, self.noise, self.trial_s = factors, base_ms, noise, trial_s
+        self.unmarked = unmarked  # levers whose trials leave no mark in their launches
         self.fail, self.changes, self.timeout, self.default_fails, self.stop_at = fail, changes, timeout, default_fails, stop_at
         self.now, self.rng, self.calls = 0.0, random.Random(1), []
 
@@ -55,7 +56,8 @@ class Fake:
             return Trial(n, phase, policy, "failed", wall_s=self.trial_s, error="exit code 1: boom")
         samples = tuple(self.rng.gauss(self.mean(policy), self.noise) for _ in range(20))
         norm = 1.0 + (0.01 if any(c in policy.name for c in self.changes) else 0.0)
-        return Trial(n, phase, policy, "ok", samples, {0: (norm, 2.0)}, wall_s=self.trial_s, gpu=True)
+        effect = {name: name not in self.unmarked for name, _ in policy.levers}
+        return Trial(n, phase, policy, "ok", samples, {0: (norm, 2.0)}, wall_s=self.trial_s, gpu=True, effect=effect)
 
 
 def search(fake: Fake, arms, budget=10.0, advice=None, **cfg) -> Search:
@@ -75,6 +77,28 @@ def test_a_clearly_faster_lever_is_kept_and_confirmed():
     assert out.comparison.runs[0] >= 3 and out.comparison.runs[1] >= 3  # confirmed on repeated runs
     phases = [p for _, p, _ in fake.calls]
     assert phases[:2] == ["baseline", "baseline"]
+
+
+def test_a_lever_that_left_no_mark_is_no_effect_and_never_confirmed():
+    """nccl-ctas=8 looks faster by a fluke of the noise, but its launches kept NCCL's grid: no effect. It is not run
+    again, combined or confirmed; priority, which left its mark and is faster, is kept."""
+    fake = Fake({"nccl-ctas=8": 0.85, "priority=on": 0.9}, unmarked=("nccl-ctas",))
+    out = search(fake, ARMS).run()
+    assert out.kept and out.best == P("priority")
+    runs = [name for name, phase, _ in fake.calls if name == "nccl-ctas=8"]
+    assert runs == ["nccl-ctas=8"]  # screened once, then dropped
+    (trial,) = [t for t in out.trials if t.policy == P("nccl-ctas=8")]
+    assert trial.no_effect == ["nccl-ctas"]
+    from ccoverlap.tune import report
+
+    assert any("no effect (nccl-ctas" in str(row) for row in report.trial_rows(out))
+    assert any(row[-1] == "no effect" for row in report.setting_rows(out))
+
+
+def test_when_only_an_unmarked_lever_looked_faster_the_default_is_kept():
+    fake = Fake({"nccl-ctas=8": 0.85}, unmarked=("nccl-ctas",))
+    out = search(fake, ARMS).run()
+    assert not out.kept and "nccl-ctas=8 left no mark (no effect)" in out.reason
 
 
 def test_levers_that_each_help_are_combined():

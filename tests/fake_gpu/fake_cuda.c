@@ -81,6 +81,9 @@ CUresult cuDeviceGetAttribute(int *v, int a, int dev) {
 }
 
 static _Thread_local int entered_as; /* the variant a nested call was made for */
+static int is_capturing(void *stream);
+_Atomic long fake_busy_launches, fake_ctx_syncs, fake_stream_ctx_calls;
+static _Atomic long outstanding; /* launches since the last cuCtxSynchronize */
 
 static CUresult record(const CUlaunchConfig *c, void *h, int variant) {
     fake_fn *f = h;
@@ -90,6 +93,7 @@ static CUresult record(const CUlaunchConfig *c, void *h, int variant) {
     atomic_fetch_add(&f->shared_sum, c->sharedMemBytes);
     atomic_store(&f->last_shared, (int)c->sharedMemBytes);
     atomic_store(&f->last_variant, entered_as ? entered_as : variant);
+    if (!is_capturing(c->hStream) && atomic_fetch_add(&outstanding, 1) > 0) atomic_fetch_add(&fake_busy_launches, 1);
     return SUCCESS;
 }
 
@@ -210,6 +214,46 @@ CUresult cuEventDestroy_v2(void *ev) {
     return SUCCESS;
 }
 CUresult cuEventDestroy(void *ev) { return cuEventDestroy_v2(ev); }
+
+/* ---------- serialized launches, stream priorities, green contexts ---------- */
+static struct { void *stream; int priority, sms; } streams[16];
+static _Atomic int nstreams;
+void fake_cuda_stream(void *stream, int priority, int green_sms) {
+    int i = atomic_fetch_add(&nstreams, 1);
+    if (i < 16) streams[i].stream = stream, streams[i].priority = priority, streams[i].sms = green_sms;
+}
+static int stream_index(void *stream) {
+    for (int i = 0; i < atomic_load(&nstreams) && i < 16; ++i)
+        if (streams[i].stream == stream) return i;
+    return -1;
+}
+CUresult cuCtxSynchronize(void) {
+    if (prohibited()) return CAPTURE_UNSUPPORTED;
+    atomic_fetch_add(&fake_ctx_syncs, 1);
+    atomic_store(&outstanding, 0);
+    return SUCCESS;
+}
+CUresult cuStreamGetPriority(void *stream, int *priority) {
+    int i = stream_index(stream);
+    *priority = i < 0 ? 0 : streams[i].priority;
+    return SUCCESS;
+}
+#define GREEN_BASE 0x6000u
+CUresult cuStreamGetCtx_v2(void *stream, void **ctx, void **green) {
+    atomic_fetch_add(&fake_stream_ctx_calls, 1);
+    int i = stream_index(stream);
+    *ctx = (void *)0xC7C;
+    *green = i >= 0 && streams[i].sms ? (void *)(uintptr_t)(GREEN_BASE + streams[i].sms) : NULL;
+    return SUCCESS;
+}
+CUresult cuGreenCtxGetDevResource(void *green, void *resource, int type) {
+    if (type != 1 || (uintptr_t)green <= GREEN_BASE) return INVALID_VALUE;
+    memset(resource, 0, 144); /* CUdevResource: type, 92 bytes, then smCount */
+    *(int *)resource = 1;
+    unsigned sms = (unsigned)((uintptr_t)green - GREEN_BASE);
+    memcpy((char *)resource + 96, &sms, sizeof sms);
+    return SUCCESS;
+}
 
 static void *lookup(const char *sym, int version, unsigned long long flags) {
     int ptds = (flags & 2) != 0;

@@ -31,8 +31,14 @@ void fake_cuda_hold_events(int hold);
 void fake_cuda_complete_events(void);
 void fake_cuda_capture(void *stream, int on);
 void fake_cuda_set_device(int device); /* the calling thread's current device (cuCtxGetDevice) */
+/* Serialized launches: launches that found earlier work still running (every launch runs until the next
+ * cuCtxSynchronize, except on a capturing stream), and the syncs made. */
+extern _Atomic long fake_busy_launches, fake_ctx_syncs, fake_stream_ctx_calls;
+/* A stream's priority (cuStreamGetPriority) and the SMs of the green context it belongs to (0: none). */
+void fake_cuda_stream(void *stream, int priority, int green_sms);
 int fake_last_shared(void *f);
 fake_fn *fake_function(const char *name, int is_kernel, int regs, int static_smem, int max_dynamic);
+extern _Atomic long fake_hip_syncs; /* hipDeviceSynchronize calls */
 /* HIP: a module function, or a host stub address for hipLaunchKernel */
 fake_fn *fake_hip_function(const void *host_stub, const char *name, int regs, int static_smem);
 

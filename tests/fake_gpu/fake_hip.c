@@ -61,6 +61,8 @@ int hipEventQuery(void *ev) {
     return hold && *hold == '1' && e->seq > atomic_load(&events_done_upto) ? NOT_READY : SUCCESS;
 }
 int hipStreamIsCapturing(void *stream, int *status) { (void)stream; *status = 0; return SUCCESS; }
+_Atomic long fake_hip_syncs;
+int hipDeviceSynchronize(void) { atomic_fetch_add(&fake_hip_syncs, 1); return SUCCESS; }
 int hipThreadExchangeStreamCaptureMode(int *mode) { (void)mode; return SUCCESS; }
 int hipFuncGetAttribute(int *v, int a, void *h) {
     fake_fn *f = module_fn(h);

@@ -16,7 +16,12 @@
  *   launcher gate_threads T N   T threads launching comm and compute while events complete
  *   launcher keep NAME:THREADS:REGS:DYN:GRID...  the Hopper NCCL comm kernel (in flight), then each kernel
  *   launcher carveout T N       T threads (thread i on device i % 2) x N rounds of compute, comm and a cooperative
- *                               launch; then the carveout calls each kernel received per device */
+ *                               launch; then the carveout calls each kernel received per device
+ *   launcher serialize T N      T threads x N launches (compute, comm, Ex) with ccoverlap_set_serialize(1), a
+ *                               launch on a capturing stream, then 10 launches serialized off: busy launches
+ *   launcher hip_serialize N    N HIP launches serialized: the device syncs they made
+ *   launcher observe            comm launches on streams of known priority and cluster, compute on a green
+ *                               context's stream and elsewhere: what the stats must say */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -353,6 +358,78 @@ static void carveout(int t, long n) {
                atomic_load(&all[i]->shared_sum), dyn_of(all[i]));
 }
 
+/* ---------- serialized launches and what launches show ---------- */
+
+typedef int (*serialize_fn)(int);
+static serialize_fn serialize_switch;
+
+static void *serial_worker(void *arg) {
+    long id = (long)arg;
+    for (long i = 0; i < per_thread; ++i) {
+        if ((i + id) % 3 == 0) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+        else if ((i + id) % 3 == 1) cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+        else {
+            CUlaunchConfig c = {132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, 0};
+            cuLaunchKernelEx(&c, kernel, NULL, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void serialize(int t, long n) {
+    serialize_switch = (serialize_fn)dlsym(RTLD_DEFAULT, "ccoverlap_set_serialize");
+    if (!serialize_switch) { printf("{\"path\": \"no_serialize\"}\n"); return; }
+    pthread_t tid[64];
+    per_thread = n;
+    int before = serialize_switch(1);
+    for (long i = 0; i < t && i < 64; ++i) pthread_create(&tid[i], NULL, serial_worker, (void *)i);
+    for (int i = 0; i < t && i < 64; ++i) pthread_join(tid[i], NULL);
+    long busy = atomic_load(&fake_busy_launches), syncs = atomic_load(&fake_ctx_syncs);
+    fake_cuda_capture(CAPTURED_STREAM, 1); /* a graph capture: nothing runs, nothing may sync */
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, CAPTURED_STREAM, NULL, NULL);
+    fake_cuda_capture(CAPTURED_STREAM, 0);
+    long capture_syncs = atomic_load(&fake_ctx_syncs) - syncs;
+    int was = serialize_switch(0);
+    for (int i = 0; i < 10; ++i) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+    printf("{\"before\": %d, \"was\": %d, \"launches\": %ld, \"busy\": %ld, \"syncs\": %ld, \"capture_syncs\": %ld, "
+           "\"invalidated\": %d, \"busy_after\": %ld}\n",
+           before, was, (long)t * n, busy, syncs, capture_syncs, atomic_load(&fake_capture_invalidated),
+           atomic_load(&fake_busy_launches) - busy);
+}
+
+static void hip_serialize(long n) {
+    serialize_fn on = (serialize_fn)dlsym(RTLD_DEFAULT, "ccoverlap_set_serialize");
+    if (!on) { printf("{\"path\": \"no_serialize\"}\n"); return; }
+    fake_fn *mod = fake_hip_function(NULL, "hip_gemm_kernel", 64, 0);
+    on(1);
+    for (long i = 0; i < n; ++i) hipModuleLaunchKernel(mod, 110, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
+    on(0);
+    hipModuleLaunchKernel(mod, 110, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
+    printf("{\"launches\": %ld, \"syncs\": %ld}\n", n + 1, atomic_load(&fake_hip_syncs));
+}
+
+#define HIGH_STREAM ((void *)0x4000)
+#define GREEN_STREAM ((void *)0x5000)
+
+static void observe(void) {
+    fake_cuda_stream(HIGH_STREAM, -3, 0);
+    fake_cuda_stream(COMM_STREAM, 0, 0);
+    fake_cuda_stream(GREEN_STREAM, 0, 116);
+    launch_attr attr = {.id = 4}; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: 4 x 1 x 1 */
+    unsigned dims[3] = {4, 1, 1};
+    memcpy(attr.value.raw, dims, sizeof dims);
+    for (int i = 0; i < 3; ++i) {
+        CUlaunchConfig c = {16, 1, 1, 544, 1, 1, 82240, HIGH_STREAM, &attr, 1};
+        cuLaunchKernelEx(&c, comm, NULL, NULL);
+    }
+    cuLaunchKernel(comm, 8, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL); /* no cluster */
+    for (int i = 0; i < 5; ++i) {
+        cuLaunchKernel_ptsz(compute, 116 * 8, 1, 1, 256, 1, 1, 1024, GREEN_STREAM, NULL, NULL);
+        cuLaunchKernel_ptsz(kernel, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+    }
+    printf("{\"stream_ctx_calls\": %ld}\n", atomic_load(&fake_stream_ctx_calls));
+}
+
 static void host_stub(void) {}
 
 static void hip(void) {
@@ -392,6 +469,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "gate_threads") && argc > 3) gate_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "keep")) keep(argc - 2, argv + 2);
     else if (!strcmp(cmd, "carveout") && argc > 3) carveout(atoi(argv[2]), atol(argv[3]));
+    else if (!strcmp(cmd, "serialize") && argc > 3) serialize(atoi(argv[2]), atol(argv[3]));
+    else if (!strcmp(cmd, "observe")) observe();
+    else if (!strcmp(cmd, "hip_serialize") && argc > 2) hip_serialize(atol(argv[2]));
     else if (!strcmp(cmd, "big")) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);

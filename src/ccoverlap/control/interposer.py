@@ -7,7 +7,9 @@ library and the ctypes core Python loads: `Policy` is built from that parser's
 normalized JSON, so `ccoverlap run` refuses exactly what the library would; the
 library, preloaded by hand with a bad policy, says so on stderr and passes every
 launch through unchanged. `set_policy` switches the mode of the library
-preloaded into this process.
+preloaded into this process, `set_serialize` makes its launches take turns on an
+idle device (the doctor's alone window), and `LaunchStats` reads what its stats
+say the launches showed (the marks levers leave, control/levers.py).
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import dataclasses
 import importlib.util
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
+from pathlib import Path
 
 from ccoverlap.model import _native
 from ccoverlap.util.errors import UsageError, check_range
@@ -94,6 +97,11 @@ def parse(environ: Mapping[str, str]) -> dict[str, int | str | None]:
     return json.loads(text)
 
 
+def built() -> bool:
+    """Is the interposer library built (so it can be preloaded)?"""
+    return importlib.util.find_spec("ccoverlap._interposer") is not None
+
+
 def library_path() -> str:
     """Path of the built interposer library (for LD_PRELOAD)."""
     spec = importlib.util.find_spec("ccoverlap._interposer")
@@ -144,14 +152,17 @@ None where the library decides (unset, drain "auto", gate by mode); the defaults
 
 
 @cache
-def _switch():
-    """The preloaded interposer's ccoverlap_set_policy, or None; looked up once (the lab switches
-    around every repetition)."""
-    fn = getattr(ctypes.CDLL(None), "ccoverlap_set_policy", None)
+def _export(name: str, argtypes: tuple = (), restype=None):
+    """A function the preloaded interposer exports, or None where it is not loaded; looked up once (the lab
+    switches around every repetition)."""
+    fn = getattr(ctypes.CDLL(None), name, None)
     if fn is not None:
-        fn.argtypes = [ctypes.c_int, ctypes.c_int]
-        fn.restype = ctypes.c_int
+        fn.argtypes, fn.restype = list(argtypes), restype
     return fn
+
+
+def _switch():
+    return _export("ccoverlap_set_policy", (ctypes.c_int, ctypes.c_int), ctypes.c_int)
 
 
 def preloaded() -> bool:
@@ -191,3 +202,79 @@ def set_policy(mode: str, value: int | None = None) -> None:
             "the interposer refused the switch: the policy it started with is invalid, so every launch "
             "passes through unchanged (see its line on stderr)"
         )
+
+
+def set_serialize(on: bool) -> bool | None:
+    """Make every launch of this process (all threads) start on an idle device and end before the next starts,
+    or stop it; the previous setting, or None where the interposer is not preloaded."""
+    fn = _export("ccoverlap_set_serialize", (ctypes.c_int,), ctypes.c_int)
+    return None if fn is None else bool(fn(int(on)))
+
+
+def write_stats() -> bool:
+    """Write the interposer's stats now (a process that ends with os._exit skips the atexit that does it);
+    False where it is not preloaded."""
+    fn = _export("ccoverlap_write_stats")
+    if fn is not None:
+        fn()
+    return fn is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchStats:
+    """What the interposer saw a program's launches do, merged over its processes' stats files
+    (docs/interposer.md, "Stats"): the marks a lever leaves (control/levers.py: Mark)."""
+
+    files: int
+    launches: int
+    comm_launches: int
+    comm_priorities: frozenset[int]  # the priorities of the streams communication was launched on (lower: higher)
+    comm_clusters: frozenset[int]  # the cluster sizes it was launched with (1: none)
+    comm_grid: tuple[int, int] | None  # fewest and most CTAs of a communication launch
+    comm_threads: tuple[int, int] | None  # fewest and most threads per CTA
+    padded: int  # launches padded
+    carveout_set: int  # kernels given the carveout hint
+    cooperative: frozenset[str]  # kernels launched cooperatively (every block resident at once)
+    sm_limits: Mapping[str, int]  # kernel name -> the fewest SMs its launches' context allowed (a green context)
+    serialized: int  # launches made alone (the doctor's alone window)
+
+    @classmethod
+    def read(cls, paths: Iterable[str | os.PathLike]) -> LaunchStats | None:
+        """The stats files at `paths` merged (files that are not the interposer's stats are left out); None
+        when there is none."""
+        docs = []
+        for path in paths:
+            try:
+                doc = json.loads(Path(path).read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
+                docs.append(doc)
+        if not docs:
+            return None
+        comm = [d.get("comm_launches") or {} for d in docs]
+
+        def span(key: str) -> tuple[int, int] | None:
+            spans = [c[key] for c in comm if c.get(key)]
+            return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+        limits: dict[str, int] = {}
+        for d in docs:
+            for k in d["kernels"]:
+                if k.get("sm_limit"):
+                    limits[k["name"]] = min(k["sm_limit"], limits.get(k["name"], k["sm_limit"]))
+        return cls(
+            files=len(docs), launches=sum(d.get("launches", 0) for d in docs),
+            comm_launches=sum(c.get("launches", 0) for c in comm),
+            comm_priorities=frozenset(int(p) for c in comm for p in c.get("priority", {})),
+            comm_clusters=frozenset(int(n) for c in comm for n in c.get("cluster", {})),
+            comm_grid=span("grid"), comm_threads=span("threads"),
+            padded=sum(d.get("padded", 0) for d in docs), carveout_set=sum(d.get("carveout_set", 0) for d in docs),
+            cooperative=frozenset(k["name"] for d in docs for k in d["kernels"]
+                                  if k.get("skipped", {}).get("cooperative")),
+            sm_limits=limits, serialized=sum((d.get("serial") or {}).get("serialized", 0) for d in docs),
+        )
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        return out | {k: sorted(out[k]) for k in ("comm_priorities", "comm_clusters", "cooperative")}

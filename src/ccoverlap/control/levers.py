@@ -3,7 +3,8 @@
 A lever names what it sets (environment variables read at process start, fields of the launch
 interposer's policy, a torch call at start-up), where it applies (CUDA, ROCm, CPU; an NCCL version
 range; the lab's single process or a fresh training process), what it costs, and how the planner
-reasons about it. Strategies are combinations of levers, written `lever[=value]+lever...`; their
+reasons about it, and the mark it leaves in a run's launches (so a tool can tell a lever that took effect
+from one that was ignored). Strategies are combinations of levers, written `lever[=value]+lever...`; their
 names are derived from the levers, so the lab, the bench, `ccoverlap run` and the tuner share one
 list and one set of names. A new lever is one entry in `LEVERS` (plus the code that honours it in
 the lab or the emulation, where it has a mechanism there).
@@ -11,14 +12,18 @@ the lab or the emulation, where it has a mechanism there).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from ccoverlap.model import nccl
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.text import shorten
+
+if TYPE_CHECKING:
+    from ccoverlap.control.interposer import LaunchStats
 
 PLATFORMS = ("cuda", "rocm", "cpu")
 SCOPES = ("process", "lab")  # a fresh (training) process, or the lab's one process on its own kernels
@@ -118,6 +123,29 @@ class Host:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """What a lever at a value leaves in a run's launches, as the launch interposer's stats show them
+    (control/interposer.LaunchStats): whether it took effect. NCCL ignores NCCL_MAX_CTAS for some collectives,
+    a variable may be read by nobody, a pad may find nothing to pad: a lever's effect is checked, not assumed."""
+
+    what: str  # the mark, in words ({value}: the lever's value)
+    seen: Callable[[LaunchStats, str], bool | None]  # present, absent, or None: these launches cannot tell
+
+    def check(self, stats: LaunchStats | None, value: str) -> bool | None:
+        return None if stats is None else self.seen(stats, value)
+
+
+def _on_comm(test: Callable[[LaunchStats, str], bool]) -> Callable[[LaunchStats, str], bool | None]:
+    """A mark read off the communication launches: unknown without any (or without what `test` reads)."""
+    def seen(s: LaunchStats, value: str) -> bool | None:
+        try:
+            return test(s, value) if s.comm_launches else None
+        except (TypeError, ValueError):  # a field the stats lack: min() of nothing, None[1]
+            return None
+    return seen
+
+
+@dataclass(frozen=True)
 class Lever:
     """One runtime control. `setting` turns a (validated) value into what it sets."""
 
@@ -134,6 +162,7 @@ class Lever:
     needs: Callable[[Host], str | None] = lambda _host: None  # further conditions: a reason, or None
     not_in: Mapping[str, str] = field(default_factory=dict)  # scope -> why the lever has no effect there
     tries: tuple[str, ...] = ()  # the values `ccoverlap tune` tries, most promising first (none: the default)
+    mark: Mark | None = None  # what it leaves in the launches; None: nothing the interposer can see
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -187,6 +216,8 @@ LEVERS: tuple[Lever, ...] = (
         cost="none measured: compute waits only where comm blocks take SMs it would have used",
         planner="fixes dispatch_order (a later grid of equal priority waits for the earlier one's dispatch)",
         platforms=("cuda", "rocm"),
+        mark=Mark("communication launched on streams of raised priority (< 0)",
+                  _on_comm(lambda s, _v: min(s.comm_priorities) < 0)),
     ),
     Lever(
         "shape", "occupancy shaping: compute blocks padded with dynamic shared memory so comm CTAs fit beside them",
@@ -195,6 +226,7 @@ LEVERS: tuple[Lever, ...] = (
         cost="fewer resident compute blocks while comm is in flight (capped by the policy's keep)",
         planner="the pad planner: smallest pad that lets the comm CTA fit, drain by grid; infeasible when registers bind",
         platforms=("cuda", "rocm"), needs=_needs_interposer,
+        mark=Mark("compute launches padded", lambda s, _v: s.padded > 0),
     ),
     Lever(
         "carveout-hint", "compute kernels ask for a larger shared-memory carveout, so a comm CTA finds its shared memory",
@@ -203,6 +235,7 @@ LEVERS: tuple[Lever, ...] = (
         cost="L1 cache given up to shared memory on SMs running those kernels",
         planner="fixes cause carveout: occupancy.fits_beside with the resident's hint set",
         needs=_needs_interposer,
+        mark=Mark("the carveout hint set on compute kernels", lambda s, _v: s.carveout_set > 0),
     ),
     Lever(
         "sm-carveout", "cuBLAS GEMMs leave N SMs free for communication",
@@ -220,6 +253,7 @@ LEVERS: tuple[Lever, ...] = (
         planner="partitions SMs for every compute kernel",
         needs=lambda h: None if h.green_contexts or h.platform != "cuda" else "this torch has no green contexts",
         not_in={"process": _NO_GREEN_STREAM},
+        mark=Mark("compute launched in a green context", lambda s, _v: bool(s.sm_limits)),
     ),
     Lever(
         "nccl-cluster", "NCCL's CTAs launched in thread-block clusters of this size (default 4 on sm_90)",
@@ -227,6 +261,8 @@ LEVERS: tuple[Lever, ...] = (
         cost="none known; clusters only co-schedule CTAs on one GPC",
         planner="fixes cause cluster: a cluster of 4 needs 4 SMs of one GPC free at once",
         nccl_min=(2, 17, 1), needs=_needs_sm90,
+        mark=Mark("communication launched in clusters of at most {value}",
+                  _on_comm(lambda s, v: max(s.comm_clusters) <= max(int(v), 1))),
     ),
     Lever(
         "nccl-cta-policy", "NCCL chooses its CTAs for sharing the GPU: EFFICIENCY (fewest CTAs), ZERO (copy engines)",
@@ -242,12 +278,16 @@ LEVERS: tuple[Lever, ...] = (
         cost="collectives slower where bandwidth needs the CTAs",
         planner="fewer comm CTAs to place beside compute",
         nccl_min=(2, 17, 1), tries=("4", "2", "8"),
+        mark=Mark("communication launched with at most {value} CTAs",
+                  _on_comm(lambda s, v: s.comm_grid[1] <= int(v))),
     ),
     Lever(
         "nccl-threads", "threads per NCCL CTA (ring Simple adds a sync warp; send/recv keeps 640)",
         "env NCCL_NTHREADS", Domain(lo=64, hi=512, step=32), "256", _env("NCCL_NTHREADS"),
         cost="each CTA moves less per step; dynamic shared memory stays sized for 640 threads (NCCL issue 1985)",
         planner="a smaller CTA in threads and registers, so it can fit beside compute",
+        mark=Mark("communication CTAs of at most {value} threads (+ NCCL's sync warp)",
+                  _on_comm(lambda s, v: s.comm_threads[1] <= int(v) + 32)),
     ),
     Lever(
         "max-connections", "hardware work queues per device: 1 serialises launches, so launch order decides",
@@ -342,6 +382,18 @@ STRATEGIES: tuple[Strategy, ...] = tuple(strategy(s) for s in (
 ))
 
 
+def marks_seen(stats: LaunchStats | None) -> dict[str, bool | None]:
+    """Every lever that declares a mark, at the value a strategy means by its name: is its mark in these
+    launches? (What a run under `ccoverlap run --strategy` shows of the levers in effect.)"""
+    return {strategy(lv.name).name: lv.mark.check(stats, lv.default) for lv in LEVERS if lv.mark}
+
+
+def took_effect(chosen: Sequence[tuple[str, str]], stats: LaunchStats | None) -> dict[str, bool | None]:
+    """Per lever (name, value) of a combination: its mark present (True), absent (False: it did nothing to
+    these launches), or None (no mark declared, no stats, or nothing in them to tell)."""
+    return {name: mark.check(stats, value) if (mark := BY_NAME[name].mark) else None for name, value in chosen}
+
+
 def table(host: Host) -> list[dict]:
     """One row per lever with its applicability on `host` in each scope (for `ccoverlap levers`)."""
     return [
@@ -350,6 +402,7 @@ def table(host: Host) -> list[dict]:
             "summary": lv.summary, "cost": lv.cost, "planner": lv.planner, "platforms": list(lv.platforms),
             "nccl_min": _version(lv.nccl_min) if lv.nccl_min else None,
             "applies": {s: lv.applies(host, s) or "yes" for s in SCOPES},
+            "mark": lv.mark.what if lv.mark else None,
         }
         for lv in LEVERS
     ]

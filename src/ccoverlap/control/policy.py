@@ -121,8 +121,9 @@ class TunedPolicy:
 
     def launch(self, **how) -> launch.Launch:
         """The launch that runs a command under this policy, as the tuner's trials and `run --config` do
-        (`how`: the rest of launch.Launch's fields)."""
-        return launch.Launch(self.setting(), **how)
+        (`how`: the rest of launch.Launch's fields): the launch interposer preloaded, in pass-through where the
+        policy has no field of it, because the tuner measures every trial so (its stats show each lever's mark)."""
+        return launch.Launch(self.setting(), **({"interposer": True} | how))
 
     def to_dict(self, **meta) -> dict:
         if clash := (set(meta) | set(self.meta)) & set(KEYS):
@@ -217,7 +218,7 @@ def applying(policy: TunedPolicy, source: str, given: Mapping[str, str], whole: 
         field_ = interposer.BY_KEY[key]
         if key in given and _normal(field_, given[key]) != _normal(field_, value):
             raise UsageError(f"{field_.option} {given[key]} disagrees with {source}, which sets {key} {value}")
-    return policy.launch(fields=dict(given), whole=whole)
+    return policy.launch(fields=dict(given), whole=whole, interposer=whole)  # a whole policy: as the tuner measured it
 
 
 def for_run(config: str | None, strategy: str | None, given: Mapping[str, str], host: levers.Host | None = None) -> launch.Launch:

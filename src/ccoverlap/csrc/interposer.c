@@ -125,7 +125,6 @@ CCOV_EXPORT void *dlsym(void *handle, const char *symbol) {
 /* Read once at load (policy.c: the table and the parser `ccoverlap run` uses too);
  * error[0]: invalid, every launch passes through. */
 static ccov_policy pol;
-static char *stats_template; /* CCOVERLAP_STATS, kept even when the policy is invalid */
 
 static int at_least_0(int v) { return v > 0 ? v : 0; } /* CCOV_NONE: 0 */
 
@@ -178,6 +177,7 @@ struct ccov_entry {
     /* launches by outcome (CCOV_PADDED or a reason): one atomic add per launch */
     _Atomic unsigned long counts[CCOV_NREASONS];
     _Atomic int last_pad;
+    _Atomic int sm_limit; /* the fewest SMs a launch's context allowed (a green context), 0: the whole device */
     int hint; /* HINT_*: the carveout hint, decided at insert */
     char *name;
 };
@@ -425,6 +425,140 @@ static int comm_in_flight(void) {
     return 0;
 }
 
+/* ---------- serialized launches ----------
+ *
+ * ccoverlap_set_serialize(1) makes every launch start on an idle device and
+ * end before the next one starts: the context is drained before and after it,
+ * under one lock, so launches of every thread take turns. The doctor measures
+ * each kernel's time alone this way (docs/doctor.md). A launch on a stream
+ * that captures a graph is not drained (nothing runs; a sync would break the
+ * capture); a drain that fails lets the launch go out as it would have. */
+
+static _Atomic int serialize_on;
+static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned long serial_counts[3]; /* drained, capturing, failed */
+static const char *const serial_names[3] = {"serialized", "serialize_capturing", "serialize_failed"};
+
+static void serial_begin(const ccov_backend *be, ccov_launch *l) {
+    l->serialized = 0;
+    if (!atomic_load_explicit(&serialize_on, memory_order_acquire)) return;
+    if (!be->drain) {
+        atomic_fetch_add(&serial_counts[2], 1);
+        ccov_log_once(48, "%s launches cannot be serialized: they go out concurrently", be->api);
+        return;
+    }
+    pthread_mutex_lock(&serial_lock);
+    int r = be->drain(l->stream);
+    if (r == 0) {
+        l->serialized = 1; /* released in serial_end, after the launch has drained too */
+        atomic_fetch_add(&serial_counts[0], 1);
+        return;
+    }
+    pthread_mutex_unlock(&serial_lock);
+    atomic_fetch_add(&serial_counts[r == 1 ? 1 : 2], 1);
+    if (r < 0) ccov_log_once(49, "draining the device before a serialized launch failed: it went out unserialized");
+}
+
+static void serial_end(ccov_launch *l) {
+    if (!l->serialized) return;
+    l->serialized = 0;
+    if (l->be->drain(l->stream) < 0) ccov_log_once(50, "draining the device after a serialized launch failed");
+    pthread_mutex_unlock(&serial_lock);
+}
+
+/* 1 on, 0 off; the previous setting. Launches already started finish under the old one. */
+CCOV_EXPORT int ccoverlap_set_serialize(int on) { return atomic_exchange(&serialize_on, on != 0); }
+
+/* ---------- what launches showed: the marks levers leave ----------
+ *
+ * Per communication launch: its stream's priority, its cluster, grid and
+ * block; per compute kernel, the fewest SMs its launches' contexts allowed (a
+ * green context). Read by `ccoverlap doctor` and `ccoverlap tune` from the
+ * stats, to say whether a lever took effect (control/levers.py: Mark); only
+ * observed where stats are written (nothing else reads them). */
+static char *stats_template; /* CCOVERLAP_STATS, kept even when the policy is invalid */
+
+#define PRIORITIES 16 /* priority p counted at p + 8, clamped to 0..15 */
+#define CLUSTERS 17   /* cluster sizes 1..16, the rest at 16 */
+static struct {
+    _Atomic unsigned long launches, priority_unknown, priority[PRIORITIES], cluster[CLUSTERS];
+    _Atomic unsigned grid_min, grid_max, threads_min, threads_max;
+} seen = {.grid_min = UINT32_MAX, .threads_min = UINT32_MAX};
+
+static void atomic_min_u(_Atomic unsigned *a, unsigned v) {
+    unsigned old = atomic_load_explicit(a, memory_order_relaxed);
+    while (v < old && !atomic_compare_exchange_weak(a, &old, v)) {}
+}
+static void atomic_max_u(_Atomic unsigned *a, unsigned v) {
+    unsigned old = atomic_load_explicit(a, memory_order_relaxed);
+    while (v > old && !atomic_compare_exchange_weak(a, &old, v)) {}
+}
+
+static void observe_comm(const ccov_backend *be, const ccov_entry *e, int threads, const ccov_launch_info *li) {
+    if (!stats_template) return;
+    atomic_fetch_add_explicit(&seen.launches, 1, memory_order_relaxed);
+    int prio;
+    if (be->stream_priority && be->stream_priority(li ? li->stream : NULL, &prio) == 0) {
+        int i = prio + 8 < 0 ? 0 : prio + 8 >= PRIORITIES ? PRIORITIES - 1 : prio + 8;
+        atomic_fetch_add_explicit(&seen.priority[i], 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&seen.priority_unknown, 1, memory_order_relaxed);
+    }
+    int cluster = li && li->cluster > 0 ? li->cluster : e->cluster;
+    cluster = cluster < 1 ? 1 : cluster >= CLUSTERS ? CLUSTERS - 1 : cluster;
+    atomic_fetch_add_explicit(&seen.cluster[cluster], 1, memory_order_relaxed);
+    if (li) {
+        atomic_min_u(&seen.grid_min, li->grid);
+        atomic_max_u(&seen.grid_max, li->grid);
+    }
+    atomic_min_u(&seen.threads_min, (unsigned)threads);
+    atomic_max_u(&seen.threads_max, (unsigned)threads);
+}
+
+/* The SMs a stream's context allows, cached per stream (per context for the special streams
+ * NULL, legacy and per-thread, whose context is the calling thread's): a green context's stream
+ * keeps its context for life. A destroyed stream's handle reused by a new stream keeps the old
+ * answer (rare: torch's stream pool never destroys streams). A slot holds sms + 2 (1: unknown),
+ * 0 while its first reader asks. */
+#define STREAM_SLOTS 256
+static struct { _Atomic uintptr_t key; _Atomic int sms; } stream_cache[STREAM_SLOTS];
+
+static int ask_sms(const ccov_backend *be, void *stream) {
+    int sms;
+    return be->stream_sms(stream, &sms) == 0 ? sms : -1;
+}
+
+static int stream_sms(const ccov_backend *be, void *stream) {
+    uintptr_t key = (uintptr_t)stream;
+    if (key <= 2) key = be->current_context ? (uintptr_t)be->current_context() | 1 : 0;
+    if (!key) return ask_sms(be, stream);
+    unsigned i = (unsigned)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 56) % STREAM_SLOTS;
+    for (unsigned n = 0; n < STREAM_SLOTS; ++n, i = (i + 1) % STREAM_SLOTS) {
+        uintptr_t k = atomic_load_explicit(&stream_cache[i].key, memory_order_acquire);
+        if (k == 0) {
+            if (!atomic_compare_exchange_strong(&stream_cache[i].key, &k, key) && k != key) continue;
+            if (k == 0) { /* ours: ask once, publish */
+                int sms = ask_sms(be, stream);
+                atomic_store_explicit(&stream_cache[i].sms, sms + 2, memory_order_release);
+                return sms;
+            }
+        }
+        if (k == key) {
+            int v = atomic_load_explicit(&stream_cache[i].sms, memory_order_acquire);
+            return v ? v - 2 : ask_sms(be, stream);
+        }
+    }
+    return ask_sms(be, stream); /* every slot taken */
+}
+
+static void observe_sms(const ccov_backend *be, ccov_entry *e, void *stream) {
+    if (!stats_template || !be->stream_sms) return;
+    int sms = stream_sms(be, stream);
+    if (sms <= 0) return;
+    int old = atomic_load_explicit(&e->sm_limit, memory_order_relaxed);
+    while ((old == 0 || sms < old) && !atomic_compare_exchange_weak(&e->sm_limit, &old, sms)) {}
+}
+
 /* ---------- decisions ---------- */
 
 /* A launch shape in 31 bits: threads (11) and dynamic shared memory (20); 0
@@ -549,8 +683,12 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
     l->pad = 0;
     l->tag = 0;
     l->slot = -1;
+    l->stream = li ? li->stream : NULL;
+    l->be = be;
+    l->serialized = 0;
     l->nested = depth++ > 0;
     if (l->nested) return 0;
+    serial_begin(be, l);
     if (pol.error[0]) return skip(l, CCOV_R_POLICY_INVALID);
     uint64_t snap = l->snap = atomic_load_explicit(&live, memory_order_acquire);
     int mode = live_mode(snap);
@@ -571,10 +709,12 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
     }
     l->entry = e;
     if (e->role == ROLE_COMM) {
+        observe_comm(be, e, threads, li);
         learn_comm(e, threads, dynamic, li);
         if (gated(mode)) l->slot = ring_reserve(be, li ? li->stream : NULL);
         return skip(l, CCOV_R_COMMUNICATION);
     }
+    observe_sms(be, e, l->stream);
     if (mode == CCOV_MODE_OFF) return skip(l, CCOV_R_MODE_OFF);
     if (e->role == ROLE_EXCLUDED) return skip(l, CCOV_R_EXCLUDED);
     if (e->role == ROLE_UNKNOWN) return skip(l, CCOV_R_UNKNOWN_KERNEL);
@@ -618,6 +758,7 @@ void ccov_failed(ccov_launch *l) {
 void ccov_end(ccov_launch *l, int launched) {
     depth--;
     if (l->slot >= 0) ring_commit(l->slot, launched);
+    serial_end(l);
     if (l->nested || l->pad <= 0) return;
     count(l->entry, CCOV_PADDED);
     if (atomic_load_explicit(&l->entry->last_pad, memory_order_relaxed) != l->pad)
@@ -694,6 +835,32 @@ static void write_counts(FILE *f, const unsigned long *n, const unsigned long *h
     write_nonzero(f, hint_names, hints, HINT_SET + 1, HINT_STATES);
 }
 
+/* The serialized launches and what communication launches showed (see "what launches showed"). */
+static void write_seen(FILE *f) {
+    unsigned long serial[3], prio[PRIORITIES], cluster[CLUSTERS];
+    for (int i = 0; i < 3; ++i) serial[i] = atomic_load(&serial_counts[i]);
+    fputs("\"serial\": ", f);
+    write_nonzero(f, serial_names, serial, 0, 3);
+    fprintf(f, ",\n  \"comm_launches\": {\"launches\": %lu, \"priority_unknown\": %lu, \"priority\": {",
+            atomic_load(&seen.launches), atomic_load(&seen.priority_unknown));
+    for (int i = 0, first = 1; i < PRIORITIES; ++i)
+        if ((prio[i] = atomic_load(&seen.priority[i]))) {
+            fprintf(f, "%s\"%d\": %lu", first ? "" : ", ", i - 8, prio[i]);
+            first = 0;
+        }
+    fputs("}, \"cluster\": {", f);
+    for (int i = 1, first = 1; i < CLUSTERS; ++i)
+        if ((cluster[i] = atomic_load(&seen.cluster[i]))) {
+            fprintf(f, "%s\"%d\": %lu", first ? "" : ", ", i, cluster[i]);
+            first = 0;
+        }
+    if (atomic_load(&seen.launches))
+        fprintf(f, "}, \"grid\": [%u, %u], \"threads\": [%u, %u]}", atomic_load(&seen.grid_min),
+                atomic_load(&seen.grid_max), atomic_load(&seen.threads_min), atomic_load(&seen.threads_max));
+    else
+        fputs("}, \"grid\": null, \"threads\": null}", f);
+}
+
 static void write_stats(void) {
     static ccov_entry *sorted[CACHE_SIZE];
     unsigned long totals[CCOV_NREASONS] = {0}, hints[HINT_STATES] = {0}, launched = 0;
@@ -733,6 +900,8 @@ static void write_stats(void) {
             ccov_fields[CCOV_F_GATE].choices[gated(mode) ? CCOV_GATE_COMM : CCOV_GATE_ALWAYS],
             atomic_load(&gate_broken) ? "true" : "false", atomic_load(&policy_changes));
     write_counts(f, totals, hints);
+    fputs(",\n  ", f);
+    write_seen(f);
     fputs(",\n  \"comm_footprint\": ", f);
     if (atomic_load(&comm.learned)) {
         fprintf(f, "{\"threads\": %d, \"regs\": %d, \"static_smem\": %d, \"dynamic_smem\": %d, \"cluster\": %d, \"grid\": %u, \"name\": ",
@@ -747,15 +916,18 @@ static void write_stats(void) {
     for (unsigned i = 0, first = 1; i < n;) { /* one row per name: handles of one kernel on several devices merge */
         ccov_entry *e = sorted[i];
         unsigned long counts[CCOV_NREASONS] = {0}, kernel_hints[HINT_STATES] = {0};
-        int pad = 0;
+        int pad = 0, sm_limit = 0;
         for (; i < n && strcmp(sorted[i]->name, e->name) == 0; ++i) {
             for (int r = 0; r < CCOV_NREASONS; ++r) counts[r] += atomic_load(&sorted[i]->counts[r]);
             kernel_hints[sorted[i]->hint]++;
             if (atomic_load(&sorted[i]->last_pad)) pad = atomic_load(&sorted[i]->last_pad);
+            int limit = atomic_load(&sorted[i]->sm_limit);
+            if (limit > 0 && (sm_limit == 0 || limit < sm_limit)) sm_limit = limit;
         }
         fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
         ccov_json_str(f, e->name, 1);
         fprintf(f, ", \"api\": \"%s\", \"pad_bytes\": %d, ", e->be->api, pad);
+        if (sm_limit > 0) fprintf(f, "\"sm_limit\": %d, ", sm_limit);
         write_counts(f, counts, kernel_hints);
         fputc('}', f);
         first = 0;
@@ -775,6 +947,8 @@ static void before_fork(void) { pthread_mutex_lock(&lock); }
 static void after_fork_parent(void) { pthread_mutex_unlock(&lock); }
 static void after_fork_child(void) {
     pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&serial_lock, NULL); /* a parent's serialized launch is not the child's */
+    atomic_store(&serialize_on, 0);
     for (int i = 0; i < RING; ++i) { /* the parent's events mean nothing here */
         atomic_store(&ring[i].state, SLOT_FREE);
         atomic_store(&ring[i].event, NULL);
@@ -786,6 +960,9 @@ static void after_fork_child(void) {
         for (unsigned i = 0; i < CACHE_SIZE; ++i) atomic_store(&cache[i].counts[r], 0);
     }
 }
+
+/* The stats now, for a process about to end without its atexit handlers (the tuner's trials: os._exit). */
+CCOV_EXPORT void ccoverlap_write_stats(void) { write_stats(); }
 
 __attribute__((constructor)) static void init(void) {
     real_dlsym();

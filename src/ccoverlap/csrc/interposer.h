@@ -78,6 +78,16 @@ typedef struct {
     int (*event_record)(ccov_event *ev, void *stream);
     int (*event_done)(ccov_event *ev);
     int (*capture_done)(void *stream);
+    /* Serialized launches (ccoverlap_set_serialize): wait until the device is idle.
+     * 0 drained, 1 `stream` is capturing a graph (nothing waited for), -1 failed.
+     * NULL where the API cannot. */
+    int (*drain)(void *stream);
+    /* What a launch's stream says about it, for the stats; 0 on success, NULL where unknown.
+     * stream_priority: the stream's priority (lower is higher). stream_sms: the SMs the
+     * stream's context may use (a green context's), 0 for the whole device. */
+    int (*stream_priority)(void *stream, int *priority);
+    int (*stream_sms)(void *stream, int *sms);
+    void *(*current_context)(void); /* the calling thread's, for the special streams' cache key */
 } ccov_backend;
 
 typedef struct ccov_entry ccov_entry;
@@ -91,6 +101,8 @@ typedef struct {
     uint64_t snap; /* the live policy the decision was made under */
     int slot;      /* comm launch: ring slot reserved for its event, -1 none */
     void *stream;
+    const ccov_backend *be;
+    int serialized; /* drained before the launch, the serial lock held: drained and released in ccov_end */
 } ccov_launch;
 
 /* Launch-side facts that only the launch call carries. */

@@ -84,6 +84,10 @@ static struct {
     CUresult (*EventQuery)(CUevent);
     CUresult (*StreamIsCapturing)(CUstream, int *);
     CUresult (*ThreadExchangeStreamCaptureMode)(int *);
+    CUresult (*CtxSynchronize)(void);
+    CUresult (*StreamGetPriority)(CUstream, int *);
+    CUresult (*StreamGetCtx_v2)(CUstream, CUcontext *, void **); /* CUDA 12.5+: the green context too */
+    CUresult (*GreenCtxGetDevResource)(void *, void *, int);
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
@@ -109,6 +113,10 @@ static void load_driver(void) {
     LOAD(EventQuery, "cuEventQuery");
     LOAD(StreamIsCapturing, "cuStreamIsCapturing");
     LOAD(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
+    LOAD(CtxSynchronize, "cuCtxSynchronize");
+    LOAD(StreamGetPriority, "cuStreamGetPriority");
+    LOAD(StreamGetCtx_v2, "cuStreamGetCtx_v2");
+    LOAD(GreenCtxGetDevResource, "cuGreenCtxGetDevResource");
 #undef LOAD
 }
 
@@ -224,8 +232,51 @@ static int capture_done(void *stream) {
     return c < 0 ? -1 : !c;
 }
 
+/* Serialized launches: the context drained (in relaxed capture mode, as the events above), except on a
+ * stream that captures a graph, where nothing runs. */
+static int drain(void *stream) {
+    pthread_once(&drv_once, load_driver);
+    if (!drv.CtxSynchronize) return -1;
+    if (capturing(stream) == 1) return 1;
+    int mode = relaxed_begin();
+    CUresult rc = drv.CtxSynchronize();
+    relaxed_end(mode);
+    return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int stream_priority(void *stream, int *priority) {
+    pthread_once(&drv_once, load_driver);
+    return drv.StreamGetPriority && drv.StreamGetPriority(stream, priority) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* CUdevResource (cuda.h, CUDA 12.4+): type, 92 bytes of padding, then the SM resource, whose first
+ * field is smCount; 144 bytes in all, room kept for more. */
+enum { CU_DEV_RESOURCE_TYPE_SM = 1, DEV_RESOURCE_SM_COUNT_AT = 96 };
+
+static int stream_sms(void *stream, int *sms) {
+    pthread_once(&drv_once, load_driver);
+    CUcontext ctx = NULL;
+    void *green = NULL;
+    if (!drv.StreamGetCtx_v2 || drv.StreamGetCtx_v2(stream, &ctx, &green) != CUDA_SUCCESS) return -1;
+    if (!green) {
+        *sms = 0;
+        return 0;
+    }
+    _Alignas(8) unsigned char resource[256] = {0};
+    if (!drv.GreenCtxGetDevResource || drv.GreenCtxGetDevResource(green, resource, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS)
+        return -1;
+    memcpy(sms, resource + DEV_RESOURCE_SM_COUNT_AT, sizeof *sms);
+    return 0;
+}
+
+static void *current_context(void) {
+    CUcontext ctx = NULL;
+    return drv.CtxGetCurrent && drv.CtxGetCurrent(&ctx) == CUDA_SUCCESS ? ctx : NULL;
+}
+
 static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, get_max_dynamic,
-                                  set_attribute, NULL, event_record, event_done, capture_done};
+                                  set_attribute, NULL, event_record, event_done, capture_done,
+                                  drain, stream_priority, stream_sms, current_context};
 
 /* ---------- hooks ---------- */
 

@@ -42,6 +42,8 @@ static struct {
     hipError_t (*EventQuery)(hipEvent_t);
     hipError_t (*StreamIsCapturing)(hipStream_t, int *);
     hipError_t (*ThreadExchangeStreamCaptureMode)(int *);
+    hipError_t (*DeviceSynchronize)(void);
+    hipError_t (*StreamGetPriority)(hipStream_t, int *);
 } hip;
 static pthread_once_t hip_once = PTHREAD_ONCE_INIT;
 
@@ -64,6 +66,8 @@ static void load_hip(void) {
     LOAD(EventQuery, "hipEventQuery");
     LOAD(StreamIsCapturing, "hipStreamIsCapturing");
     LOAD(ThreadExchangeStreamCaptureMode, "hipThreadExchangeStreamCaptureMode");
+    LOAD(DeviceSynchronize, "hipDeviceSynchronize");
+    LOAD(StreamGetPriority, "hipStreamGetPriority");
 #undef LOAD
 }
 
@@ -163,10 +167,26 @@ static int capture_done(void *stream) {
 
 /* ROCm's hipFuncSetAttribute checks a carveout's range and stores nothing (clr hipamd/src/hip_module.cpp),
  * and hipFuncGetAttribute reports 0: a CU's LDS is its own memory, not a share of the vector L1. */
+/* Serialized launches: the current device drained, except on a capturing stream. */
+static int drain(void *stream) {
+    pthread_once(&hip_once, load_hip);
+    if (!hip.DeviceSynchronize) return -1;
+    if (capturing(stream) == 1) return 1;
+    int mode = relaxed_begin();
+    hipError_t rc = hip.DeviceSynchronize();
+    relaxed_end(mode);
+    return rc == hipSuccess ? 0 : -1;
+}
+
+static int stream_priority(void *stream, int *priority) {
+    pthread_once(&hip_once, load_hip);
+    return hip.StreamGetPriority && hip.StreamGetPriority(stream, priority) == hipSuccess ? 0 : -1;
+}
+
 static const ccov_backend hip_backend = {
     "hip", current_device, describe, device_limits, NULL, NULL,
     "n/a on HIP (LDS is its own memory on AMD GPUs, not carved out of L1; ROCm ignores the hint)",
-    event_record, event_done, capture_done};
+    event_record, event_done, capture_done, drain, stream_priority, NULL, NULL};
 
 enum { H_MODULE, H_EXT_MODULE, H_LAUNCH };
 static const char *const libhip[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", NULL};

@@ -15,6 +15,12 @@ ranks, not a launcher such as torchrun or a data loader's workers. The profiler 
 so a timer thread asks the main thread to open and close the window, as a pending call (the mechanism
 Python's own signal handlers use): the main thread does it between two bytecodes.
 
+Right after the window, the alone window records the same number of steps again with every kernel launch
+made alone (the launch interposer's serialized launches: each starts on an idle device and ends before the
+next starts), to rank<r>_trace.alone.gz: the doctor matches its launches to the first window's and so knows
+what each launch takes alone (doctor/analysis/alone.py). Without the interposer in the process it is skipped,
+and the record says why.
+
 A process that ends inside the window writes what the profiler recorded: at exit (atexit: a normal end,
 sys.exit, an exception) and on SIGTERM where the program left its default action (torchrun and `ccoverlap
 doctor` send it to stop a job). SIGKILL leaves the step lines written so far and no trace of the open
@@ -86,6 +92,7 @@ class Capture:
         self.done = 0  # its steps so far
         self.recorder: profiling.Recorder | None = None
         self.phase: str | None = None  # None, "warmup" or "recording": what the profiler does in the current step
+        self.alone = False  # the open window is the alone window (launches serialized)
         self.recorded = 0
         self.step_start: float | None = None
         self.gpu_start = None
@@ -102,7 +109,7 @@ class Capture:
             window = {"seconds": self.cfg.seconds, "skip_seconds": self.cfg.skip_seconds} if self.cfg.seconds else \
                 {"skip": self.cfg.skip, "steps": self.cfg.steps}
             try:
-                self.log = Log(Path(self.cfg.out), rank, {"world_size": world, **window})
+                self.log = Log(Path(self.cfg.out), rank, {"world_size": world, **window, "env": _knobs()})
             except OSError as exc:
                 _say(f"cannot write in {self.cfg.out} ({exc.strerror or exc}): nothing recorded")
                 self.enabled = False
@@ -142,7 +149,7 @@ class Capture:
             self.log.write({"window": "failed", "error": why})
             return
         self.phase = "warmup"
-        self.log.write({"window": "open", "cuda": cuda, "trace": self.log.trace.name})
+        self.log.write({"window": "open", "cuda": cuda, "trace": self.log.trace.name, "t": time.monotonic()})
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
@@ -159,22 +166,58 @@ class Capture:
             self.close_window(complete=False)
             return
         if written:
+            second = self.alone
             self.close_window(complete=True)
+            if not second and self.cfg.alone == "on" and not self.cfg.seconds and not self.finished:
+                self.open_alone()
         else:
             self.phase = "recording"
 
     def close_window(self, complete: bool) -> None:
         recorder, self.recorder, self.phase = self.recorder, None, None
+        if self.alone:
+            self._end_serialized()
         try:
             written = recorder.stop()
         except Exception as exc:  # noqa: BLE001
             _say(f"the trace was not written: {type(exc).__name__}: {exc}")
             written = recorder.written
-        self.log.write({"window": "closed", "trace": recorder.path.name if written else None,
-                        "recorded": self.recorded, "complete": complete})
+        self.log.write({"alone_window" if self.alone else "window": "closed",
+                        "trace": recorder.path.name if written else None, "recorded": self.recorded,
+                        "complete": complete, "t": time.monotonic()})
+        self.alone = False
         if (threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGTERM) == self._on_sigterm):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    # -- the alone window ----------------------------------------------------------------------------------
+
+    def open_alone(self) -> None:
+        """The same number of steps again, every launch alone: a warm-up step (serialized too, so the recorded
+        steps start from a drained device), then the steps, into the alone trace."""
+        from ccoverlap.control import interposer
+
+        if not _cuda_in_use():
+            return
+        if interposer.set_serialize(True) is None:
+            self.log.write({"alone_window": "unavailable",
+                            "why": "the launch interposer is not loaded in this process (it must be preloaded)"})
+            return
+        try:
+            self.recorder = profiling.Recorder(self.log.alone, True, warmup=1, active=self.cfg.steps)
+            self.recorder.start()
+        except Exception as exc:  # noqa: BLE001 - the program runs on; the record says why
+            interposer.set_serialize(False)
+            self.recorder = None
+            self.log.write({"alone_window": "unavailable", "why": f"the profiler did not start: {type(exc).__name__}: {exc}"})
+            return
+        self.alone, self.phase, self.recorded = True, "warmup", 0
+        self.log.write({"alone_window": "open", "trace": self.log.alone.name, "t": time.monotonic()})
+
+    def _end_serialized(self) -> None:
+        from ccoverlap.control import interposer
+
+        interposer.set_serialize(False)
 
     # -- optimizer steps ----------------------------------------------------------------------------------
 
@@ -196,8 +239,10 @@ class Capture:
     def _step_ended(self, optimizer) -> None:
         end, gpu_end = time.perf_counter(), _event()
         self.done += 1
+        first = self.phase is not None and not self.alone
         line = {"step": self.done, "ms": None if self.step_start is None else (end - self.step_start) * 1e3,
-                "gpu_ms": None, "profiled": self.phase == "recording", "warmup": self.phase == "warmup"}
+                "gpu_ms": None, "profiled": first and self.phase == "recording", "warmup": first and self.phase == "warmup",
+                "alone": self.alone}
         if self.gpu_start is not None and gpu_end is not None:
             self.pending.append((line, self.gpu_start, gpu_end))
         else:
@@ -221,6 +266,7 @@ class Capture:
         self._write_ready(deadline=time.monotonic() + DRAIN_S)
         self.log.write({"stopped": self.done})
         self.finished = True
+        _write_launch_stats()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
@@ -290,6 +336,23 @@ class Capture:
         if _in_main(self.advance):  # the profiler is warm: record from here
             time.sleep(self.cfg.seconds)
             _in_main(self.advance)
+
+
+#: the variables that decide how launches are scheduled, kept in the record for the doctor's rules
+KNOBS = ("CUDA_DEVICE_MAX_CONNECTIONS", "TORCH_NCCL_HIGH_PRIORITY", "NCCL_CGA_CLUSTER_SIZE", "NCCL_MAX_CTAS",
+         "NCCL_MIN_CTAS", "NCCL_NTHREADS", "NCCL_CTA_POLICY")
+
+
+def _knobs() -> dict[str, str]:
+    return {k: os.environ[k] for k in KNOBS if k in os.environ}
+
+
+def _write_launch_stats() -> None:
+    """The interposer's stats (where it is preloaded) before an os._exit skips its atexit."""
+    if "ccoverlap.control.interposer" in sys.modules or os.environ.get("LD_PRELOAD"):
+        from ccoverlap.control import interposer
+
+        interposer.write_stats()
 
 
 def fingerprint(optimizer) -> list[float]:

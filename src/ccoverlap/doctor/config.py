@@ -8,7 +8,8 @@ from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError, check_range
 
 #: the fields the capture inside the program reads (the rest are the command's)
-CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "profile", "stop", "fingerprint")
+CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "alone", "profile", "stop", "fingerprint")
+
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class DoctorConfig:
     comm_regex: str | None = field(default=None, metadata={
         "metavar": "RE", "help": "also count kernels whose name matches RE (POSIX extended) as communication, "
         "besides NCCL's and RCCL's"})
+    alone: str = field(default="on", metadata={
+        "metavar": "on|off", "help": "after the window, record its steps again with every kernel "
+        "launched alone (the launch interposer, preloaded: each launch starts on an idle device), so each launch's "
+        "time alone is measured; off: slowdown beside the other side is unknown"})
     # the tuner's trials (tune/trial.py), not options of the doctor: time steps without the profiler, end the
     # program once steps skip+1..skip+steps are timed, and write a fingerprint of the trained parameters then
     profile: bool = True
@@ -46,6 +51,8 @@ class DoctorConfig:
         for flag, value in (("--seconds", self.seconds), ("--skip-seconds", self.skip_seconds)):
             if not 0 <= value <= 86400:
                 raise UsageError(f"{flag}={value:g} is out of range: valid 0..86400 seconds")
+        if self.alone not in ("on", "off"):
+            raise UsageError(f"--alone {self.alone}: valid on, off")
         if self.skip_seconds and not self.seconds:
             raise UsageError("--skip-seconds goes with --seconds: give the window's length too")
         comm.check(self.comm_regex)

@@ -4,8 +4,9 @@ One JSON object a line, each written whole by one write() as it happens, so a pr
 (SIGKILL included) leaves every line before it: first the process (its rank, pid, the window asked for),
 then one line per optimizer step (host milliseconds from the end of the previous step, GPU milliseconds
 between CUDA events at the same two points where CUDA is in use, and whether the profiler was warming up or
-recording), and the window's opening and closing; under the tuner, a fingerprint of the trained parameters and
-the step after which the capture ended the process. The name ends in .jsonl, not .json: `ccoverlap analyze`
+recording), and the window's opening and closing, then the alone window's (its steps marked `alone`: every
+launch serialized); under the tuner, a fingerprint of the trained parameters and the step after which the
+capture ended the process. The name ends in .jsonl, not .json: `ccoverlap analyze`
 takes every *.json in a folder for a trace. A second process of the same rank (one that spawned its own
 optimizer) writes rank<r>_pid<pid>_*: nothing is overwritten.
 """
@@ -14,15 +15,30 @@ from __future__ import annotations
 import errno
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ccoverlap.util import timing
 from ccoverlap.util.errors import UsageError
 
+if TYPE_CHECKING:
+    from ccoverlap.control.interposer import LaunchStats
+
 FORMAT = "ccoverlap-doctor-steps/1"
 STEPS_SUFFIX = "_steps.jsonl"
 TRACE_SUFFIX = "_trace.json.gz"
+#: the alone window's trace: beside the window's, named so that no reader takes it for a trace of its own
+ALONE_SUFFIX = ".alone.gz"
+#: the interposer's stats, one file per process (%p: its pid); not *.json, which `ccoverlap analyze` reads as traces
+STATS_NAME = "interposer-%p.stats"
+
+
+def alone_trace(trace: Path) -> Path:
+    """The alone window of a trace file: rank0_trace.json.gz -> rank0_trace.alone.gz (also for foreign names)."""
+    stem = trace.name.removesuffix(".gz").removesuffix(".json")
+    return trace.with_name(stem + ALONE_SUFFIX)
 
 
 class Log:
@@ -40,6 +56,7 @@ class Log:
         else:
             raise FileExistsError(f"{folder / (stem + STEPS_SUFFIX)} exists")
         self.trace = folder / (stem + TRACE_SUFFIX)
+        self.alone = alone_trace(self.trace)
         self._size = 0
         try:
             self.write({"format": FORMAT, "rank": rank, "pid": os.getpid(), **header})
@@ -68,11 +85,12 @@ class Step:
     gpu_ms: float | None  # between CUDA events at the same points; None without CUDA
     profiled: bool  # recorded in the trace
     warmup: bool  # the profiler was warming up (started in this step's optimizer step)
+    alone: bool = False  # in the alone window (its warm-up included): every launch serialized
 
     @property
     def outside(self) -> bool:
         """A step the profiler did not touch: the ones to compare with a run without the doctor."""
-        return not (self.profiled or self.warmup)
+        return not (self.profiled or self.warmup or self.alone)
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,18 @@ class RankRecord:
     error: str | None  # why the profiler did not start
     fingerprint: tuple[float, ...] | None = None  # the tuner's: squared norms of the trained parameters at the end
     stopped: int | None = None  # the tuner's: the step after which the capture ended the process
+    alone_trace: Path | None = None  # the alone window's trace, if written
+    alone_note: str | None = None  # why there is none (the interposer not loaded, the profiler failed), or None
+    window_s: tuple[float | None, float | None] = (None, None)  # wall time of the window and of the alone window
+
+    @property
+    def pid(self) -> int | None:
+        return self.header.get("pid")
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The scheduling variables the process ran with (capture.KNOBS)."""
+        return dict(self.header.get("env") or {})
 
     @property
     def window(self) -> str:
@@ -118,6 +148,9 @@ class RankRecord:
             "outside_gpu_ms": stats([s.gpu_ms for s in outside if s.gpu_ms is not None]),
             "profiled_ms": stats([s.ms for s in profiled if s.ms is not None]),
             "profiled_steps": [s.step for s in profiled],
+            "alone_ms": stats([s.ms for s in self.steps if s.alone and s.ms is not None]),
+            "alone_trace": str(self.alone_trace) if self.alone_trace else None, "alone_note": self.alone_note,
+            "window_s": self.window_s[0], "alone_window_s": self.window_s[1],
         }
 
 
@@ -143,7 +176,7 @@ def read(path: Path) -> RankRecord:
         raise UsageError(f"{path}: empty (not a ccoverlap doctor step record)")
     header, rest = events[0], events[1:]
     try:
-        steps = tuple(sorted((Step(e["step"], e["ms"], e["gpu_ms"], e["profiled"], e["warmup"])
+        steps = tuple(sorted((Step(e["step"], e["ms"], e["gpu_ms"], e["profiled"], e["warmup"], bool(e.get("alone")))
                               for e in rest if "step" in e), key=lambda s: s.step))
         opened = next((e for e in rest if e.get("window") == "open"), None)
         closed = next((e for e in rest if e.get("window") == "closed"), None)
@@ -151,12 +184,24 @@ def read(path: Path) -> RankRecord:
         trace = closed["trace"] if closed else None
         printed = next((e["fingerprint"] for e in rest if "fingerprint" in e), None)
         stopped = next((e["stopped"] for e in rest if "stopped" in e), None)
+        alone = {e["alone_window"]: e for e in rest if "alone_window" in e}
+        alone_trace = (alone.get("closed") or {}).get("trace")
+        note = alone["unavailable"]["why"] if "unavailable" in alone else None
         return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
                           path.parent / trace if trace else None, closed["recorded"] if closed else None,
                           bool(closed and closed["complete"]), failed["error"] if failed else None,
-                          tuple(map(float, printed)) if printed is not None else None, stopped)
+                          tuple(map(float, printed)) if printed is not None else None, stopped,
+                          path.parent / alone_trace if alone_trace else None, note,
+                          (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))))
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
+
+
+def _elapsed(opened: dict | None, closed: dict | None) -> float | None:
+    """Seconds from a window's opening to its closing (its export included), where both lines carry a time."""
+    if opened and closed and "t" in opened and "t" in closed:
+        return closed["t"] - opened["t"]
+    return None
 
 
 def read_all(folder: Path) -> tuple[list[RankRecord], list[UsageError]]:
@@ -168,3 +213,23 @@ def read_all(folder: Path) -> tuple[list[RankRecord], list[UsageError]]:
         except UsageError as exc:
             bad.append(exc)
     return sorted(records, key=lambda r: (r.rank, r.path.name)), bad
+
+
+@dataclass(frozen=True)
+class Process:
+    """What the doctor knows of a rank's process besides its trace: what the launch interposer saw it launch
+    (its stats), and the scheduling variables it ran with."""
+
+    launches: LaunchStats | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
+    """Rank -> its process (the first record of a rank: the one whose trace the analysis reads)."""
+    from ccoverlap.control.interposer import LaunchStats
+
+    out: dict[int, Process] = {}
+    for r in records:
+        if r.rank not in out and r.pid is not None:
+            out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env)
+    return out

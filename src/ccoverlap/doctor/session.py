@@ -8,7 +8,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ccoverlap.control import startup
+from ccoverlap.control import levers, startup
+from ccoverlap.control.interposer import built
 from ccoverlap.control.launch import Launch, found
 from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
@@ -24,9 +25,13 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     they are written first, and BrokenPipeError comes after them (the CLI's exit 141)."""
     found(cmd, os.environ, " (nothing was captured)")
     out = Path(cfg.out)
+    launch, why = observed(cfg, out)
+    if why:
+        print(f"ccoverlap doctor: {why}: no alone window and no launch marks (what communication and compute lose "
+              "beside each other stays unknown)", file=sys.stderr)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    code = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture()}).run(cmd)  # the caller's setting, and the capture
+    code = launch.run(cmd)
     try:
         failures = diagnose(out, cfg, cmd, code)
     except BrokenPipeError:
@@ -44,6 +49,18 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     return 2 if failures else 0
 
 
+def observed(cfg: DoctorConfig, out: Path) -> tuple[Launch, str | None]:
+    """The doctor's launch: the caller's setting and the capture, with the launch interposer preloaded in
+    pass-through (no pad, no hint beyond what the caller's environment gives) writing its stats into `out`: its
+    serialized launches make the alone window, its stats the marks levers leave. Where it is not built: the
+    capture alone, and why."""
+    capture = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture()})
+    if not built():
+        return capture, "the launch interposer is not built (pip install -e .)"
+    fields = {"stats": str(out.resolve() / record.STATS_NAME)} | ({"comm": cfg.comm_regex} if cfg.comm_regex else {})
+    return replace(capture, fields=fields, interposer=True), None
+
+
 def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[str]:
     """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis.
     Returns what failed (one line each): nothing profiled, a file that could not be read or written."""
@@ -56,7 +73,7 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
     result, why_none = None, ("the program ran on the CPU (no GPU kernels in its traces)" if on_cpu and not traces
                               else failures[-1] if failures else "no trace was written")
     if traces:
-        result, unusable = _analyze(out, traces, cfg.comm_regex)
+        result, unusable = _analyze(out, traces, cfg.comm_regex, record.processes(out, records))
         failures += unusable
         why_none = None if result is not None and result.ranks else "no trace could be analysed: " + "; ".join(unusable)
     written: list[Path] = []
@@ -91,16 +108,55 @@ def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, re
                     ["rank", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
                     [_row(r) for r in records])
     if result is not None:
-        print_ranks(result, "overlap in the profiled steps, ms per rank (all but the last step, as HTA)")
-        for r in result.ranks:
-            if line := r.to_dict().get("verdict"):
-                print(f"verdict rank {r.rank}: {line}")
+        _show(result)
+        _windows(records, result)
     elif traces:
         print(f"no overlap analysis: {why_none}" + ("; step times above" if any(r.steps for r in records) else ""))
     if cfg.report:
         print(f"report: {written[0]}" if written else f"no report written to {cfg.report}: {why_none or 'it could not be written'}")
     if cfg.json:
         print(f"json: {cfg.json}")
+
+
+def _show(result) -> None:
+    """The analysis on the terminal: per rank the verdict, known misconfigurations and the launch marks."""
+    print_ranks(result, "overlap in the profiled steps, ms per rank (all but the last step, as HTA)")
+    for r in result.ranks:
+        if line := r.verdict.line:
+            print(f"verdict rank {r.rank}: {line}")
+        for f in r.findings:
+            print(f"rule rank {r.rank} ({f.rule}): {f.line}")
+        if (marks := r.diagnosis.launches) is not None:
+            print(f"launches rank {r.rank}: {_marks(marks)}")
+            seen = levers.marks_seen(marks)
+            print(f"levers in effect rank {r.rank}: " + "; ".join(
+                f"{name} {'yes' if v else 'no' if v is False else 'unknown'}" for name, v in seen.items()))
+
+
+def _marks(s) -> str:
+    """What the launches showed (control/interposer.LaunchStats), in one line: the marks levers leave."""
+    comm = "no communication launch" if not s.comm_launches else (
+        f"{s.comm_launches} communication launch(es) on stream priority {_set(s.comm_priorities)}, clusters "
+        f"{_set(s.comm_clusters)}, " + (f"{s.comm_grid[0]}-{s.comm_grid[1]} CTAs of " if s.comm_grid else "")
+        + (f"{s.comm_threads[0]}-{s.comm_threads[1]} threads" if s.comm_threads else ""))
+    green = f"; compute in green contexts of {min(s.sm_limits.values())} SMs" if s.sm_limits else ""
+    return f"{comm}; {s.padded} padded launch(es), carveout hint on {s.carveout_set} kernel(s){green}"
+
+
+def _set(values) -> str:
+    return "/".join(map(str, sorted(values))) or "?"
+
+
+def _windows(records: list[record.RankRecord], result) -> None:
+    """Per rank: the alone window, matched, and what each window cost in wall time."""
+    for r in records:
+        m = result.alone.get((result.ranks[0].strategy, r.rank)) if result.ranks else None
+        cost = ", ".join(f"{what} {s:.2f} s" for what, s in zip(("window", "alone window"), r.window_s) if s is not None)
+        if m is not None:
+            print(f"alone window rank {r.rank}: {m.matched} of {m.launches} launch(es) matched"
+                  + (f" (first unmatched: {m.first})" if m.first else "") + (f"; {cost}" if cost else ""))
+        elif r.alone_note:
+            print(f"alone window rank {r.rank}: none: {r.alone_note}")
 
 
 def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
@@ -140,12 +196,12 @@ def _row(r: record.RankRecord) -> list:
             _ms(s["outside_ms"], "max"), _ms(s["outside_gpu_ms"]), _ms(s["profiled_ms"])]
 
 
-def _analyze(out: Path, traces: list[Path], comm_regex: str | None):
+def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, record.Process]):
     """The analysis of `out`, and one line for each trace it could not use (its other notes go to stderr)."""
     from ccoverlap.doctor.analysis import analyze
 
     try:
-        result = analyze(out, None, comm_regex)
+        result = analyze(out, None, comm_regex, processes=processes)
     except UsageError as exc:
         return None, [str(exc)]
     used = {t.path.name for ranks in result.strategies.values() for t in ranks.values()}

@@ -29,6 +29,8 @@ def trial_rows(outcome: Outcome) -> list[list]:
         else:
             step = "-"
         status = t.status if t.ok else f"{t.status}: {shorten(t.error.splitlines()[-1], 70) if t.error else ''}"
+        if t.ok and t.no_effect:
+            status = f"no effect ({', '.join(t.no_effect)}: no mark in its launches)"
         rows.append([t.index, t.phase, t.policy.name, status, step, _result(t)])
     return rows
 
@@ -42,7 +44,9 @@ def setting_rows(outcome: Outcome) -> list[list]:
         vs = "(the baseline)" if policy == space.DEFAULT else c.label() if c else "-"
         refused = next((t.refused for t in outcome.trials if t.policy == policy and t.refused), None)
         failed = any(not t.ok for t in outcome.trials if t.policy == policy)
-        result = "CHANGED: refused" if refused else "failed" if failed and not timed else "same"
+        no_effect = any(t.no_effect for t in outcome.trials if t.policy == policy)
+        result = "CHANGED: refused" if refused else "failed" if failed and not timed else \
+            "no effect" if no_effect else "same"
         mark = " <- kept" if outcome.kept and policy == outcome.best else ""
         rows.append([policy.name + mark, len(timed), median, vs, result])
     return rows

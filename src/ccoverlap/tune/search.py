@@ -7,7 +7,9 @@
    communication, or scheduling headroom below recommend.NOTHING_TO_GAIN_PCT, no scheduling lever can gain
    and the registry's arms are not tried (unless --levers named them); the user's knobs still are.
 3. Screening by successive halving: every arm runs once (a default run every few arms, so drift shows in the
-   baseline), the better half of those not slower goes on to run again, for up to ROUNDS rounds.
+   baseline), the better half of those not slower goes on to run again, for up to ROUNDS rounds. An arm whose
+   levers left no mark in its launches (control/levers.py: Mark; NCCL ignoring a knob, a pad with nothing to
+   pad) is "no effect": its timing can only be noise, so it is neither run again, combined nor confirmed.
 4. Combination: arms that each helped are added one at a time to the best so far, kept where the
    combination is faster than the best so far beyond the noise.
 5. Confirmation: the best against the default, alternating, until the interval of the ratio of medians
@@ -57,10 +59,12 @@ class Advice:
     headroom_pct: float | None
     recommended: tuple[str, ...]  # strategy terms, best first
     line: str
+    lever_headroom_pct: float | None = None  # what the doctor's levers reach together, a share of the step
 
     def to_dict(self) -> dict:
         return {"comm_seen": self.comm_seen, "headroom_ms": self.headroom_ms, "headroom_pct": self.headroom_pct,
-                "recommended": list(self.recommended), "verdict": self.line}
+                "lever_headroom_pct": self.lever_headroom_pct, "recommended": list(self.recommended),
+                "verdict": self.line}
 
 
 class CommandFailed(Exception):
@@ -89,10 +93,12 @@ class Outcome:
         return self.comparison.speedup if self.kept and self.comparison else 1.0
 
     def recovered(self) -> float | None:
-        """The share of the doctor's scheduling headroom (a share of the step) the kept setting recovered."""
-        if not self.advice or not self.advice.headroom_pct:
+        """The share of the headroom the doctor's levers reach (else its whole headroom; a share of the step)
+        the kept setting recovered."""
+        pct = self.advice and (self.advice.lever_headroom_pct or self.advice.headroom_pct)
+        if not pct:
             return None
-        return (1 - self.comparison.ratio) / (self.advice.headroom_pct / 100) if self.kept else 0.0
+        return (1 - self.comparison.ratio) / (pct / 100) if self.kept else 0.0
 
 
 def runs(trials: Sequence[Trial], policy: TunedPolicy) -> list[tuple[float, ...]]:
@@ -169,6 +175,10 @@ class Search:
     def failed(self, policy: TunedPolicy) -> bool:
         return any(t.policy == policy and not t.ok for t in self.trials)
 
+    def no_effect(self, policy: TunedPolicy) -> bool:
+        """A lever of `policy` left no mark in a run of it: it did nothing to the program's launches."""
+        return any(t.policy == policy and t.no_effect for t in self.trials)
+
     def interleave(self) -> None:
         if self.since_default >= INTERLEAVE and self.fits():
             self.trial(space.DEFAULT, "baseline")
@@ -241,7 +251,7 @@ class Search:
                     break
                 self.trial(arm, "screen")
                 self.interleave()
-            ranked = self.helping(alive)
+            ranked = self.helping(alive)  # arms that left no mark are out: their timing is noise
             half = math.ceil(len(ranked) / 2)
             if len(ranked) <= 1 or not self.fits(half, reserve=CONFIRM_RUNS):
                 break
@@ -254,7 +264,8 @@ class Search:
         scored = []
         for arm in arms:
             c = self.compare(arm)
-            if c is None or self.failed(arm) or self.refused(arm) or c.ratio >= 1 or c.verdict == stats.SLOWER:
+            if (c is None or self.failed(arm) or self.refused(arm) or self.no_effect(arm) or c.ratio >= 1
+                    or c.verdict == stats.SLOWER):
                 continue
             scored.append((c.ratio, arm))
         return [arm for _, arm in sorted(scored, key=lambda e: e[0])]
@@ -268,7 +279,7 @@ class Search:
                 self.trial(combo, "combine")
             self.interleave()
             mine, theirs = runs(self.trials, combo), runs(self.trials, best)
-            if (mine and theirs and not self.failed(combo) and not self.refused(combo)
+            if (mine and theirs and not self.failed(combo) and not self.refused(combo) and not self.no_effect(combo)
                     and stats.compare(theirs, mine).verdict == stats.FASTER):  # beats the best beyond the noise
                 best = combo
         return best
@@ -292,7 +303,7 @@ class Search:
         for t in self.trials:
             t.refused = self.refused(t.policy)
         winners = [p for p in tried if (c := comparisons.get(p.name)) and c.verdict == stats.FASTER
-                   and not self.failed(p) and not self.refused(p)]
+                   and not self.failed(p) and not self.refused(p) and not self.no_effect(p)]
         # the setting the search settled on; cut short before it settled, the fastest winner so far
         best = self.choice if self.choice in winners else None if self.choice is not None and not interrupted \
             else min(winners, key=lambda p: comparisons[p.name].ratio, default=None)
@@ -315,5 +326,7 @@ class Search:
         if best is None:
             return "default kept: every candidate failed"
         name, c = best
-        extra = f"; {name} changed the result" if (p := next((p for p in tried if p.name == name), None)) and self.refused(p) else ""
+        p = next((p for p in tried if p.name == name), None)
+        extra = f"; {name} changed the result" if p and self.refused(p) else \
+            f"; {name} left no mark (no effect)" if p and self.no_effect(p) else ""
         return f"default kept: nothing was faster beyond the noise (closest: {name} {c.label()}{extra})"

@@ -69,11 +69,14 @@ def advice(trial, comm_regex: str | None):
     from ccoverlap.doctor.analysis.recommend import verdict
     from ccoverlap.tune.search import Advice
 
+    from ccoverlap.doctor import record
+
     if not trial.ok:
         warn(f"the doctor's run failed ({trial.error}): candidates in registry order")
         return None
     try:
-        result = analyze(trial.folder, None, comm_regex)
+        records, _ = record.read_all(trial.folder)
+        result = analyze(trial.folder, None, comm_regex, processes=record.processes(trial.folder, records))
     except UsageError as exc:
         warn(f"no doctor's analysis ({exc}): candidates in registry order")
         return None
@@ -82,7 +85,7 @@ def advice(trial, comm_regex: str | None):
     diagnoses = [r.diagnosis for r in result.ranks]
     v = verdict(diagnoses)
     return Advice(any(d.comm for d in diagnoses), v.headroom_ms, v.headroom_pct,
-                  tuple(r.lever for r in v.recommendations), v.line)
+                  tuple(r.lever for r in v.recommendations), v.line, v.lever_headroom_pct)
 
 
 def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:

@@ -4,11 +4,15 @@ The start-up hook installs the capture in every Python process of the command (a
 its steps-only mode: each optimizer step's time goes to rank<r>_steps.jsonl (CUDA events on GPUs), and after
 --skip + --steps steps every rank drains its GPU, writes the squared norms of its trained parameters (the
 results guard) and ends. A doctor trial also profiles the timed steps, for the analysis that orders the search.
-Everything a trial leaves (step records, trace, the command's output, trial.json) stays in its own folder.
+Everything a trial leaves (step records, trace, the interposer's stats, the command's output, trial.json) stays
+in its own folder.
 
 A trial starts the command with its policy's launch (control/launch.py: a whole policy, so the caller's
 CCOVERLAP_* variables do not reach it) plus the capture, which is what `ccoverlap run --config` of the policy
-file it leads to gives the command, the capture aside: the command runs as it was measured.
+file it leads to gives the command, the capture aside: the command runs as it was measured. Every trial, the
+default's included, runs with the launch interposer preloaded (pass-through where the candidate sets no policy
+field), as `run --config` runs it too, so every compared trial carries the same instrumentation; its stats (an
+output, like the capture) say whether the candidate's levers left their mark (control/levers.py: Mark).
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccoverlap.control import launch, procs, startup
+from ccoverlap.control import launch, levers, procs, startup
+from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.control.policy import TunedPolicy
 from ccoverlap.doctor import record
 from ccoverlap.doctor.config import DoctorConfig
@@ -49,10 +54,16 @@ class Trial:
     gpu: bool = False  # samples are CUDA-event times
     drift: float | None = None  # relative change of the fingerprint against the default's first (search sets it)
     refused: str | None = None  # why its result is not the default's (search sets it)
+    effect: dict[str, bool | None] = field(default_factory=dict)  # lever -> its mark present / absent / unknown
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def no_effect(self) -> list[str]:
+        """The levers whose mark is absent from this trial's launches: they did nothing to them."""
+        return [name for name, seen in self.effect.items() if seen is False]
 
     @property
     def timed(self) -> bool:
@@ -64,7 +75,7 @@ class Trial:
         return {"index": self.index, "phase": self.phase, "name": self.policy.name, "levers": dict(self.policy.levers),
                 "knobs": dict(self.policy.knobs), "status": self.status, "error": self.error,
                 "step_ms": stats, "samples_ms": list(self.samples), "clock": "cuda events" if self.gpu else "host",
-                "drift": self.drift, "refused": self.refused, "wall_s": self.wall_s,
+                "drift": self.drift, "refused": self.refused, "effect": self.effect, "wall_s": self.wall_s,
                 "folder": str(self.folder) if self.folder else None}
 
 
@@ -116,7 +127,8 @@ class Runner:
         """The policy's launch (as `run --config` starts it) and the capture."""
         capture = DoctorConfig(steps=self.steps, skip=self.skip, out=str(folder), profile=profile, stop=True,
                                fingerprint=True).capture()
-        return self.policy(policy).launch(jobs={startup.DOCTOR_ENV: capture})
+        observe = {"stats": str(folder / record.STATS_NAME)} | ({"comm": self.comm_regex} if self.comm_regex else {})
+        return self.policy(policy).launch(jobs={startup.DOCTOR_ENV: capture}, fields=observe)
 
     def __call__(self, policy: TunedPolicy, phase: str, timeout_s: float, profile: bool = False) -> Trial:
         """One trial; OSError where its folder cannot be written (a full disk), with the folder removed."""
@@ -155,6 +167,7 @@ class Runner:
             trial.status = "ok"
         trial.samples, trial.gpu = samples, gpu
         trial.fingerprints = {r.rank: r.fingerprint for r in records if r.fingerprint is not None}
+        trial.effect = levers.took_effect(trial.policy.levers, LaunchStats.read(folder.glob(record.STATS_NAME.replace("%p", "*"))))
         return trial
 
 

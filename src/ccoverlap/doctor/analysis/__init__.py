@@ -2,17 +2,27 @@
 
 Traces are parsed once into a small model (`trace`), analyses are pure
 functions of it (`metrics`), pictures (`plots`) and the report (`report`) are
-separate and import matplotlib only when asked for.
+separate and import matplotlib only when asked for. A trace with an alone window
+beside it (the doctor's, `doctor.record.alone_trace`) gets each launch's time
+alone from it (`alone`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ccoverlap.doctor.analysis.alone import Match, with_alone
 from ccoverlap.doctor.analysis.contention import diagnose
 from ccoverlap.doctor.analysis.metrics import RankMetrics, rank_metrics
-from ccoverlap.doctor.analysis.trace import Classifier, Problem, Trace, analysed_kernels, discover, read_traces, unlaunched
+from ccoverlap.doctor.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
+                                             read_traces, unlaunched)
+from ccoverlap.doctor.record import alone_trace
 from ccoverlap.util.errors import UsageError
+
+if TYPE_CHECKING:
+    from ccoverlap.doctor.record import Process
 
 
 @dataclass(frozen=True)
@@ -22,17 +32,20 @@ class Analysis:
     ranks: list[RankMetrics]
     problems: list[Problem]
     missing_ranks: dict[str, list[int]]  # strategy -> ranks of its world with no usable trace (only where some are)
+    alone: dict[tuple[str, int], Match] = field(default_factory=dict)  # (strategy, rank) -> its alone window matched
 
 
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
-            comm_cluster: int | None = None) -> Analysis:
+            comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None) -> Analysis:
     """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics and diagnoses.
 
-    `comm_cluster`: the communication kernels' cluster size, where the caller knows it (the traces do not
-    record it; NCCL's default is assumed)."""
+    `comm_cluster`: the communication kernels' cluster size, where the caller knows it; `processes`: rank -> what
+    the doctor knows of that rank's process (what the launch interposer saw it launch, its variables; for ROOT's
+    own traces). The traces record neither: without them NCCL's default cluster is assumed, and said."""
     classifier = Classifier.with_user_regex(comm_regex)
     found = discover(root)
     problems: list[Problem] = []
+    alone_matches: dict[tuple[str, int], Match] = {}
     strategies: dict[str, dict[int, Trace]] = {}
     absent: dict[str, list[int]] = {}
     for name, files in found.items():
@@ -46,6 +59,8 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
             if not analysed_kernels(trace):
                 problems.append(Problem(trace.path, "skipped: no GPU kernel launched before the last profiler step"))
                 del traces[rank]
+        for rank, trace in list(traces.items()):
+            traces[rank] = _with_alone(trace, classifier, problems, alone_matches, name)
         if traces:
             strategies[name] = traces
             if gap := missing_ranks(traces):
@@ -57,11 +72,28 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
         base = _baseline(baseline, found, strategies, classifier, problems)
     ranks = []
     for name, traces in strategies.items():
-        diagnoses = diagnose(traces, base, comm_cluster)
+        diagnoses = diagnose(traces, comm_cluster, processes if name == root.name else None)
         for rank, trace in traces.items():
             problems += [Problem(trace.path, note) for note in diagnoses[rank].notes]
             ranks.append(rank_metrics(name, trace, base.get(rank) if base else None, diagnoses[rank]))
-    return Analysis(strategies, base, ranks, problems, absent)
+    return Analysis(strategies, base, ranks, problems, absent, alone_matches)
+
+
+def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem], matches: dict, strategy: str) -> Trace:
+    """`trace` with its launches' times alone where its alone window lies beside it (one line where it is bad)."""
+    path = alone_trace(trace.path)
+    if not path.exists():
+        return trace
+    try:
+        alone = read_trace(path, classifier)
+    except UsageError as exc:
+        problems.append(Problem(path, f"alone window skipped: {exc}"))
+        return trace
+    trace, m = with_alone(trace, alone)
+    matches[(strategy, trace.rank)] = m
+    if note := m.note():
+        problems.append(Problem(path, note))
+    return trace
 
 
 def _world(traces: dict[int, Trace]) -> int:

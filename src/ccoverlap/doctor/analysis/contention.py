@@ -4,32 +4,43 @@ Per communication kernel: when it could have started (`ready_us`, from the
 dependency graph of `deps`), how long it then waited for SMs (`sm_wait_us`),
 the compute kernels running meanwhile (`blocked_by`) and why it could not start
 beside them (`cause`, from the occupancy model applied to their footprints), and
-its duration against the same collective uncontended (`slowdown`). Per step:
-the exposed communication split into sm_wait, slowdown, dependency and skew,
-and the scheduling headroom: measured step time minus the replay of the step's
-graph by an ideal scheduler (`replay`). Definitions: docs/analysis.md, "Why a
-collective started late".
+its duration against its own time alone (`slowdown`), measured in the doctor's
+alone window (Trace.alone_us; unknown without one, never inferred from other
+launches). Per step: the exposed communication split into sm_wait, slowdown,
+dependency and skew; and the step's graph replayed with its measured start
+delays (which gives the measured schedule back), so that removing one mechanism
+(the SM-wait of one cause, communication slowed beside compute, compute slowed
+beside communication) and replaying says what that mechanism cost: the
+headroom by mechanism (`Mechanism`, `RankDiagnosis.gain_us`). Definitions:
+docs/analysis.md, "Why a collective started late".
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import math
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 from ccoverlap.doctor.analysis.deps import Graph, graph
 from ccoverlap.doctor.analysis.intervals import Interval, covered, merge
 from ccoverlap.doctor.analysis.replay import makespan
-from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, analysed_kernels, device_limits
+from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.nccl import DEFAULT_CLUSTER
 from ccoverlap.model.occupancy import CARVEOUT, Beside, Resource, beside, occupancy
+
+if TYPE_CHECKING:
+    from ccoverlap.control.interposer import LaunchStats
+    from ccoverlap.doctor.record import Process
 
 
 class Cause(str, Enum):
@@ -58,14 +69,15 @@ PARTS = ("sm_wait", "slowdown", "dependency", "skew")
 
 
 def collective_key(k: KernelEvent) -> tuple:
-    """A collective's identity across launches and ranks: name and size (torch's args), else name and grid."""
+    """A collective's identity across ranks (the n-th of a step with this key is one collective): name and size
+    (torch's args), else name and grid."""
     return (k.name, k.collective) if k.collective else (k.name, k.footprint.grid if k.footprint else None)
 
 
-def _shape(k: KernelEvent) -> tuple:
-    """A compute kernel's identity for 'the same kernel': name and launch shape (the grid stands in for the size)."""
-    fp = k.footprint
-    return (k.name, fp.threads, fp.regs, fp.grid) if fp else (k.name,)
+#: The mechanisms a replay can remove besides each cause's SM-wait (whose keys are SM_WAIT + cause).
+SM_WAIT = "sm_wait:"
+COMM_SLOWED = "comm_slowed"  # collectives ran longer than alone, beside compute
+COMPUTE_SLOWED = "compute_slowed"  # compute ran longer than alone, beside collectives
 
 
 @dataclass(frozen=True)
@@ -79,10 +91,17 @@ class CommWait:
     sm_wait_us: float  # start - ready
     blocked_by: tuple[str, ...]  # compute kernels running while it waited, longest overlap first
     cause: Cause
-    uncontended_us: float | None  # the same collective's time alone: the baseline's fastest, else this run's
+    uncontended_us: float | None  # its time alone, measured (the alone window; the fewest over the ranks); None: unknown
     unresolved: tuple[str, ...]  # event waits before it that could not be resolved
     skew_us: float = 0.0  # how much later the latest peer rank started the same collective
     exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
+    index: int = -1  # in trace.kernels: its node in the replay
+    blocker: KernelEvent | None = None  # the compute kernel that overlapped its wait longest
+
+    @property
+    def waited(self) -> bool:
+        """Its start was held back by SMs taken, with a known cause: a wait a replay can remove."""
+        return bool(self.blocked_by) and self.cause not in (Cause.NONE, Cause.UNKNOWN) and not self.unresolved
 
     @property
     def slowdown(self) -> float | None:
@@ -104,18 +123,48 @@ class CommWait:
 
 
 @dataclass(frozen=True)
+class Mechanism:
+    """One way a rank lost time that a replay can take away: the SM-wait of some collectives (their start held
+    back), or kernels slowed beside the other side (their duration against their measured time alone).
+    `known` is False for a slowdown that no alone window measured: its cost is unknown, never guessed."""
+
+    key: str  # SM_WAIT + cause, COMM_SLOWED or COMPUTE_SLOWED (or a lever's share of them, recommend.py)
+    waits: frozenset[int] = frozenset()  # kernel indices (trace.kernels) started at their ready time
+    durations: Mapping[int, float] = dataclasses.field(default_factory=dict)  # kernel index -> its time alone
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class StepReplay:
+    """A step's dependency graph as replay nodes (replay.Node), with each kernel's measured start delay beyond
+    what its release and dependencies allow: replayed as it is, it gives the measured schedule back."""
+
+    index: tuple[int, ...]  # the step's kernels (indices into trace.kernels), in node order
+    nodes: tuple[tuple, ...]  # (release, measured duration, deps, after, measured wait) per kernel
+    measured_end: float
+
+    def end(self, waits: frozenset[int], durations: Mapping[int, float]) -> float:
+        """The replayed end with the kernels in `waits` started as early as allowed and those in `durations`
+        given that duration (kernel indices; the rest as measured)."""
+        pos = {i: n for n, i in enumerate(self.index)}
+        w = {pos[i]: 0.0 for i in waits if i in pos}
+        d = {pos[i]: t for i, t in durations.items() if i in pos}
+        return makespan(self.nodes, d, w)
+
+
+@dataclass(frozen=True)
 class StepDiagnosis:
     """One profiler step of one rank (the whole trace where it has no ProfilerStep annotations)."""
 
     name: str
     span_us: float  # its kernels' first start to last end
     measured_end: float
-    replayed_end: float  # the same graph replayed by an ideal scheduler
+    replayed_end: float  # the same graph replayed with every known mechanism removed
     exposed: dict[str, float]  # PARTS -> us
 
     @property
     def headroom_us(self) -> float:
-        """What an ideal scheduler would save (never negative: a replay that ends later counts as none)."""
+        """What removing every mechanism saves (never negative: a replay that ends later counts as none)."""
         return max(0.0, self.measured_end - self.replayed_end)
 
 
@@ -124,12 +173,49 @@ class RankDiagnosis:
     rank: int
     comm: tuple[CommWait, ...]
     steps: tuple[StepDiagnosis, ...]
-    compute_beside_comm: tuple[float, float, str | None]  # measured us, uncontended us, most slowed kernel
+    compute_beside_comm: tuple[float, float, str | None] | None  # measured us, alone us, most slowed; None: unknown
     notes: tuple[str, ...]
+    device: DeviceLimits | None = None
+    mechanisms: Mapping[str, Mechanism] = dataclasses.field(default_factory=dict)
+    replays: tuple[StepReplay, ...] = dataclasses.field(default=(), repr=False)
+    alone_measured: bool = False  # an alone window gave (some of) its launches' times alone
+    process: Process | None = None  # what the interposer saw this rank's process launch, its variables
+
+    @property
+    def launches(self) -> LaunchStats | None:
+        return self.process.launches if self.process else None
+
+    def gain_us(self, mechanisms: Iterable[Mechanism]) -> float | None:
+        """What removing these mechanisms together saves, summed over the steps (a step whose replay ends later
+        counts 0); None where one of them is unknown."""
+        steps = self.gain_by_step(mechanisms)
+        return None if steps is None else sum(steps)
+
+    def gain_by_step(self, mechanisms: Iterable[Mechanism]) -> list[float] | None:
+        """gain_us step by step."""
+        mechanisms = list(mechanisms)
+        if any(not m.known for m in mechanisms):
+            return None
+        waits = frozenset().union(*(m.waits for m in mechanisms))
+        durations: dict[int, float] = {}
+        for m in mechanisms:
+            durations |= m.durations
+        if not waits and not durations:
+            return [0.0] * len(self.replays)
+        return [max(0.0, r.measured_end - r.end(waits, durations)) for r in self.replays]
 
     @property
     def headroom_ms(self) -> float:
+        """Every known mechanism removed (an unknown slowdown counts nothing: see `slowdown_known`)."""
         return sum(s.headroom_us for s in self.steps) / 1000
+
+    @property
+    def slowdown_known(self) -> bool:
+        return all(m.known for m in self.mechanisms.values())
+
+    def mechanism_ms(self) -> dict[str, float | None]:
+        """Each mechanism's own gain (ms): the replay with only it removed; None where unknown."""
+        return {key: None if (us := self.gain_us([m])) is None else us / 1000 for key, m in self.mechanisms.items()}
 
     @property
     def step_ms(self) -> float:
@@ -140,32 +226,38 @@ class RankDiagnosis:
         return 100 * self.headroom_ms / self.step_ms if self.step_ms > 0 else None
 
     @property
-    def exposed_ms(self) -> dict[str, float]:
-        return {p: sum(s.exposed[p] for s in self.steps) / 1000 for p in PARTS}
+    def exposed_ms(self) -> dict[str, float | None]:
+        """PARTS -> ms over the steps; slowdown None without an alone window (its time is then in dependency)."""
+        return {p: None if p == "slowdown" and not self.alone_measured else sum(s.exposed[p] for s in self.steps) / 1000
+                for p in PARTS}
 
     @property
     def compute_slowdown_beside_comm(self) -> float | None:
+        if self.compute_beside_comm is None:
+            return None
         measured, alone, _ = self.compute_beside_comm
         return measured / alone if alone > 0 else None
 
 
-def diagnose(traces: dict[int, Trace], baseline: dict[int, Trace] | None = None,
-             comm_cluster: int | None = None) -> dict[int, RankDiagnosis]:
-    """Diagnose every rank of one run; skew compares the ranks' starts of the same collective.
+def diagnose(traces: dict[int, Trace], comm_cluster: int | None = None,
+             processes: Mapping[int, Process] | None = None) -> dict[int, RankDiagnosis]:
+    """Diagnose every rank of one run; skew compares the ranks' starts of the same collective, and a
+    collective's time alone is the fewest of its ranks' (each serialized rank of the alone window also waits
+    for its peers: the one that started it last waited least).
 
-    `baseline` (rank -> trace of the same ranks run without overlap) gives the uncontended
-    durations; `comm_cluster` the communication kernels' cluster size where known (Kineto does
-    not record it: NCCL's default is assumed, and said).
+    `comm_cluster`: the communication kernels' cluster size where the caller knows it; `processes`: rank -> what
+    the doctor knows of its process (what the launch interposer saw it launch: clusters, green contexts). Kineto
+    records neither: without them NCCL's default cluster is assumed, and said.
     """
-    alone = _fastest([k for t in (baseline or {}).values() for k in analysed_kernels(t)],
-                     [k for t in traces.values() for k in analysed_kernels(t) if k.kind is KernelClass.COMMUNICATION])
-    passes = {rank: _Rank(t, (baseline or {}).get(rank), alone, comm_cluster) for rank, t in traces.items()}
-    skews = _skews({rank: p.comm for rank, p in passes.items()})
-    return {rank: p.finish(skews[rank]) for rank, p in passes.items()}
+    processes = processes or {}
+    passes = {rank: _Rank(t, comm_cluster, processes.get(rank)) for rank, t in traces.items()}
+    skews, alone = _across_ranks({rank: p.comm for rank, p in passes.items()})
+    return {rank: p.finish(skews[rank], alone[rank]) for rank, p in passes.items()}
 
 
-def _skews(ranks: dict[int, list[CommWait]]) -> dict[int, list[float]]:
-    """Per rank and communication kernel: the latest start of the same collective on any rank, minus its own.
+def _across_ranks(ranks: dict[int, list[CommWait]]) -> tuple[dict[int, list[float]], dict[int, list[float | None]]]:
+    """Per rank and communication kernel: the latest start of the same collective on any rank minus its own
+    (skew), and the fewest microseconds alone any rank measured for it (None: none did).
 
     The n-th launch of a collective (name and size) in a step is matched across ranks; the ranks'
     clocks are taken to agree (one node, or synchronised clocks).
@@ -181,34 +273,42 @@ def _skews(ranks: dict[int, list[CommWait]]) -> dict[int, list[float]]:
 
     matched = {rank: keys(comm) for rank, comm in ranks.items()}
     latest: dict[tuple, float] = {}
+    fewest: dict[tuple, float] = {}
     for rank, comm in ranks.items():
         for key, c in zip(matched[rank], comm, strict=True):
             latest[key] = max(latest.get(key, -math.inf), c.kernel.ts)
-    return {rank: [latest[key] - c.kernel.ts for key, c in zip(matched[rank], comm, strict=True)]
-            for rank, comm in ranks.items()}
+            if c.uncontended_us is not None:
+                fewest[key] = min(fewest.get(key, math.inf), c.uncontended_us)
+    skews = {rank: [latest[key] - c.kernel.ts for key, c in zip(matched[rank], comm, strict=True)]
+             for rank, comm in ranks.items()}
+    return skews, {rank: [fewest.get(key) for key in matched[rank]] for rank in ranks}
 
 
 class _Rank:
-    """One rank's first pass: graph, windows, uncontended durations and each collective's wait (skew comes later)."""
+    """One rank's first pass: graph, windows, times alone and each collective's wait (skew comes later)."""
 
-    def __init__(self, trace: Trace, baseline: Trace | None, comm_alone: dict[tuple, float], comm_cluster: int | None):
+    def __init__(self, trace: Trace, comm_cluster: int | None, process: Process | None):
         self.trace = trace
+        self.process = process
+        launches = process.launches if process else None
         self.graph: Graph = graph(trace)
         kernels = trace.kernels
         self.analysed = analysed_indices(trace)
         self.windows = windows(trace, self.analysed)
+        self.alone = trace.alone_us  # correlation -> us alone; None: no alone window
         mine = [kernels[i] for i in self.analysed]
         comm = [k for k in mine if k.kind is KernelClass.COMMUNICATION]
         compute = [k for k in mine if k.kind is KernelClass.COMPUTE]
         self.compute_merged = merge((k.ts, k.end) for k in compute)
         self.beside_comm = dict(zip(map(id, compute), overlapping(compute, merge((k.ts, k.end) for k in comm)),
                                     strict=True))
-        self.compute_alone = _compute_alone(analysed_kernels(baseline) if baseline else (),
-                                            [k for k in compute if not self.beside_comm[id(k)]])
         self.device = device_limits(trace.device)
+        sm_limits = _sm_limits(launches)
+        observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
+        self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
         running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
-        self.comm: list[CommWait] = []  # skew and exposed time still to come
+        self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i in self.analysed:
             k = kernels[i]
             if k.kind is not KernelClass.COMMUNICATION:
@@ -218,90 +318,131 @@ class _Rank:
             unresolved = self.graph.unresolved.get(i, ())
             blockers = running(ready, k.ts, k.stream) if wait > SM_WAIT_TOLERANCE_US else []
             cause = (Cause.NONE if wait <= SM_WAIT_TOLERANCE_US else Cause.UNKNOWN if unresolved
-                     else _cause(k, blockers, ready, self.device, comm_cluster or _nccl_cluster(k, self.device)))
+                     else _cause(k, blockers, ready, self.device, self.comm_cluster or _nccl_cluster(k, self.device),
+                                 sm_limits))
             self.comm.append(CommWait(k, step_of[i], ready, by, wait, tuple(dict.fromkeys(b.name for b in blockers)),
-                                      cause, comm_alone.get(collective_key(k)), unresolved))
+                                      cause, self._alone(k), unresolved, index=i,
+                                      blocker=blockers[0] if blockers else None))
         self.comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
-        self.notes = list(self.graph.notes) + _assumptions({c.cause for c in self.comm}, comm_cluster, self.device,
-                                                           self.comm)
+        self.notes = list(self.graph.notes) + _assumptions({c.cause for c in self.comm}, comm_cluster or observed,
+                                                           self.device, self.comm)
 
-    def finish(self, skews: list[float]) -> RankDiagnosis:
-        """Skew in, then each collective's exposed time split, each step replayed."""
+    def _alone(self, k: KernelEvent) -> float | None:
+        return None if self.alone is None else self.alone.get(k.correlation)
+
+    def finish(self, skews: list[float], alone: list[float | None]) -> RankDiagnosis:
+        """Skew and the ranks' fewest time alone in, then each collective's exposed time split, each step's
+        graph built for replays, the mechanisms found and every known one removed."""
         kernels = self.trace.kernels
         compute, starts = self.compute_merged, [s for s, _ in self.compute_merged]
         comm, frontier = [], -math.inf
-        for c, skew in zip(self.comm, skews, strict=True):  # each exposed instant goes to the earliest-started kernel
+        for c, skew, fewest in zip(self.comm, skews, alone, strict=True):  # each exposed instant: earliest-started
             lo, hi = max(c.kernel.ts, frontier), c.kernel.end
             frontier = max(frontier, hi)
             exposed = hi - lo - covered((lo, hi), compute, starts) if hi > lo else 0.0
-            comm.append(CommWait(c.kernel, c.step, c.ready_us, c.ready_by, c.sm_wait_us, c.blocked_by, c.cause,
-                                 c.uncontended_us, c.unresolved, skew, split_exposed(exposed, c, skew)))
-        ideal = self._ideal(comm)
+            c = dataclasses.replace(c, uncontended_us=fewest, skew_us=skew)
+            comm.append(dataclasses.replace(c, exposed=split_exposed(exposed, c, skew)))
+        mechanisms = self._mechanisms(comm)
+        held = {c.index for c in comm if c.waited}
+        replays = tuple(self._replay(idx, held) for _, idx in self.windows)
+        everything = [m for m in mechanisms.values() if m.known]
+        waits = frozenset().union(*(m.waits for m in everything))
+        durations = {i: t for m in everything for i, t in m.durations.items()}
         by_step: dict[str, list[CommWait]] = defaultdict(list)
         for c in comm:
             by_step[c.step].append(c)
         steps, later = [], []
-        for name, idx in self.windows:
-            measured_end = max(kernels[i].end for i in idx)
-            replayed_end = makespan(self._nodes(idx, ideal))
-            if replayed_end > measured_end + 1e-6:
-                later.append(f"{name} by {replayed_end - measured_end:.1f} us")
+        for (name, idx), replay in zip(self.windows, replays, strict=True):
+            replayed_end = replay.end(waits, durations)
+            if replayed_end > replay.measured_end + 1e-6:
+                later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
             exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
-            steps.append(StepDiagnosis(name, measured_end - min(kernels[i].ts for i in idx), measured_end,
+            steps.append(StepDiagnosis(name, replay.measured_end - min(kernels[i].ts for i in idx), replay.measured_end,
                                        replayed_end, exposed))
-        notes = self.notes + ([f"the ideal replay ended later than measured ({', '.join(later)}): "
+        notes = self.notes + ([f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
                                "headroom taken as 0 there"] if later else [])
-        return RankDiagnosis(self.trace.rank, tuple(comm), tuple(steps), self._compute_beside(), tuple(notes))
+        return RankDiagnosis(self.trace.rank, tuple(comm), tuple(steps), self._compute_beside(), tuple(notes),
+                             self.device, mechanisms, replays, self.alone is not None, self.process)
 
-    def _ideal(self, comm: list[CommWait]) -> dict[int, float]:
-        """Each analysed kernel's duration for an ideal scheduler: collectives uncontended (their wait for a
-        late peer kept), compute that ran beside communication unslowed, never longer than measured. Compute
-        that ran alone stays as measured: its spread is not the scheduler's to recover (and with no
-        communication at all, the headroom is then 0, as it must be)."""
-        kernels, alone = self.trace.kernels, self.compute_alone
-        out = {}
-        for i in self.analysed:
-            k = kernels[i]
-            slowed = k.kind is KernelClass.COMPUTE and self.beside_comm[id(k)]
-            out[i] = min(alone.get(_shape(k), k.dur), k.dur) if slowed else k.dur
-        for c, i in zip(comm, self.comm_index, strict=True):
-            if c.uncontended_us is not None:
-                out[i] = min(c.uncontended_us + c.skew_us, c.kernel.dur)
+    def _mechanisms(self, comm: list[CommWait]) -> dict[str, Mechanism]:
+        """What the replay can remove: each cause's SM-wait (the collectives whose start SMs held back, with a
+        known cause), collectives slowed beside compute and compute slowed beside collectives (their measured
+        time alone, their wait for a late peer kept; never longer than measured). Compute that ran with no
+        communication beside it stays as measured: its spread is not the scheduler's to recover."""
+        out: dict[str, Mechanism] = {}
+        by_cause: dict[Cause, set[int]] = defaultdict(set)
+        for c in comm:
+            if c.waited:
+                by_cause[c.cause].add(c.index)
+        for cause, waits in by_cause.items():
+            out[SM_WAIT + cause.value] = Mechanism(SM_WAIT + cause.value, frozenset(waits))
+        known = self.alone is not None
+        slowed = {c.index: min(c.uncontended_us + c.skew_us, c.kernel.dur) for c in comm
+                  if c.uncontended_us is not None and c.uncontended_us + c.skew_us < c.kernel.dur}
+        if comm:
+            out[COMM_SLOWED] = Mechanism(COMM_SLOWED, durations=slowed, known=known)
+        kernels = self.trace.kernels
+        compute = {i: min(t, kernels[i].dur) for i in self.analysed
+                   if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
+                   and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
+        if comm and any(self.beside_comm.values()):
+            out[COMPUTE_SLOWED] = Mechanism(COMPUTE_SLOWED, durations=compute, known=known)
         return out
 
-    def _nodes(self, idx: list[int], ideal: dict[int, float]) -> list[tuple]:
+    def _replay(self, idx: list[int], held: set[int]) -> StepReplay:
         """A step's kernels as replay nodes: work outside the step stays where it was measured; a kernel behind an
-        unresolved wait is released at its measured start (the bound claims nothing the unknown wait may forbid);
-        one that started before its stream predecessor ended keeps its measured lag behind that one's start."""
+        unresolved wait is released at its measured start (a replay claims nothing the unknown wait may forbid);
+        one that started before its stream predecessor ended keeps its measured lag behind that one's start. Each
+        node keeps its measured wait beyond its release and dependencies, so the replay gives the measured
+        schedule back until a mechanism is removed. A kernel that started more than the tolerance late, just as a
+        kernel of another stream ended, is taken to have waited for that one (an event the trace could not tell,
+        or SMs it held), unless it is a collective whose wait for SMs (`held`) is a mechanism: a collective made
+        earlier then moves it earlier too."""
         kernels, prev, events, unresolved, releases = (self.trace.kernels, self.graph.prev, self.graph.events,
                                                        self.graph.unresolved, self.graph.release)
         pos = dict(zip(idx, range(len(idx))))
+        ends = sorted((kernels[i].end, n) for n, i in enumerate(idx))
+        end_at = [e for e, _ in ends]
         nodes = []
         for n, i in enumerate(idx):
-            ts = kernels[i].ts
+            k = kernels[i]
+            ts = k.ts
             release = ts if i in unresolved else releases[i]
             deps, after = [], []
+            base = release
             for j in (prev[i], *events[i]) if i in events else (prev[i],):
                 if j < 0:
                     continue
                 end = kernels[j].end
                 if (at := pos.get(j, n)) >= n:  # outside the step: as measured
                     release = max(release, ts if end > ts else end)
+                    base = max(base, release)
                 elif end > ts:  # started before it ended: only a stream predecessor can (deps checks events)
                     after.append((at, ts - kernels[j].ts))
+                    base = ts
                 else:
                     deps.append(at)
-            nodes.append((release, ideal[i], tuple(deps), tuple(after)))
-        return nodes  # replay takes Node's fields as plain tuples: a NamedTuple per kernel costs ~20% here
+                    base = max(base, end)
+            if ts - base > SM_WAIT_TOLERANCE_US and i not in held:
+                lo, hi = bisect_left(end_at, ts - SM_WAIT_TOLERANCE_US), bisect_right(end_at, ts)
+                for end, m in reversed(ends[lo:hi]):
+                    if m < n and kernels[idx[m]].stream != k.stream:
+                        deps.append(m)
+                        base = max(base, end)
+                        break
+            nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
+        return StepReplay(tuple(idx), tuple(nodes), max(kernels[i].end for i in idx))
 
-    def _compute_beside(self) -> tuple[float, float, str | None]:
-        """Compute kernels that ran beside communication, with a known uncontended time: measured and alone (us),
-        and the one that lost the most."""
+    def _compute_beside(self) -> tuple[float, float, str | None] | None:
+        """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
+        and the one that lost the most; None without an alone window."""
+        if self.alone is None:
+            return None
         measured = alone = 0.0
         lost: Counter = Counter()
         for i in self.analysed:
             k = self.trace.kernels[i]
-            if self.beside_comm.get(id(k)) and (t := self.compute_alone.get(_shape(k))) is not None:
+            if self.beside_comm.get(id(k)) and (t := self._alone(k)) is not None:
                 measured, alone = measured + k.dur, alone + t
                 lost[k.name] += k.dur - t
         return measured, alone, lost.most_common(1)[0][0] if lost else None
@@ -363,34 +504,6 @@ def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]
     return [(order[n][0], groups[n]) for n in sorted(groups)]
 
 
-def _fastest(baseline: Sequence[KernelEvent], mine: Sequence[KernelEvent]) -> dict[tuple, float]:
-    """Each collective's uncontended time: its fastest launch in the baseline, else in this run (any rank)."""
-    out: dict[tuple, float] = {}
-    for source in (mine, baseline):  # the baseline's, where it has the collective, win
-        found: dict[tuple, float] = {}
-        for k in source:
-            if k.kind is KernelClass.COMMUNICATION:
-                key = collective_key(k)
-                found[key] = min(k.dur, found.get(key, math.inf))
-        out |= found
-    return out
-
-
-def _compute_alone(baseline: Sequence[KernelEvent], alone: Sequence[KernelEvent]) -> dict[tuple, float]:
-    """Each compute kernel's (name and shape) uncontended time: its mean in the baseline, else its mean over
-    `alone`, this trace's launches with no communication running."""
-    out: dict[tuple, float] = {}
-    for source in (alone, baseline):  # the baseline's, where it has the kernel, win
-        sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
-        for k in source:
-            if k.kind is KernelClass.COMPUTE:
-                entry = sums[_shape(k)]
-                entry[0] += k.dur
-                entry[1] += 1
-        out |= {key: total / n for key, (total, n) in sums.items()}
-    return out
-
-
 class _Running:
     """Compute kernels by start, to find those running in an interval."""
 
@@ -417,12 +530,14 @@ def _nccl_cluster(k: KernelEvent, device: DeviceLimits | None) -> int:
     return DEFAULT_CLUSTER if sm90 and k.name.startswith("nccl") else 1
 
 
-def _cause(comm: KernelEvent, blockers: list[KernelEvent], ready: float, device: DeviceLimits | None, cluster: int) -> Cause:
+def _cause(comm: KernelEvent, blockers: list[KernelEvent], ready: float, device: DeviceLimits | None, cluster: int,
+           sm_limits: Mapping[str, int]) -> Cause:
     """Why `comm`, ready at `ready`, did not start beside `blockers` (the compute kernels running meanwhile).
 
     The blocker that overlapped the wait longest decides by the occupancy model: a resource that does not
     fit beside it, when no SM was idle; `cluster` when SMs were idle but the communication kernel comes in
-    clusters; where it fits, `dispatch_order` when an earlier multi-wave grid was still being dispatched.
+    clusters; where it fits, `dispatch_order` when an earlier multi-wave grid was still being dispatched. A
+    blocker covers at most the SMs its context allowed (`sm_limits`: a green context's, by kernel name).
     """
     top = blockers[0] if blockers else None
     if device is None or comm.footprint is None or top is None or top.footprint is None:
@@ -432,23 +547,58 @@ def _cause(comm: KernelEvent, blockers: list[KernelEvent], ready: float, device:
         return Cause.UNKNOWN
     if not fit.fits:
         at = max(ready, top.ts)
-        busy = sum(min(device.sm_count, b.footprint.grid) for b in blockers if b.footprint and b.ts <= at < b.end)
+        busy = sum(min(sm_limits.get(b.name, device.sm_count), b.footprint.grid)
+                   for b in blockers if b.footprint and b.ts <= at < b.end)
         if busy >= device.sm_count:
             return RESOURCE_CAUSES[fit.blocking]
         return Cause.CLUSTER if cluster > 1 else Cause.UNKNOWN
-    if any(b.footprint and _dispatching(device, b, ready) for b in blockers):
+    if any(b.footprint and dispatching(device, b, max(ready, b.ts)) for b in blockers):
         return Cause.DISPATCH_ORDER
     return Cause.UNKNOWN
 
 
-def _dispatching(device: DeviceLimits, k: KernelEvent, at: float) -> bool:
+def dispatching(device: DeviceLimits, k: KernelEvent, at: float) -> bool:
     """Was grid `k` still being dispatched at `at`? Its blocks fill more than one wave, and its last wave
     (taken as 1/waves of its time) had not begun."""
-    per_sm = _resident(device, k.footprint)
+    per_sm = resident(device, k.footprint)
     if not per_sm:
         return False
     waves = math.ceil(k.footprint.grid / (per_sm * device.sm_count))
     return waves > 1 and k.ts <= at < k.ts + k.dur * (waves - 1) / waves
+
+
+def _sm_limits(launches: LaunchStats | None) -> dict[str, int]:
+    """Kernel name as the trace writes it -> the SMs its context allowed (green contexts), from the interposer's
+    stats (which name kernels as the driver does: C++ names mangled, Kineto's demangled)."""
+    return {demangled(name): sms for name, sms in launches.sm_limits.items()} if launches else {}
+
+
+@cache
+def _cxa_demangle():
+    name = ctypes.util.find_library("stdc++")
+    try:
+        fn = ctypes.CDLL(name or "libstdc++.so.6").__cxa_demangle
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    fn.restype = ctypes.c_void_p
+    return fn
+
+
+@lru_cache(maxsize=4096)
+def demangled(name: str) -> str:
+    """A C++ symbol as Kineto shows it (abi::__cxa_demangle, as torch's profiler does); other names unchanged."""
+    fn = _cxa_demangle()
+    if fn is None or not name.startswith("_Z"):
+        return name
+    status = ctypes.c_int()
+    out = fn(name.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not out:
+        return name
+    try:
+        return ctypes.string_at(out).decode(errors="replace")
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(out))
 
 
 @lru_cache(maxsize=4096)
@@ -459,8 +609,18 @@ def _beside(device: DeviceLimits, resident: KernelFootprint, comm: KernelFootpri
         return None
 
 
+#: A grid this close to its full residency on every SM (and no more: one wave) holds every SM until it ends.
+FULL_WAVE = 0.9
+
+
+def holds_every_sm(device: DeviceLimits, k: KernelFootprint) -> bool:
+    """One wave that fills every SM to its residency (a persistent kernel: blocks never retire to make room)."""
+    slots = resident(device, k) * device.sm_count
+    return bool(slots) and FULL_WAVE * slots <= k.grid <= slots
+
+
 @lru_cache(maxsize=4096)
-def _resident(device: DeviceLimits, k: KernelFootprint) -> int:
+def resident(device: DeviceLimits, k: KernelFootprint) -> int:
     try:
         return occupancy(device, k).blocks
     except (UsageError, ValueError):

@@ -20,6 +20,8 @@ from ccoverlap.util.text import shorten
 
 #: A producer ending this long (us) after its consumer started is not what the consumer waited for.
 PLAUSIBLE_US = 1.0
+#: Event records on the wait's thread looked at, the latest first, for one whose producer is plausible.
+RECORDS_LOOKED_AT = 8
 SYNC_EVENTS_HINT = ("record with torch.profiler's experimental_config=torch._C._profiler._ExperimentalConfig("
                     "enable_cuda_sync_events=True)")
 
@@ -67,6 +69,11 @@ class _Launches:
         at = bisect_left(self._ts.get(key, ()), ts)
         return self.items[key][at - 1][1] if at else -1
 
+    def latest_before(self, key, ts: float, n: int) -> list[int]:
+        """Up to `n` items launched before `ts`, the latest first."""
+        at = bisect_left(self._ts.get(key, ()), ts)
+        return [item for _, item in reversed(self.items[key][max(0, at - n):at])] if at else []
+
     def first_after(self, key, ts: float) -> int:
         at = bisect_right(self._ts.get(key, ()), ts)
         items = self.items.get(key, ())
@@ -99,6 +106,12 @@ def graph(trace: Trace) -> Graph:
                 records.add(("event", trace.event_streams[corr][1]), c.ts, corr)
     records.freeze()
 
+    def producer_of(record: int, wait_on_stream: int = -1) -> int:
+        """The last GPU activity launched before the record call on its stream (known) or its thread; -1: none."""
+        stream = wait_on_stream if wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
+        rec = trace.launches[record]
+        return by_stream.last_before(stream, rec.ts) if stream >= 0 else by_thread.last_before(rec.tid, rec.ts)
+
     events: dict[int, list[int]] = defaultdict(list)
     unresolved: dict[int, list[str]] = defaultdict(list)
     fallback = 0
@@ -112,16 +125,18 @@ def graph(trace: Trace) -> Graph:
             record = w.record_correlation
         elif w.event_id >= 0 and (record := records.last_before(("event", w.event_id), at)) >= 0:
             pass
-        else:  # torch 2.11: neither the record's correlation nor its stream; the same thread's last record
-            record = records.last_before(call.tid, at) if call else -1
+        else:  # torch 2.11: neither the record's correlation nor its stream: the same thread's latest record
+            # whose producer could have been waited for (one that ends after the gated kernel started was not)
+            candidates = records.latest_before(call.tid, at, RECORDS_LOOKED_AT) if call else []
+            record = next((r for r in candidates if 0 <= (j := producer_of(r)) and kernels[j].end
+                           <= kernels[consumer].ts + PLAUSIBLE_US), candidates[0] if candidates else -1)
             fallback += record >= 0
         if record < 0:
             unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f} for an event recorded by no "
                                         "earlier call on its thread")
             continue
         stream = w.wait_on_stream if w.wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
-        rec = trace.launches[record]
-        producer = by_stream.last_before(stream, rec.ts) if stream >= 0 else by_thread.last_before(rec.tid, rec.ts)
+        producer = producer_of(record, w.wait_on_stream)
         if producer < 0:
             if stream < 0:
                 unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f} for an event recorded after no "

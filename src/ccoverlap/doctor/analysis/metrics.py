@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from ccoverlap.control import levers
 from ccoverlap.doctor.analysis.contention import RankDiagnosis, diagnose
 from ccoverlap.doctor.analysis.intervals import Interval, covered, intersection, length, merge, subtract
 from ccoverlap.doctor.analysis.recommend import Verdict, verdict
+from ccoverlap.doctor.analysis.rules import Finding, findings
 from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import DeviceLimits
@@ -134,6 +136,10 @@ class RankTimes:
     padded: tuple[KernelStats, ...]  # the kernels with padded launches
     diagnosis: RankDiagnosis  # why collectives started late, and the scheduling headroom (analysis.contention)
 
+    @cached_property
+    def verdict(self) -> Verdict:
+        return verdict([self.diagnosis])
+
     @classmethod
     def of(cls, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> RankTimes:
         kernels = analysed_kernels(trace)
@@ -236,6 +242,8 @@ METRICS: tuple[Metric, ...] = (
            Column(11, "headroom ms")),
     Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
            lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm")),
+    Metric("lever_headroom_ms", "headroom a lever reaches", "ms", ".3f", lambda r: r.verdict.lever_headroom_ms, mean,
+           Column(13, "lever headroom ms")),
 )
 
 
@@ -261,6 +269,8 @@ class RankMetrics:
     padded_kernels: tuple[KernelStats, ...]
     diagnosis: RankDiagnosis
     verdict: Verdict
+    findings: tuple[Finding, ...] = ()  # known misconfigurations (analysis.rules)
+    alone_us: Mapping[int, float] | None = None  # the trace's measured times alone (Trace.alone_us)
 
     def __getattr__(self, key: str) -> Value:
         """r.compute_us: a metric's value."""
@@ -274,22 +284,33 @@ class RankMetrics:
         return [self.strategy, str(self.rank), *(m.show(self.values[m.key]) for m in metrics)]
 
     def to_dict(self) -> dict:
+        d = self.diagnosis
         return {"strategy": self.strategy, "rank": self.rank, "file": self.file, **self.values,
                 "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels],
-                "comm_kernels": [c.to_dict() for c in self.diagnosis.comm],
-                "exposed_comm_breakdown_ms": self.diagnosis.exposed_ms,
+                "comm_kernels": [c.to_dict() for c in d.comm],
+                "exposed_comm_breakdown_ms": d.exposed_ms,
+                "headroom_by_mechanism_ms": self.verdict.by_mechanism_ms,
+                "steps": [{"name": s.name, "span_us": s.span_us, "headroom_us": s.headroom_us,
+                           "lever_headroom_us": 1000 * ms}
+                          for s, ms in zip(d.steps, self.verdict.lever_steps_ms or [0.0] * len(d.steps), strict=True)],
                 "recommendations": [r.to_dict() for r in self.verdict.recommendations],
-                "verdict": self.verdict.line}
+                "verdict": self.verdict.line,
+                "findings": [f.to_dict() for f in self.findings],
+                "launch_marks": d.launches.to_dict() if d.launches else None,
+                "lever_marks": levers.marks_seen(d.launches) if d.launches else None,
+                "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()}}
 
 
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
                  diagnosis: RankDiagnosis | None = None) -> RankMetrics:
     """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
     if diagnosis is None:
-        diagnosis = diagnose({trace.rank: trace}, {trace.rank: baseline} if baseline else None)[trace.rank]
+        diagnosis = diagnose({trace.rank: trace})[trace.rank]
     times = RankTimes.of(trace, baseline, diagnosis)
     return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded,
-                       diagnosis, verdict([diagnosis]))
+                       diagnosis, times.verdict,
+                       findings(trace, diagnosis, times.overlap_us, diagnosis.process.env if diagnosis.process else None),
+                       trace.alone_us)
 
 
 def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:

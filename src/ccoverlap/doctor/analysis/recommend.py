@@ -1,45 +1,125 @@
-"""From a diagnosis to levers: what each part of the lost time is fixed by, ranked by expected gain.
+"""From a diagnosis to levers: each mechanism's cost is a replay, each lever's gain is the replay with the share
+of the mechanisms it can remove taken away, and the levers are ranked by that gain.
 
-Every lever named is one of the registry's (ccoverlap.control.levers); the gain a lever
-can bring is what its causes explain, capped by the scheduling headroom (the
-ideal scheduler's bound). Below NOTHING_TO_GAIN_PCT of the step, the verdict is
-"nothing to gain here".
+`LEVERS_FOR` is the one table from a mechanism (a cause's SM-wait, a slowdown beside the other side) to the
+levers of the registry (ccoverlap.control.levers) that remove it, each with the condition under which it can
+for one collective (the occupancy model applied to the footprints the trace recorded, and the order of the
+launches). Where no lever can, the time is headroom beyond any lever, and the verdict says what would take it
+(an SM partition, or nothing known). Below NOTHING_TO_GAIN_PCT of the step, the verdict is "nothing to gain
+here".
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from ccoverlap.doctor.analysis.contention import Cause, RankDiagnosis
+from ccoverlap.control import levers
+from ccoverlap.doctor.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
+                                                  CommWait, Mechanism, RankDiagnosis, dispatching, holds_every_sm)
 from ccoverlap.doctor.analysis.trace import short_name
+from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.model.occupancy import beside
+from ccoverlap.model.planner import NCCL_SIMPLE_EXTRA_WARP, plan
+from ccoverlap.util.errors import UsageError
 
 #: Headroom below this share of the step time: no lever is worth recommending.
 NOTHING_TO_GAIN_PCT = 2.0
-COMM_SLOWDOWN = "comm_slowdown"  # collectives ran slower beside compute
-COMPUTE_SLOWDOWN = "compute_slowdown"  # compute ran slower beside collectives
-#: What explains lost time -> the levers (registry names, with a value where not the lever's default) that fix it,
-#: best first. Skew (a late peer rank) and dependency (nothing to overlap with) have none: no scheduling lever
-#: on this rank changes them.
-LEVERS_FOR: dict[str, tuple[str, ...]] = {
-    Cause.CARVEOUT.value: ("carveout-hint",),
-    Cause.REGISTERS.value: ("nccl-threads", "shape"),
-    # priority first: behind a grid of many waves it dispatches the comm CTAs as the first compute blocks retire
-    # (lab, H200: 5.88 ms of SM-wait behind a full FMA grid, 0.94-0.96 ms under priority, docs/results.md)
-    Cause.THREADS.value: ("priority", "shape", "nccl-threads"),
-    Cause.SHARED_MEMORY.value: ("shape",),
-    Cause.BLOCKS.value: ("shape",),
-    Cause.CLUSTER.value: ("nccl-cluster=1",),
-    Cause.DISPATCH_ORDER.value: ("priority",),
-    COMM_SLOWDOWN: ("sm-carveout",),
-    COMPUTE_SLOWDOWN: ("nccl-ctas",),
+#: A lever's gain, or a mechanism no lever reaches, below this share of the step is not worth naming.
+NAMED_PCT = 0.5
+
+Fits = Callable[[CommWait, DeviceLimits], bool]
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A lever (a registry strategy term) that removes a mechanism where `fits` says it can for one collective
+    (None: wherever the mechanism is)."""
+
+    lever: str
+    fits: Fits | None = None
+    nccl: bool = False  # one of NCCL's own knobs: it reaches NCCL's kernels only
+
+    def applies(self, c: CommWait | None, device: DeviceLimits | None) -> bool:
+        if self.nccl and c is not None and not _is_nccl(c):
+            return False
+        if self.fits is None or c is None:
+            return True
+        return device is not None and c.blocker is not None and c.blocker.footprint is not None \
+            and c.kernel.footprint is not None and _safe(self.fits, c, device)
+
+
+def _safe(fits: Fits, c: CommWait, device: DeviceLimits) -> bool:
+    try:
+        return fits(c, device)
+    except (UsageError, ValueError):  # a footprint the model cannot place: no claim
+        return False
+
+
+def _is_nccl(c: CommWait) -> bool:
+    return "nccl" in c.kernel.name.lower() or "rccl" in c.kernel.name.lower()
+
+
+def _pad_fits(c: CommWait, device: DeviceLimits) -> bool:
+    """Shaping pads compute launched while communication is in flight (the interposer's gate), so only a blocker
+    launched after the collective (correlation ids grow in launch order); and a pad must let the CTA in."""
+    if c.blocker.correlation < c.kernel.correlation:
+        return False
+    p = plan(device, c.blocker.footprint, c.kernel.footprint, drain=None)
+    return p.feasible and p.pad_bytes > 0
+
+
+def _smaller_cta_fits(c: CommWait, device: DeviceLimits) -> bool:
+    """NCCL_NTHREADS at the lever's value (plus Simple's sync warp): does the smaller CTA fit beside the blocker?"""
+    threads = int(levers.BY_NAME["nccl-threads"].default) + NCCL_SIMPLE_EXTRA_WARP
+    comm = c.kernel.footprint
+    if comm.threads <= threads:
+        return False  # it is that small already
+    return beside(device, c.blocker.footprint, replace(comm, threads=threads)).fits
+
+
+def _blocks_retire(c: CommWait, device: DeviceLimits) -> bool:
+    """Priority dispatches the collective's CTAs as the blocker's blocks retire: only a grid of more than one wave
+    still dispatching while the collective waited (from its ready time, or the grid's start if later) retires
+    blocks to hand over."""
+    return dispatching(device, c.blocker, max(c.ready_us, c.blocker.ts))
+
+
+def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
+    """One hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) dispatches in launch order: it helps a collective
+    launched before its blocker and ready by the time the blocker started (then it takes its SMs first)."""
+    return c.kernel.correlation < c.blocker.correlation and c.ready_us <= c.blocker.ts + SM_WAIT_TOLERANCE_US
+
+
+#: Mechanism -> the levers that remove it, best first. Evidence (docs/results.md, shared NOTES): priority behind a
+#: full multi-wave grid takes the comm CTAs in as its blocks retire (lab: 5.88 ms of SM-wait to 0.94 ms); the
+#: carveout hint lets a CTA's shared memory into an SM configured by a 0 B kernel (3.45 ms to 0.002 ms); clusters
+#: of 1 let the CTAs onto SMs left idle that clusters of 4 cannot take (green-cluster case); fewer NCCL CTAs give
+#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%); one hardware queue dispatches a
+#: collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
+#: the hint). A collective slowed beside compute has no lever known to remove it (sm-carveout does not reach
+#: cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does an SM-wait behind a kernel no lever can make
+#: room beside: those are headroom beyond any lever.
+FIRST = Remedy("max-connections", _launched_first)
+LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
+    SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"), FIRST),
+    SM_WAIT + Cause.REGISTERS.value: (Remedy("nccl-threads", _smaller_cta_fits, nccl=True), Remedy("shape", _pad_fits),
+                                      FIRST),
+    SM_WAIT + Cause.THREADS.value: (Remedy("priority", _blocks_retire), Remedy("shape", _pad_fits),
+                                    Remedy("nccl-threads", _smaller_cta_fits, nccl=True), FIRST),
+    SM_WAIT + Cause.SHARED_MEMORY.value: (Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.BLOCKS.value: (Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
+    SM_WAIT + Cause.DISPATCH_ORDER.value: (Remedy("priority"), FIRST),
+    COMM_SLOWED: (),
+    COMPUTE_SLOWED: (Remedy("nccl-ctas", nccl=True),),
 }
 
 
 @dataclass(frozen=True)
 class Recommendation:
     lever: str  # a strategy term: a registry lever, with =value where not its default
-    gain_ms: float  # per rank: what its causes explain, capped by the headroom
+    gain_ms: float  # per rank: the replay with the mechanisms' share it removes taken away
     evidence: str
 
     def to_dict(self) -> dict:
@@ -48,66 +128,158 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Per rank (the mean over the ranks given): the headroom, the levers worth trying, and one line."""
+    """Per rank (the mean over the ranks given): the headroom, what levers can reach, the levers, and one line."""
 
-    headroom_ms: float
+    headroom_ms: float  # every known mechanism removed
     headroom_pct: float | None
+    lever_headroom_ms: float  # every lever's share removed together: what levers can reach
+    lever_headroom_pct: float | None
+    by_mechanism_ms: dict[str, float | None]  # each mechanism alone (None: unknown, no alone window)
+    lever_steps_ms: tuple[float, ...]  # lever_headroom_ms step by step (the mean over the ranks of each step)
     recommendations: tuple[Recommendation, ...]
     unrecoverable_ms: dict[str, float]  # skew and dependency: exposed time no lever on this rank changes
+    slowdown_known: bool
     line: str
 
+    def to_dict(self) -> dict:
+        return {"headroom_ms": self.headroom_ms, "headroom_pct": self.headroom_pct,
+                "lever_headroom_ms": self.lever_headroom_ms, "lever_headroom_pct": self.lever_headroom_pct,
+                "lever_steps_ms": list(self.lever_steps_ms), "by_mechanism_ms": self.by_mechanism_ms,
+                "slowdown_known": self.slowdown_known}
 
-def _explained(diagnoses: Sequence[RankDiagnosis]) -> dict[str, tuple[float, str]]:
-    """What explains lost time (LEVERS_FOR's keys) -> (ms per rank, evidence)."""
-    n = len(diagnoses)
-    comm = [c for d in diagnoses for c in d.comm]
-    waited = sum(c.exposed["sm_wait"] for c in comm)
-    by_cause: dict[str, list] = defaultdict(list)
-    for c in comm:
-        if c.exposed["sm_wait"] > 0:
-            by_cause[c.cause.value].append(c)
-    out = {}
-    for cause, cs in by_cause.items():
-        ms = sum(c.exposed["sm_wait"] for c in cs) / 1000
-        what = Counter(c.kernel.collective[0] if c.kernel.collective else short_name(c.kernel.name) for c in cs)
-        behind = Counter(c.blocked_by[0] for c in cs if c.blocked_by)
+
+def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
+    """The part of mechanism `key` of `d` that `remedy` can remove (None: none of it)."""
+    m = d.mechanisms.get(key)
+    if m is None:
+        return None
+    if not m.waits:
+        if not m.known or not m.durations or (remedy.nccl and not any(_is_nccl(c) for c in d.comm)):
+            return None
+        return replace(m, key=remedy.lever)
+    waits = frozenset(c.index for c in d.comm if c.index in m.waits and remedy.applies(c, d.device))
+    return Mechanism(remedy.lever, waits) if waits else None
+
+
+def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float) -> str:
+    """Why a lever: the mechanism it takes away, with the collectives and their blockers."""
+    waits = [c for d in diagnoses for c in d.comm if c.waited and SM_WAIT + c.cause.value in keys]
+    if waits:
+        total = sum(c.sm_wait_us for c in waits)
+        by_cause = Counter()
+        for c in waits:
+            by_cause[c.cause.value] += c.sm_wait_us
+        cause, part = by_cause.most_common(1)[0]
+        what = Counter(c.kernel.collective[0] if c.kernel.collective else short_name(c.kernel.name) for c in waits)
+        behind = Counter(c.blocked_by[0] for c in waits if c.blocked_by)
         where = f" behind {short_name(behind.most_common(1)[0][0])}" if behind else ""
-        share = 100 * ms * 1000 / waited
-        out[cause] = (ms / n, f"{share:.0f}% of {what.most_common(1)[0][0]} SM-wait is {cause}{where} "
-                              f"({ms / n:.3f} ms of exposed communication per rank)")
-    slow = sum(c.exposed["slowdown"] for c in comm) / 1000
-    if slow > 0:
-        out[COMM_SLOWDOWN] = (slow / n, f"collectives ran slower than alone: {slow / n:.3f} ms of exposed "
-                                        "communication per rank")
-    measured = sum(d.compute_beside_comm[0] for d in diagnoses)
-    alone = sum(d.compute_beside_comm[1] for d in diagnoses)
-    if measured > alone:
-        worst = Counter(d.compute_beside_comm[2] for d in diagnoses if d.compute_beside_comm[2]).most_common(1)
-        out[COMPUTE_SLOWDOWN] = ((measured - alone) / 1000 / n, f"compute beside communication ran "
-                                 f"{measured / alone:.2f}x its time alone (most: {short_name(worst[0][0])})")
-    return out
+        return (f"{100 * part / total:.0f}% of {what.most_common(1)[0][0]} SM-wait is {cause}{where} "
+                f"({total / 1000 / len(diagnoses):.3f} ms of wait per rank; the replay without it ends {ms:.3f} ms sooner)")
+    if COMPUTE_SLOWED in keys:
+        measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
+        alone = sum(d.compute_beside_comm[1] for d in diagnoses if d.compute_beside_comm)
+        worst = Counter(d.compute_beside_comm[2] for d in diagnoses if d.compute_beside_comm and d.compute_beside_comm[2])
+        most = f" (most: {short_name(worst.most_common(1)[0][0])})" if worst else ""
+        ratio = f"{measured / alone:.2f}x" if alone > 0 else "longer than"
+        return f"compute beside communication ran {ratio} its measured time alone{most}; the replay without it ends {ms:.3f} ms sooner"
+    return f"the replay without it ends {ms:.3f} ms sooner"
+
+
+def _mean(diagnoses: Sequence[RankDiagnosis], parts: Callable[[RankDiagnosis], list[Mechanism]]) -> float | None:
+    """Per rank, the mean of the replays with `parts(d)` removed (ms); None where one is unknown."""
+    gains = [d.gain_us(parts(d)) for d in diagnoses]
+    return None if any(g is None for g in gains) else sum(gains) / len(gains) / 1000
+
+
+def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str], by_mechanism: dict[str, float | None],
+            floor_ms: float) -> str:
+    """In words, the headroom no lever reaches (mechanisms that cost at least `floor_ms`): what holds it, and what
+    would take it."""
+    out = []
+    for key in sorted({k for d in diagnoses for k, m in d.mechanisms.items() if m.waits}):
+        if (by_mechanism.get(key) or 0) < floor_ms:
+            continue
+        left = [(c, d.device) for d in diagnoses for c in d.comm
+                if c.waited and SM_WAIT + c.cause.value == key
+                and not any(r.applies(c, d.device) for r in LEVERS_FOR.get(key, ()))]
+        if not left:
+            continue
+        blocker = Counter(c.blocker.name for c, _ in left if c.blocker).most_common(1)
+        name = short_name(blocker[0][0]) if blocker else "compute"
+        held = any(_holds_every_sm(c, device) for c, device in left)
+        out.append(f"{sum(c.sm_wait_us for c, _ in left) / 1000 / len(diagnoses):.3f} ms of "
+                   f"{key.removeprefix(SM_WAIT)} SM-wait behind {name}"
+                   + (", which holds every SM: only an SM partition makes room beside it (a green context for the "
+                      "compute, or a library's own SM count)" if held else ", which no lever can make room beside"))
+    if COMM_SLOWED not in reachable and (by_mechanism.get(COMM_SLOWED) or 0) >= floor_ms:
+        out.append(f"collectives ran {by_mechanism[COMM_SLOWED]:.3f} ms slower than alone beside compute: no lever "
+                   "is known to remove that")
+    return "; ".join(out)
+
+
+def _holds_every_sm(c: CommWait, device: DeviceLimits | None) -> bool:
+    b = c.blocker
+    return b is not None and b.footprint is not None and device is not None and holds_every_sm(device, b.footprint)
 
 
 def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
-    """The levers worth trying for these ranks (one rank, or a strategy's), ranked by expected gain."""
+    """The levers worth trying for these ranks (one rank, or a strategy's), ranked by the replayed gain."""
+    diagnoses = list(diagnoses)
     n = max(len(diagnoses), 1)
-    headroom = sum(d.headroom_ms for d in diagnoses) / n
     step = sum(d.step_ms for d in diagnoses) / n
-    pct = 100 * headroom / step if step > 0 else None
-    parts = {p: sum(d.exposed_ms[p] for d in diagnoses) / n for p in ("skew", "dependency")}
+    pct = (lambda ms: 100 * ms / step if step > 0 else None)
+    headroom = sum(d.headroom_ms for d in diagnoses) / n
+    known = all(d.slowdown_known for d in diagnoses)
+    keys = sorted({k for d in diagnoses for k in d.mechanisms})
+    by_mechanism = {k: _mean(diagnoses, lambda d, k=k: [d.mechanisms[k]] if k in d.mechanisms else []) for k in keys}
+    parts = {p: sum(d.exposed_ms[p] or 0 for d in diagnoses) / n for p in ("skew", "dependency")}
     rest = ", ".join(f"{p} {ms:.3f} ms" for p, ms in parts.items() if ms > 0)
     unrecoverable = f"; exposed beyond any lever: {rest}" if rest else ""
-    if pct is None or pct < NOTHING_TO_GAIN_PCT:
-        shown = "-" if pct is None else f"{pct:.1f}%"
-        return Verdict(headroom, pct, (), parts, f"nothing to gain here: headroom {headroom:.3f} ms ({shown})"
-                       f"{unrecoverable}")
-    gains: dict[str, tuple[float, str]] = {}
-    for what, (ms, evidence) in sorted(_explained(diagnoses).items(), key=lambda e: -e[1][0]):
-        for lever in LEVERS_FOR.get(what, ()):
-            best = gains.get(lever, (0.0, evidence))
-            gains[lever] = (best[0] + ms, best[1])
-    recs = tuple(sorted((Recommendation(lever, min(ms, headroom), evidence) for lever, (ms, evidence) in gains.items()
-                         if ms > 0), key=lambda r: -r.gain_ms))
-    top = f"; try {recs[0].lever} (up to {recs[0].gain_ms:.3f} ms): {recs[0].evidence}" if recs else \
-        "; no lever explains it"
-    return Verdict(headroom, pct, recs, parts, f"headroom {headroom:.3f} ms ({pct:.1f}%){top}{unrecoverable}")
+    unknown = "" if known else ("; what communication and compute lose beside each other is unknown "
+                                "(no alone window: ccoverlap doctor measures each launch alone)")
+
+    levers_of: dict[str, list[tuple[str, Remedy]]] = {}
+    for key, remedies in LEVERS_FOR.items():
+        for r in remedies:
+            levers_of.setdefault(r.lever, []).append((key, r))
+
+    def shares(d: RankDiagnosis, lever: str) -> list[Mechanism]:
+        return [m for key, r in levers_of[lever] if (m := _share(d, key, r)) is not None]
+
+    floor = NAMED_PCT / 100 * step
+    recs = []
+    for lever in levers_of:
+        if not any(shares(d, lever) for d in diagnoses):
+            continue
+        gain = _mean(diagnoses, lambda d, lever=lever: shares(d, lever))
+        if gain is None or gain <= 0 or gain < floor:  # below the floor: noise, not a lever's worth
+            continue
+        taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
+        recs.append(Recommendation(lever, gain, _evidence(diagnoses, taken, gain)))
+    order = {lever: i for i, lever in enumerate(levers_of)}
+    recs.sort(key=lambda r: (-round(r.gain_ms, 6), order[r.lever]))
+    def everything(d: RankDiagnosis) -> list[Mechanism]:
+        return [m for lever in levers_of for m in shares(d, lever)]
+
+    reach = _mean(diagnoses, everything) or 0.0
+    by_step = [g for d in diagnoses if (g := d.gain_by_step(everything(d))) is not None]
+    lever_steps = tuple(sum(s) / len(by_step) / 1000 for s in zip(*by_step, strict=False)) if by_step else ()
+    reachable = {key for lever in levers_of for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
+    head_pct, reach_pct = pct(headroom), pct(reach)
+    shown = "-" if head_pct is None else f"{head_pct:.1f}%"
+    if head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
+        line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){unknown}{unrecoverable}"
+        recs = []
+    elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor) or "no lever removes the mechanisms found"
+        line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}), a lever reaches "
+                f"{reach:.3f} ms: {beyond}{unknown}{unrecoverable}")
+        recs = []
+    else:
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor)
+        top = recs[0]
+        line = (f"headroom {headroom:.3f} ms ({shown}), a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); try "
+                f"{top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
+                + (f"; beyond any lever: {beyond}" if beyond else "") + unknown + unrecoverable)
+    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, known, line)
+

@@ -1,13 +1,18 @@
-"""An ideal scheduler's replay of a dependency graph: the bound on what any lever can give.
+"""A dependency graph replayed: the schedule its kernels get when each starts as soon as its release time, its
+dependencies and its own measured start delay allow, with unlimited SMs.
 
-Every node starts as early as its release time and its dependencies allow, with
-unlimited SMs (no kernel waits for room) and its uncontended duration. The
-makespan of that schedule is the step time no scheduling lever can beat.
+A node's `wait` is its measured start delay beyond what its release and dependencies allowed (a wait for SMs,
+a launch gap): replayed with every wait and duration as measured, a step's graph gives the measured schedule
+back. Removing a mechanism is replaying with some waits set to 0 or some durations set to their time alone
+(contention.py); what that saves is what the mechanism cost.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
+
+_NONE: Mapping[int, float] = MappingProxyType({})
 
 
 class Node(NamedTuple):
@@ -15,11 +20,13 @@ class Node(NamedTuple):
     duration: float
     deps: tuple[int, ...] = ()  # earlier nodes it starts after the end of
     after: tuple[tuple[int, float], ...] = ()  # (earlier node, lag): it starts at least lag after that one's start
+    wait: float = 0.0  # held back this much beyond what release and dependencies allow
 
 
-def replay(nodes: Sequence[Node]) -> list[tuple[float, float]]:
-    """(start, end) of each node when everything starts as early as possible (nodes may be plain tuples of
-    Node's fields).
+def replay(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE,
+           waits: Mapping[int, float] = _NONE) -> list[tuple[float, float]]:
+    """(start, end) of each node (nodes may be plain tuples of Node's fields); `durations` and `waits` (node
+    position -> value) replace the nodes' own.
 
     Nodes come in a topological order (each dependency has a smaller index), as
     kernels sorted by their measured start are. `after` keeps a measured offset
@@ -28,7 +35,9 @@ def replay(nodes: Sequence[Node]) -> list[tuple[float, float]]:
     """
     starts: list[float] = []
     ends: list[float] = []
-    for i, (release, duration, deps, after) in enumerate(nodes):
+    for i, node in enumerate(nodes):
+        release, duration, deps, after = node[0], node[1], node[2], node[3]
+        wait = node[4] if len(node) > 4 else 0.0
         start = release
         for d in deps:
             _check(i, d)
@@ -36,8 +45,9 @@ def replay(nodes: Sequence[Node]) -> list[tuple[float, float]]:
         for d, lag in after:
             _check(i, d)
             start = max(start, starts[d] + lag)
+        start += waits.get(i, wait) if waits else wait
         starts.append(start)
-        ends.append(start + duration)
+        ends.append(start + (durations.get(i, duration) if durations else duration))
     return list(zip(starts, ends))
 
 
@@ -46,6 +56,6 @@ def _check(i: int, d: int) -> None:
         raise ValueError(f"node {i} depends on node {d}: dependencies must come earlier")
 
 
-def makespan(nodes: Sequence[Node]) -> float:
+def makespan(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE, waits: Mapping[int, float] = _NONE) -> float:
     """The replayed end of the last node (0 for no nodes)."""
-    return max((end for _, end in replay(nodes)), default=0.0)
+    return max((end for _, end in replay(nodes, durations, waits)), default=0.0)

@@ -44,15 +44,20 @@ def _image(png: bytes, path: Path, alt: str) -> str:
 
 def _recommendations(analysis: Analysis) -> str:
     """Per strategy: the verdict (headroom, exposed communication by part) and the levers worth trying."""
-    out = ["<h2>Recommendations</h2><p>Per rank, the mean over the strategy's ranks. Headroom: what an ideal "
-           "scheduler would save (every collective started when ready and ran uncontended, compute unslowed); "
-           "no lever gives more. See docs/analysis.md, \"Why a collective started late\".</p>"]
+    out = ["<h2>Recommendations</h2><p>Per rank, the mean over the strategy's ranks. Headroom: the step's graph "
+           "replayed with every mechanism found removed (each collective's wait for SMs, and communication and "
+           "compute slowed beside each other, against their measured times alone); a lever's gain is the replay "
+           "with only the share it removes taken away. See docs/analysis.md, \"Why a collective started late\".</p>"]
     for name in dict.fromkeys(r.strategy for r in analysis.ranks):
         ranks = [r for r in analysis.ranks if r.strategy == name]
         v = verdict([r.diagnosis for r in ranks])
-        parts = {p: sum(r.diagnosis.exposed_ms[p] for r in ranks) / len(ranks) for p in PARTS}
+        parts = {p: None if any(r.diagnosis.exposed_ms[p] is None for r in ranks)
+                 else sum(r.diagnosis.exposed_ms[p] for r in ranks) / len(ranks) for p in PARTS}
+        mech = [[k, "unknown" if ms is None else f"{ms:.3f}"] for k, ms in v.by_mechanism_ms.items()]
         out.append(f"<h3>{html.escape(name)}</h3><p>{html.escape(v.line)}</p>"
-                   + _table([f"exposed {p} ms" for p in PARTS], [[f"{ms:.3f}" for ms in parts.values()]]))
+                   + _table([f"exposed {p} ms" for p in PARTS],
+                            [["unknown" if ms is None else f"{ms:.3f}" for ms in parts.values()]])
+                   + (_table(["mechanism", "its replayed cost ms"], mech) if mech else ""))
         if v.recommendations:
             out.append(_table(["lever", "expected gain ms", "evidence"],
                               [[r.lever, f"{r.gain_ms:.3f}", r.evidence] for r in v.recommendations]))

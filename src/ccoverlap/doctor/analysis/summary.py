@@ -28,7 +28,9 @@ def document(result, baseline: Path | None, written: list[Path]) -> dict:
         "baseline": str(baseline) if baseline else None,
         "problems": [str(p) for p in result.problems],
         "report": [str(p) for p in written],
-    } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {})  # as published when none
+    } | ({"missing_ranks": result.missing_ranks} if result.missing_ranks else {}) | (  # as published when none
+        {"alone_windows": [{"strategy": s, "rank": r, **m.to_dict()} for (s, r), m in result.alone.items()]}
+        if result.alone else {})
 
 
 def print_ranks(result, title: str) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 import re
 import zlib
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -38,6 +39,7 @@ _SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_event", "Tr
 #: CPU calls that record a CUDA event, and that make a stream wait for one (runtime and driver API).
 _RECORD_CALLS = ("cudaEventRecord", "cuEventRecord")  # name prefixes: cudaEventRecordWithFlags too
 _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+_GRAPH_CALL = "GraphLaunch"  # in the name of a call that replays a CUDA graph (cudaGraphLaunch, cuGraphLaunch)
 #: The kernel args that name a collective (torch's record_param_comms writes them on NCCL kernels).
 _COLLECTIVE_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name")
 _HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
@@ -117,6 +119,11 @@ class Trace:
     wait_calls: tuple[int, ...] = ()  # correlations of the stream-wait calls, in trace order
     event_streams: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)  # record call's
     # correlation -> (stream, event id), from Kineto's cuda_event records where the trace has them
+    graph_calls: frozenset[int] = frozenset()  # correlations of the calls that replayed a CUDA graph
+    # Each launch's measured time alone (us), by its correlation: from the doctor's alone window, matched launch
+    # by launch (doctor/analysis/alone.py); None where no alone window was measured. A launch missing from it was
+    # not matched: its time alone is unknown, never inferred from other launches.
+    alone_us: Mapping[int, float] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -214,6 +221,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     records: list[int] = []
     wait_calls: list[int] = []
     event_streams: dict[int, tuple[int, int]] = {}
+    graph_calls: list[int] = []
     threads: dict[int, int] = {}
     device_id = None
     try:
@@ -247,6 +255,8 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
                         wait_calls.append(corr)
                     elif type(name) is str and name.startswith(_RECORD_CALLS):
                         records.append(corr)
+                    elif type(name) is str and _GRAPH_CALL in name:
+                        graph_calls.append(corr)
                 elif "ProfilerStep" in (name := str(ev.get("name", ""))):
                     steps.append((name, _ts(ev)))
             meta = tap.metadata()
@@ -266,7 +276,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     rank, world, notes = _rank(meta, path)
     kernels.sort(key=lambda k: k.ts)
     return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes,
-                 tuple(waits), tuple(records), tuple(wait_calls), event_streams)
+                 tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls))
 
 
 def _wait(ev: dict, args: dict, stream: int) -> StreamWait:

@@ -1,0 +1,339 @@
+"""The known-answer programs (bench/known/) on one GPU, in one call: for each, the realized best gain (the program
+plain and under each candidate lever, fresh processes interleaved, every step timed), `ccoverlap doctor --json`
+on it (its headroom, what a lever reaches, its first lever, its alone window), and `ccoverlap tune` on as many as
+the time left allows (trials to the winner). One JSON with provenance and the raw samples.
+
+  python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--tune a,b]
+  python bench/device/known_answers.py --reanalyze RUN.json --folders DIR [DIR...] --out OUT.json
+  python bench/device/known_answers.py --combine RUN.json OUT.json [DOCTOR.json...] --what TEXT --out RESULTS.json
+
+Without CUDA (a dry run on the CPU) the GPU parts are skipped and said so; the orchestration, the JSON and the
+targets' arithmetic still run, against tests/data/doctor_train.py for the doctor and the tuner. --reanalyze
+judges a recorded run again with this commit's analysis of its doctors' folders (traces, alone windows, step
+records, the interposer's stats: what `ccoverlap doctor` reads), keeping the run's measurements as they are.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench" / "known"))
+from cases import CASES  # noqa: E402
+
+from ccoverlap.control import levers  # noqa: E402
+from ccoverlap.util import stats  # noqa: E402
+
+CCOVERLAP = [sys.executable, "-m", "ccoverlap"]
+STEPS = 20  # per run; the first WARMUP are left out
+WARMUP = 3
+NOTHING_PCT = 2.0  # recommend.NOTHING_TO_GAIN_PCT, the issue's threshold
+
+
+def log(*what) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}]", *what, flush=True)
+
+
+def run(cmd: list[str], timeout: float, env: dict | None = None, cwd: Path | None = None) -> tuple[int, float, str]:
+    """(exit code, wall seconds, the output's last lines)."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        code, out = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, out = 124, f"timeout after {timeout:.0f} s: {(exc.stdout or b'')[-2000:]!r}"
+    return code, time.monotonic() - t0, "\n".join(out.strip().splitlines()[-15:])
+
+
+def candidates(host: levers.Host) -> list[str]:
+    """Every lever that applies here in a fresh process, at the value a strategy means by its name."""
+    return [lv.name for lv in levers.LEVERS if not lv.applies(host, "process")]
+
+
+def program(name: str, strategy: str | None, out: Path, host: levers.Host, cli: bool = False) -> dict:
+    """One fresh run of bench/known/<name>.py, plain (strategy None) or under the strategy: with the environment
+    `ccoverlap run --strategy` gives it (control/launch.strategy_environ, the same function; without the CLI's own
+    process, which would add a torch import to every run), or through the CLI itself (`cli`)."""
+    from ccoverlap.control.launch import strategy_environ
+
+    path = out / f"{name}-{strategy or 'plain'}-{time.monotonic_ns()}.json"
+    cmd = [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS), "--warmup",
+           str(WARMUP), "--json", str(path)]
+    env = dict(os.environ)
+    if strategy and cli:
+        cmd = [*CCOVERLAP, "run", "--strategy", strategy, "--", *cmd]
+    elif strategy:
+        env |= strategy_environ(strategy, {}, env, host)
+    code, wall, tail = run(cmd, 120, env)
+    got = json.loads(path.read_text()) if code == 0 and path.exists() else {}
+    return {"strategy": strategy or "plain", "cli": cli, "code": code, "process_wall_s": wall,
+            "samples_ms": got.get("steps_ms"),
+            "losses": got.get("losses"), "comm": got.get("comm"), "loop_wall_s": got.get("wall_s"),
+            "tail": tail if code else None}
+
+
+class Broken(Exception):
+    """The first run of a program failed: the rest would fail too (and spend the device's time)."""
+
+
+def realized(name: str, out: Path, levers_here: list[str], host: levers.Host, via_cli: str | None) -> dict:
+    """Plain, every lever, plain again: fresh processes, interleaved; each lever against the plain runs.
+    `via_cli`: a lever run once more through `ccoverlap run` itself (the command a user types), not compared."""
+    first = program(name, None, out, host)
+    if first["code"] != 0:
+        raise Broken(f"{name} plain: exit {first['code']}: {first['tail']}")
+    runs = [first] + [program(name, lv, out, host) for lv in levers_here] + [program(name, None, out, host)]
+    if via_cli:
+        runs.append(program(name, via_cli, out, host, cli=True))
+    plain = [r for r in runs if r["strategy"] == "plain" and r["samples_ms"]]
+    base = [tuple(r["samples_ms"]) for r in plain]
+    losses = plain[0]["losses"] if plain else None
+    rows = {}
+    for r in runs:
+        if r["strategy"] == "plain" or r["cli"] or not r["samples_ms"]:
+            continue
+        c = stats.compare(base, [tuple(r["samples_ms"])]) if base else None
+        rows[r["strategy"]] = {"median_ms": statistics.median(r["samples_ms"]), "ratio": c.ratio if c else None,
+                               "ci": [c.lo, c.hi] if c else None, "verdict": c.verdict if c else None,
+                               "same_losses": r["losses"] == losses}
+    plain_ms = stats.pooled_median(base) if base else None
+    faster = {k: v for k, v in rows.items() if v["verdict"] == stats.FASTER}
+    best = min(faster, key=lambda k: faster[k]["median_ms"]) if faster else None
+    return {"runs": runs, "plain_median_ms": plain_ms, "levers": rows, "best_lever": best,
+            "best_gain_ms": plain_ms - faster[best]["median_ms"] if best else 0.0}
+
+
+def doctor(name: str, out: Path, cmd: list[str] | None = None) -> dict:
+    """`ccoverlap doctor --json` on the program: its verdict and what it cost."""
+    folder, path = out / f"doctor-{name}", out / f"doctor-{name}.json"
+    cmd = cmd or [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS)]
+    code, wall, tail = run([*CCOVERLAP, "doctor", "--skip", "5", "--steps", "4", "--out", str(folder), "--json",
+                            str(path), "--", *cmd], 240)
+    return {"code": code, "wall_s": wall, "tail": tail} | view(json.loads(path.read_text()) if path.exists() else {})
+
+
+def view(doc: dict) -> dict:
+    """What the targets need of a doctor's JSON (rank 0)."""
+    ranks = ((doc.get("analysis") or {}).get("ranks")) or [{}]
+    r = ranks[0]
+    times = (doc.get("step_times") or [{}])[0]
+    return {"verdict": r.get("verdict"),
+            "headroom_ms": r.get("scheduling_headroom_ms"), "lever_headroom_ms": r.get("lever_headroom_ms"),
+            "by_mechanism_ms": r.get("headroom_by_mechanism_ms"),
+            "recommendations": r.get("recommendations"), "findings": r.get("findings"),
+            "launch_marks": r.get("launch_marks"), "span_us": r.get("span_us"),
+            "comm_kernels": [{k: c.get(k) for k in ("sm_wait_us", "cause", "blocked_by", "uncontended_us", "duration_us")}
+                             for c in r.get("comm_kernels", [])],
+            "steps": r.get("steps"),
+            "analysed_steps": len({c.get("step") for c in r.get("comm_kernels", [])}) or None,
+            "alone_windows": (doc.get("analysis") or {}).get("alone_windows"),
+            "window_s": times.get("window_s"), "alone_window_s": times.get("alone_window_s"),
+            "outside_ms": (times.get("outside_ms") or {}).get("median"), "alone_ms": (times.get("alone_ms") or {}).get("median"),
+            "problems": ((doc.get("analysis") or {}).get("problems") or [])[:10]}
+
+
+def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) -> dict:
+    folder, path = out / f"tune-{name}", out / f"tune-{name}.json"
+    cmd = cmd or [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", "40"]
+    code, wall, tail = run([*CCOVERLAP, "tune", "--budget", str(budget_min), "--skip", "3", "--steps", "10", "--out",
+                            str(folder), "--json", str(path), "--", *cmd], budget_min * 60 + 90)
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    trials = [{k: t.get(k) for k in ("index", "phase", "name", "status", "effect", "wall_s")}
+              | {"median_ms": (t.get("step_ms") or {}).get("median")} for t in doc.get("trials", [])]
+    best = (doc.get("best") or {}).get("name")
+    screened = [t["name"] for t in trials if t["phase"] == "screen"]
+    first_of_best = next((t["index"] for t in trials if t["name"] == best), None) if doc.get("decision") == "tuned" else None
+    return {"code": code, "wall_s": wall, "tail": tail if code else None, "decision": doc.get("decision"),
+            "reason": doc.get("reason"), "best": best, "speedup": doc.get("speedup"),
+            "first_screened": screened[0] if screened else None, "trials_to_winner": first_of_best,
+            "doctor": doc.get("doctor"), "trials": trials}
+
+
+def judge(case: dict, real: dict, doc: dict) -> dict:
+    """The issue's targets for one program, per step: the median over the doctor's analysed steps of what a lever
+    reaches in each (its figures are sums over them: the mean per step is kept too), against the realized gain,
+    itself a difference of median steps."""
+    step = real["plain_median_ms"]
+    n = doc.get("analysed_steps") or 3
+    steps = [s["lever_headroom_us"] / 1000 for s in doc.get("steps") or []]
+    mean = None if doc.get("lever_headroom_ms") is None else doc["lever_headroom_ms"] / n
+    reach = statistics.median(steps) if steps else mean
+    total = None if doc.get("headroom_ms") is None else doc["headroom_ms"] / n
+    gain = real["best_gain_ms"]
+    first = (doc.get("recommendations") or [{}])[0].get("lever") if doc.get("recommendations") else None
+    first = levers.strategy(first).name if first else None  # nccl-cluster=1 is the strategy nccl-cluster
+    out = {"step_ms": step, "headroom_per_step_ms": total, "lever_headroom_per_step_ms": reach,
+           "lever_headroom_mean_per_step_ms": mean, "lever_headroom_steps_ms": steps,
+           "realized_best_gain_ms": gain, "realized_best_lever": real["best_lever"], "first_lever": first,
+           "expected_lever": case["lever"]}
+    if step and reach is not None:
+        out["headroom_target_met"] = abs(reach - gain) <= max(0.02 * step, 0.25 * gain)
+        nothing = 100 * reach / step < NOTHING_PCT
+        out["says_nothing_to_gain"] = nothing
+        if real["best_lever"] is None:
+            out["nothing_target_met"] = nothing
+        else:  # the first lever realizes the gain: the best, or within the noise of the best
+            row = real["levers"].get(first) if first else None
+            best = real["levers"][real["best_lever"]]
+            close = row is not None and row["verdict"] == stats.FASTER and row["ci"][0] <= best["ci"][1]
+            out["first_lever_target_met"] = first == real["best_lever"] or close
+    if doc.get("window_s") and doc.get("alone_window_s"):
+        out["alone_window_cost_ratio"] = doc["alone_window_s"] / doc["window_s"]
+    return out
+
+
+def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
+    """The recorded run judged again: each doctor folder analysed as `ccoverlap doctor` does, at this commit."""
+    from ccoverlap.doctor import record
+    from ccoverlap.doctor.analysis import analyze
+    from ccoverlap.doctor.analysis.summary import document
+    from ccoverlap.gpu import provenance
+
+    recorded = json.loads(run.read_text())
+    doc = {"provenance": provenance.collect(), "recorded": str(run), "programs": {}}
+    for folder in folders:  # doctor-NAME, or doctor-NAME@LABEL for another recording of the program
+        key = folder.name.removeprefix("doctor-")
+        name = key.split("@")[0]
+        records, _ = record.read_all(folder)
+        result = analyze(folder, None, None, processes=record.processes(folder, records))
+        got = view({"analysis": document(result, None, []), "step_times": [r.summary() for r in records]})
+        entry = {"folder": str(folder), "doctor": got}
+        real = (recorded["programs"].get(name) or {}).get("realized")
+        if real:
+            entry["judged"] = judge(CASES[name], real, got)
+        doc["programs"][key] = entry
+        log(key, json.dumps(entry.get("judged") or got["verdict"]))
+    out.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+def combine(run: Path, again: Path, extra: list[Path], out: Path, what: str) -> int:
+    """One results file: the recorded run (its measurements, as they are), its re-analysis, and further doctor
+    JSONs (a program recorded again), each with its provenance."""
+    recorded, re = json.loads(run.read_text()), json.loads(again.read_text())
+    progs = {}
+    for name, e in recorded["programs"].items():
+        entry = {"truth": e["truth"], "expected_lever": e["expected_lever"], "measured": "realized" in e}
+        if "realized" not in e:
+            progs[name] = entry | {"why": e.get("skipped") or e.get("broken")}
+            continue
+        r = e["realized"]
+        entry |= {"plain_median_ms": r["plain_median_ms"], "realized_best_lever": r["best_lever"],
+                  "realized_best_gain_ms": r["best_gain_ms"], "levers": r["levers"],
+                  "process_wall_s": [x["process_wall_s"] for x in r["runs"]],
+                  "doctor_at_run": {k: e["doctor"].get(k) for k in ("verdict", "headroom_ms", "lever_headroom_ms", "wall_s",
+                                                                  "window_s", "alone_window_s", "outside_ms", "alone_ms")},
+                  "judged_at_run": e["judged"],
+                  "reanalysis": {k: {"judged": v["judged"]} | {f: v["doctor"][f] for f in (
+                      "verdict", "recommendations", "findings", "alone_windows", "launch_marks", "steps")}
+                      for k, v in re["programs"].items() if k.split("@")[0] == name}}
+        progs[name] = entry
+    doc = {"what": what, "run_provenance": recorded["provenance"], "reanalysis_provenance": re["provenance"],
+           "candidate_levers": recorded["candidate_levers"], "steps_per_run": recorded["steps_per_run"],
+           "warmup": recorded["warmup"], "timing_s": recorded["timing_s"], "run_total_s": recorded["total_s"],
+           "programs": progs,
+           "more_runs": [{"provenance": d["provenance"], "step_times": d["step_times"],
+                          "verdict": d["analysis"]["ranks"][0]["verdict"], "alone_windows": d["analysis"].get("alone_windows")}
+                         for d in map(lambda p: json.loads(p.read_text()), extra)],
+           "run_raw": recorded}
+    out.write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reanalyze", type=Path, help="a recorded known-answers.json to judge again")
+    p.add_argument("--folders", type=Path, nargs="*", default=[], help="with --reanalyze: its doctors' folders")
+    p.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
+                   help="RUN REANALYSIS [DOCTOR.json...]: one results file of them, --what saying how they came about")
+    p.add_argument("--what", default="", help="with --combine: how the runs came about, in words")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
+    p.add_argument("--programs", default=",".join(CASES))
+    p.add_argument("--tune", default="carveout,same_name,threads,cluster,dispatch,persistent_gemm",
+                   help="programs to tune, in this order, while time is left")
+    p.add_argument("--tune-budget", type=float, default=1.5, help="minutes per tuning")
+    a = p.parse_args()
+    if a.combine:
+        return combine(a.combine[0], a.combine[1], a.combine[2:], a.out, a.what)
+    if a.reanalyze:
+        return reanalyze(a.reanalyze, a.folders, a.out)
+    a.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    left = lambda: a.budget_s - (time.monotonic() - started)  # noqa: E731
+    from ccoverlap.gpu import provenance
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    host = levers.Host.detect()
+    here = candidates(host)
+    doc = {"provenance": provenance.collect(), "command": sys.argv, "steps_per_run": STEPS, "warmup": WARMUP,
+           "candidate_levers": here, "cuda": cuda, "programs": {}, "timing_s": {}}
+    log(f"levers here: {', '.join(here)}; cuda {cuda}")
+    for name in a.programs.split(","):
+        case = CASES[name]
+        entry = {"truth": case["truth"], "expected_lever": case["lever"]}
+        if not cuda or left() < 60:
+            entry["skipped"] = "no CUDA: the program's kernels need a GPU" if not cuda else "out of time"
+            doc["programs"][name] = entry
+            continue
+        t0 = time.monotonic()
+        try:
+            entry["realized"] = realized(name, a.out, here, host, case["lever"] if not doc["timing_s"] else None)
+        except Broken as exc:
+            entry["broken"] = str(exc)
+            doc["programs"][name] = entry
+            log(f"broken: {exc}")
+            _write(a.out, doc)
+            if not doc["timing_s"]:
+                return 1  # the first program does not run: stop before spending the device's time
+            continue
+        t1 = time.monotonic()
+        entry["doctor"] = doctor(name, a.out)
+        t2 = time.monotonic()
+        entry["judged"] = judge(case, entry["realized"], entry["doctor"])
+        doc["timing_s"][name] = {"realized": t1 - t0, "doctor": t2 - t1}
+        doc["programs"][name] = entry
+        log(name, json.dumps(entry["judged"]), f"realized {t1 - t0:.0f} s, doctor {t2 - t1:.0f} s, left {left():.0f} s")
+        _write(a.out, doc)
+    if not cuda:  # the doctor's and the tuner's plumbing, on the CPU program of the tests
+        train = [sys.executable, str(REPO / "tests" / "data" / "doctor_train.py"), "--steps", "16"]
+        t0 = time.monotonic()
+        doc["dry_run"] = {"doctor": doctor("doctor_train", a.out, train)}
+        doc["timing_s"]["dry_doctor"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        doc["dry_run"]["tune"] = tune("doctor_train", a.out, 1.5, train)
+        doc["timing_s"]["dry_tune"] = time.monotonic() - t0
+    tuned = []
+    for name in a.tune.split(",") if cuda else []:
+        if name not in doc["programs"] or left() < a.tune_budget * 60 + 30:
+            continue
+        t0 = time.monotonic()
+        doc["programs"][name]["tune"] = tune(name, a.out, a.tune_budget)
+        doc["timing_s"].setdefault(name, {})["tune"] = time.monotonic() - t0
+        tuned.append(name)
+        log("tune", name, json.dumps({k: doc["programs"][name]["tune"][k] for k in
+                                      ("decision", "best", "first_screened", "trials_to_winner", "wall_s")}))
+        _write(a.out, doc)
+    doc["tuned"] = tuned
+    doc["total_s"] = time.monotonic() - started
+    _write(a.out, doc)
+    log(f"done in {doc['total_s']:.0f} s")
+    return 0
+
+
+def _write(out: Path, doc: dict) -> None:
+    tmp = out / ".known-answers.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, out / "known-answers.json")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

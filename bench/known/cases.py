@@ -1,0 +1,23 @@
+"""The known-answer programs (bench/known/*.py), their truth by construction and the lever expected to realize
+the gain (None: nothing to gain, or nothing a scheduling lever can do), for bench/device/known_answers.sh and
+docs/results.md. The doctor's heuristics are not fitted to them: hidden programs are run the same way."""
+
+CASES = {
+    "carveout": {"truth": "the collective (82 KB of shared memory) cannot start beside a 0 B kernel's blocks: it "
+                          "waits out a 3 ms kernel of the same name and shape as a 0.3 ms one; ~1 ms to gain",
+                 "lever": "carveout-hint", "gain_ms": 1.0},
+    "threads": {"truth": "the collective fits beside none of a 20-wave grid's 1024-thread blocks and waits for its "
+                         "dispatch; ~1 ms to gain as the first blocks retire",
+                "lever": "priority", "gain_ms": 1.0},
+    "cluster": {"truth": "compute in a green context of 116 SMs; the collective's clusters of 4 find no room on the "
+                         "SMs left free, clusters of 1 do; ~1 ms to gain",
+                "lever": "nccl-cluster=1", "gain_ms": 1.0},
+    "same_name": {"truth": "the collective needs no shared memory and starts beside the 3 ms kernel: nothing to gain",
+                  "lever": None, "gain_ms": 0.0},
+    "persistent_gemm": {"truth": "a cuBLAS bf16 GEMM holds every SM (one CTA per SM); the collective fits beside "
+                                 "none: only an SM partition helps, nothing a scheduling lever can do",
+                        "lever": None, "gain_ms": 0.0},
+    "dispatch": {"truth": "the collective fits beside a 20-wave grid's blocks but is not dispatched before the grid's "
+                          "last wave at equal priority; ~1 ms to gain",
+                 "lever": "priority", "gain_ms": 1.0},
+}

@@ -1,0 +1,62 @@
+"""The interposer's serialized launches (the doctor's alone window) and what launches show (the marks levers
+leave), against the fake CUDA driver (tests/fake_gpu; CPU only). The fake counts a launch as "busy" when it
+finds earlier work still running: every launch runs until the next cuCtxSynchronize, except on a capturing
+stream, where nothing runs and a sync from a thread not in relaxed capture mode would invalidate the capture."""
+import json
+
+from test_interposer import launch
+
+from ccoverlap.control.interposer import LaunchStats
+
+
+def test_serialized_launches_each_start_on_an_idle_device_from_every_thread(fake, tmp_path):
+    stats = tmp_path / "s.json"
+    (row,), err = launch(fake, "serialize", 8, 400, CCOVERLAP_STATS=stats)
+    assert err == ""
+    assert row["before"] == 0 and row["was"] == 1  # the switch returns the previous setting
+    assert row["busy"] == 0  # 3,200 launches of 8 threads: none found work still running
+    assert row["syncs"] == 2 * row["launches"]  # drained before and after each
+    assert row["capture_syncs"] == 0 and row["invalidated"] == 0  # a capturing stream is left alone
+    assert row["busy_after"] == 9  # switched off: launches overlap again (the first finds an idle device)
+    serial = json.loads(stats.read_text())["serial"]
+    assert serial == {"serialized": row["launches"], "serialize_capturing": 1}
+
+
+def test_hip_launches_are_serialized_too(fake):
+    (row,), err = launch(fake, "hip_serialize", 25)
+    assert err == "" and row == {"launches": 26, "syncs": 50}  # two per serialized launch, none after the switch
+
+
+def test_without_the_switch_launches_overlap(fake):
+    (row,), _ = launch(fake, "serialize", 1, 30, preload=False)
+    assert row == {"path": "no_serialize"}  # the symbol is the interposer's: absent without it
+
+
+def test_comm_launches_show_priority_cluster_grid_and_threads_and_compute_its_green_context(fake, tmp_path):
+    stats = tmp_path / "s.json"
+    (row,), err = launch(fake, "observe", CCOVERLAP_STATS=stats)
+    assert err == ""
+    data = json.loads(stats.read_text())
+    comm = data["comm_launches"]
+    assert comm == {"launches": 4, "priority_unknown": 0, "priority": {"-3": 3, "0": 1}, "cluster": {"1": 1, "4": 3},
+                    "grid": [8, 16], "threads": [544, 640]}
+    kernels = {k["name"]: k for k in data["kernels"]}
+    assert kernels["computeA_func"]["sm_limit"] == 116  # launched on a stream of a green context of 116 SMs
+    assert "sm_limit" not in kernels["computeK_cudart_kernel"]  # the whole device
+    assert row["stream_ctx_calls"] == 2  # asked once per stream, then cached
+    seen = LaunchStats.read([stats])
+    assert seen.comm_launches == 4 and seen.comm_priorities == frozenset({-3, 0})
+    assert seen.comm_clusters == frozenset({1, 4}) and seen.comm_grid == (8, 16) and seen.comm_threads == (544, 640)
+    assert seen.sm_limits == {"computeA_func": 116} and seen.padded == 0 and seen.carveout_set == 0
+
+
+def test_stats_of_several_processes_merge(fake, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    launch(fake, "observe", CCOVERLAP_STATS=a)
+    launch(fake, "paths", CCOVERLAP_PAD_BYTES=60000, CCOVERLAP_STATS=b)
+    seen = LaunchStats.read([a, b])
+    one, two = json.loads(a.read_text()), json.loads(b.read_text())
+    assert seen.comm_launches == one["comm_launches"]["launches"] + two["comm_launches"]["launches"]
+    assert seen.padded == two["padded"] > 0
+    assert seen.comm_grid == (8, 132)  # the paths' comm launches use grid 132
+    assert LaunchStats.read([]) is None
