@@ -45,7 +45,7 @@ def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None)
     rows, match, unmatched, lines = results = run.results()
     if out:  # before printing: a closed pipe on stdout must not cost the results
         _write(out, run.document(complete=True, results=results))
-        chart = _chart(rows, out.with_suffix(".png"))
+        chart = _chart(rows, out.with_suffix(".png")) if any(r["status"] == "ok" for r in rows) else None
     _print(rows, match, unmatched, lines, skipped, cfg.repeats)
     if out:
         print_text(f"wrote {out}" + (f" and {chart}" if chart else ""))
