@@ -98,8 +98,10 @@ class BenchConfig:
     busbw_gbps: float = field(default=DEFAULT_BUSBW_GBPS, metadata={
         "flag": "--busbw", "help": "--comm emulate: bus bandwidth in GB/s the proxies are paced to; the default is "
         "the all-reduce busbw measured on 2 x H200 NVLink"})
-    steps: int = field(default=10, metadata={"help": "timed steps per rank"})
-    warmup: int = field(default=3, metadata={"help": "untimed steps first"})
+    # a process set's start (torch, CUDA, the workloads' first steps) outweighs its timed steps: 8 steps in each of 3
+    # sets weigh the noise between processes, and keep the default run within 8 minutes on one H200 (docs/bench.md)
+    steps: int = field(default=8, metadata={"help": "timed steps per rank and process set"})
+    warmup: int = field(default=2, metadata={"help": "untimed steps first"})
     size: ModelSize = FULL
     micro_sizes: tuple[int, ...] = field(default=MICRO_FULL, metadata={
         "help": "bytes all-reduced by micro, comma-separated", "parse": _byte_counts})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from ccoverlap.bench import launcher, schedule
@@ -38,9 +39,9 @@ def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None)
                     _write(out, run.document(complete=False))
     except launcher.Stopped as stop:
         if out:
-            _write(out, run.document(complete=False, interrupted=str(stop)))
+            _write(out, document := run.document(complete=False, interrupted=str(stop)))
         print(f"ccoverlap bench: stopped by {stop}: every rank ended"
-              + (f"; {out} holds {len(run.rows)} rows (complete: false)" if out else ""), file=sys.stderr)
+              + (f"; {out} holds {len(document['rows'])} rows (complete: false)" if out else ""), file=sys.stderr)
         return exit_for(stop.signum)
     rows, match, unmatched, lines = results = run.results()
     if out:  # before printing: a closed pipe on stdout must not cost the results
@@ -59,6 +60,7 @@ class Run:
 
     def __init__(self, cfg: BenchConfig, prov: dict | None, skipped: list[dict]):
         self.cfg, self.prov, self.skipped = cfg, prov, skipped
+        self.started = time.monotonic()
         self.rows: list[dict] = []  # one per workload (micro: per size) per process set
         self.sets: list[dict] = []  # each set as run: its place, strategy, repeat, wall time, whether all went well
 
@@ -83,7 +85,8 @@ class Run:
         return {"provenance": self.prov, "config": json.loads(json.dumps(vars(self.cfg), default=lambda o: vars(o))),
                 "complete": complete, "rows": rows, "not_applicable": self.skipped,
                 "outputs_match": match if complete else None, "best": lines, "sets": self.sets,
-                "wall_s": sum(s["wall_s"] for s in self.sets)} | ({"interrupted": interrupted} if interrupted else {})
+                "wall_s": sum(s["wall_s"] for s in self.sets), "elapsed_s": time.monotonic() - self.started} \
+            | ({"interrupted": interrupted} if interrupted else {})
 
 
 def _chart(rows: list[dict], path: Path) -> Path | None:
