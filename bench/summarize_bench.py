@@ -20,7 +20,8 @@ WORKLOADS = ("ddp", "fsdp", "tp", "moe", "diloco")
 def load(path: str) -> dict[tuple[str, str], dict]:
     rows = [r for r in json.load(open(path))["rows"] if r["status"] == "ok" and r["workload"] != "micro"]
     for r in rows:
-        r.setdefault(RUNS, [{SERIES: r.get(SERIES) or [max(step) for step in zip(*r["samples"].values())]}])
+        if RUNS not in r:
+            r[RUNS] = [{SERIES: r.get(SERIES) or [max(step) for step in zip(*r["samples"].values())]}]
     against_default(rows)
     return {(r["workload"], r["strategy"]): r for r in rows}
 

@@ -65,6 +65,9 @@ def test_noise_between_process_sets_is_what_the_verdict_weighs():
     launcher.against_default(rows)
     assert rows[1]["vs_default"]["verdict"] == stats.NOISE
     assert launcher.best(rows) == {"ddp": "ddp: nothing beyond the noise of 3 process sets per strategy"}
+    cut = launcher.aggregate(_process_rows("default", [50, 52.5, 47.5], 0.1, 1) + _process_rows("b", [49, 51.5], 0.1, 9))
+    launcher.against_default(cut)  # a run cut short: fewer sets for the strategies it had not finished
+    assert launcher.best(cut) == {"ddp": "ddp: nothing beyond the noise of 2-3 process sets per strategy"}
     one = launcher.aggregate(_process_rows("default", [50], 0.1, 1) + _process_rows("b", [49], 0.1, 9))
     launcher.against_default(one)  # one set each: only the steps' noise is seen, and it calls the same gap
     assert one[1]["vs_default"]["verdict"] == stats.FASTER and one[1]["vs_default"]["processes"] == 1

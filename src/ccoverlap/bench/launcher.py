@@ -210,11 +210,13 @@ def best(rows: list[dict]) -> dict[str, str]:
         key = BY_WORKLOAD[workload].rows.paired_by
         compared = [r for r in rows if r["workload"] == workload and r.get("vs_default")]
         faster = [r for r in compared if r["vs_default"]["verdict"] == stats.FASTER]
-        sets = max((r["vs_default"]["processes"] for r in compared), default=0)
-        noise = f"the noise of {sets} process set{'s' * (sets != 1)} per strategy" if sets else "the noise"
         if not compared:
             lines[workload] = f"{workload}: nothing compared with {levers.DEFAULT}"
-        elif not faster:
+            continue
+        sets = sorted({n for r in compared for n in r["vs_default"]["runs"]})  # a run cut short: fewer for some
+        noise = (f"the noise of {sets[0] if len(sets) == 1 else f'{sets[0]}-{sets[-1]}'} process "
+                 f"set{'s' * (sets != [1])} per strategy")
+        if not faster:
             lines[workload] = f"{workload}: nothing beyond {noise}"
         else:
             top = min(faster, key=lambda r: r["vs_default"]["ratio"])
