@@ -28,6 +28,8 @@ from ccoverlap.bench import worker  # noqa: E402
         (["--d-model", "65"], "--d-model 65 is not divisible by --heads 4"),
         (["--micro-sizes", "1k"], "--micro-sizes 1k: whole numbers of bytes"),
         (["--steps", "0"], "--steps=0 is out of range"),
+        (["--repeats", "0"], "--repeats=0 is out of range: valid 1..1000"),
+        (["--strategies", "default#2"], "--strategies default#2: '#' is not part of a strategy; name one twice"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys, monkeypatch):

@@ -58,7 +58,11 @@ def _strategies(names: tuple[str, ...]) -> tuple[str, ...]:
             raise UsageError(f"--strategies {name}: {exc} (a strategy is no-overlap, default or "
                              f"lever[=value]+...: ccoverlap levers; or {ALL})") from None
         seen = sum(strategy_of(o) == canonical for o in out)
-        out.append(f"{canonical}{REPEAT_MARK}{seen + 1}" if seen else canonical)
+        label = f"{canonical}{REPEAT_MARK}{seen + 1}" if seen else canonical
+        if REPEAT_MARK in name and label != name:  # only as this function numbers a strategy named again
+            raise UsageError(f"--strategies {name}: '{REPEAT_MARK}' is not part of a strategy; name one twice to run "
+                             f"it twice ({canonical},{canonical} gives {canonical} and {canonical}{REPEAT_MARK}2)")
+        out.append(label)
     return tuple(out)
 
 
