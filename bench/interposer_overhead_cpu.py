@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from fake_gpu.build import build  # noqa: E402
 
-from ccoverlap import provenance  # noqa: E402
+from ccoverlap.gpu import provenance  # noqa: E402
 from ccoverlap.control.interposer import library_path  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Markdown tables of bench results files (for docs/results.md): step time per workload and strategy, its ratio
 to `default` with the bench's 95% interval and verdict (bench/launcher.py against_default), several files side
-by side. Files recorded before rows kept their step series get it from their per-rank samples (per step, the
-slowest rank), as the bench computes it now.
+by side. Files recorded before rows kept their process sets (`runs`) are one process set a row, its series as
+recorded or, older still, from its per-rank samples (per step, the slowest rank), as the bench computes it now.
 
 usage: python bench/summarize_bench.py LABEL=FILE [LABEL=FILE ...]
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ccoverlap.bench.catalog import SERIES
+from ccoverlap.bench.catalog import RUNS, SERIES
 from ccoverlap.bench.launcher import against_default
 from ccoverlap.util.stats import NOISE, Comparison
 
@@ -20,7 +20,8 @@ WORKLOADS = ("ddp", "fsdp", "tp", "moe", "diloco")
 def load(path: str) -> dict[tuple[str, str], dict]:
     rows = [r for r in json.load(open(path))["rows"] if r["status"] == "ok" and r["workload"] != "micro"]
     for r in rows:
-        r.setdefault(SERIES, [max(step) for step in zip(*r["samples"].values())])
+        if RUNS not in r:
+            r[RUNS] = [{SERIES: r.get(SERIES) or [max(step) for step in zip(*r["samples"].values())]}]
     against_default(rows)
     return {(r["workload"], r["strategy"]): r for r in rows}
 

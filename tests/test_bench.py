@@ -1,13 +1,17 @@
 import dataclasses
 import json
 import os
+import re
+import statistics
 
 import pytest
+from test_bench_tables import Recorded
 from test_doctor import table_rows
 
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.control import levers, startup
-from ccoverlap.bench import launcher
+from ccoverlap.util import output, stats
+from ccoverlap.bench import launcher, session
 from ccoverlap.control.procs import Child
 from ccoverlap.bench.config import TINY, BenchConfig
 from ccoverlap.cli import bench as cli_bench
@@ -29,6 +33,8 @@ from ccoverlap.bench import worker  # noqa: E402
         (["--d-model", "65"], "--d-model 65 is not divisible by --heads 4"),
         (["--micro-sizes", "1k"], "--micro-sizes 1k: whole numbers of bytes"),
         (["--steps", "0"], "--steps=0 is out of range"),
+        (["--repeats", "0"], "--repeats=0 is out of range: valid 1..1000"),
+        (["--strategies", "default#2"], "--strategies default#2: '#' is not part of a strategy; name one twice"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys, monkeypatch):
@@ -88,7 +94,7 @@ def test_auto_sms_are_those_nccls_ctas_need():
     assert startup.auto_sms({"NCCL_MAX_CTAS": "4"}, 132) == 8 and startup.auto_sms({"NCCL_MIN_CTAS": "32"}, 132) == 32
 
 
-def test_strategies_that_do_not_apply_are_na_rows_naming_the_lever():
+def test_strategies_that_do_not_apply_are_named_with_the_lever():
     cpu = BenchConfig(workloads=("ddp",), device="cpu").resolved(gpus=0).validate()
     nccl = BenchConfig(workloads=("ddp",), device="cuda", comm="nccl").resolved(gpus=2).validate()
     emulated = BenchConfig(workloads=("ddp",), device="cuda", comm="emulate").resolved(gpus=1).validate()
@@ -108,9 +114,9 @@ def test_strategies_are_named_as_the_registry_names_them(monkeypatch):
     args = build_parser().parse_args(["bench", "--device", "cpu", "--strategies", "nccl-ctas=4+nccl-threads=256,priority=on"])
     cfg = cli_bench._config(args)
     assert cfg.strategies == ("nccl-ctas+nccl-threads", "priority")
-    assert BenchConfig().strategies == tuple(s.name for s in levers.STRATEGIES)
-    rows = launcher.run(dataclasses.replace(cfg, strategies=("nccl-ctas=4+nccl-threads=256",)))
-    assert (rows[0]["strategy"], rows[0]["levers"]) == ("nccl-ctas+nccl-threads", {"nccl-ctas": "4", "nccl-threads": "256"})
+    assert BenchConfig().strategies == ("no-overlap", "default", "priority", "priority+shape")
+    (skipped,) = launcher.plan(dataclasses.replace(cfg, strategies=("nccl-ctas=4+nccl-threads=256",)).validate())[1]
+    assert (skipped["strategy"], skipped["levers"]) == ("nccl-ctas+nccl-threads", {"nccl-ctas": "4", "nccl-threads": "256"})
 
 
 def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
@@ -118,46 +124,60 @@ def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
               "wall_s": 2.0},
              {"rank": 1, "step_ms": [11.0, 10.0, 13.0], "compute_only_ms": [8.0, 6.0, 7.0], "losses": [2.0, 1.5], "note": "",
               "wall_s": 2.5}]
-    (row,) = launcher.summarize("ddp", "default", ranks, {})
+    (one,) = launcher.summarize("ddp", "default", ranks, {})
+    assert one["step_samples_ms"] == [11.0, 12.0, 13.0]  # the series vs_default compares: per step the slowest rank
+    (row,) = launcher.aggregate([one])
     assert row["step_ms"] == 12.0 and row["step_ms_min"] == 11.0 and row["step_ms_max"] == 13.0 and row["wall_s"] == 2.5
-    assert row["step_samples_ms"] == [11.0, 12.0, 13.0]  # the series vs_default compares: per step the slowest rank
     assert row["compute_only_ms"] == 8.0 and row["exposed_comm_ms"] == 4.0
-    other = dict(row, strategy="priority", losses=[2.0, 1.5000001])
-    verdict = launcher.compare([row, other])["ddp"]
+    other = dict(one, strategy="priority", losses=[2.0, 1.5000001])
+    verdict = launcher.compare([one, other])["ddp"]
     assert verdict["match"] and verdict["how"].startswith("max relative loss difference")
-    assert not launcher.compare([row, dict(row, strategy="x", losses=[2.0, 1.6])])["ddp"]["match"]
+    assert not launcher.compare([one, dict(one, strategy="x", losses=[2.0, 1.6])])["ddp"]["match"]
+    # a second process set of the same strategy is held to the first as well
+    assert not launcher.compare([one, dict(one, repeat=2, losses=[2.0, 1.6])])["ddp"]["match"]
     failed = {"workload": "tp", "strategy": "default", "status": "failed: boom"}
     assert launcher.compare([failed])["tp"] == {"match": False, "how": "no strategy ran"}
 
 
-def test_cuda_only_strategies_are_listed_not_dropped():
+def test_cuda_only_strategies_are_listed_not_run():
     cfg = BenchConfig(workloads=("ddp",), strategies=("priority", "shape"), size=TINY).resolved(gpus=0).validate()
-    rows = launcher.run(cfg)
-    assert [(r["strategy"], r["levers"], r["status"]) for r in rows] == [
-        ("priority", {"priority": "on"}, "n/a: priority: needs CUDA or ROCm"),
-        ("shape", {"shape": "auto"}, "n/a: shape: needs CUDA or ROCm")]
+    sets, skipped = launcher.plan(cfg)
+    assert sets == [] and launcher.run(cfg) == []
+    assert skipped == [{"strategy": "priority", "levers": {"priority": "on"}, "reason": "priority: needs CUDA or ROCm"},
+                       {"strategy": "shape", "levers": {"shape": "auto"}, "reason": "shape: needs CUDA or ROCm"}]
+
+
+@pytest.fixture
+def progress(monkeypatch) -> list[Recorded]:
+    """The bench's progress of each run, keeping what it named as running (a terminal's bar)."""
+    made: list[Recorded] = []
+    monkeypatch.setattr(session, "Progress", lambda what, total: made.append(Recorded(what, total)) or made[-1])
+    monkeypatch.setattr(output.Progress, "LINE_EVERY_S", 0.0)  # a line for every set, however quick
+    return made
 
 
 @pytest.mark.parametrize("workload", ["micro", "ddp", "fsdp", "tp", "moe", "diloco"])
-def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, capsys):
+def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, capsys, progress):
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     out = tmp_path / "r.json"
     code = main(["bench", "--workload", workload, "--device", "cpu", "--nproc", "2", "--steps", "3", "--tiny",
-                 "--strategies", "no-overlap,default,priority", "--json", str(out)])
+                 "--strategies", "no-overlap,default,priority", "--repeats", "1", "--json", str(out)])
     assert code == 0, capsys.readouterr()
     data = json.loads(out.read_text())
     assert data["complete"] and data["provenance"]["backend"] == "gloo" and data["provenance"]["world_size"] == 2
     assert data["outputs_match"][workload]["match"]
     rows = data["rows"]
-    assert {r["strategy"] for r in rows} == {"no-overlap", "default", "priority"}
-    assert [r["status"] for r in rows if r["strategy"] == "priority"][0] == "n/a: priority: needs CUDA or ROCm"
+    assert {r["strategy"] for r in rows} == {"no-overlap", "default"} and all(r["status"] == "ok" for r in rows)
+    assert data["not_applicable"] == [{"strategy": "priority", "levers": {"priority": "on"},
+                                       "reason": "priority: needs CUDA or ROCm"}]
     assert all(list(r)[:3] == ["workload", "strategy", "levers"] for r in rows)
-    assert {r["strategy"]: r["levers"] for r in rows} == {"no-overlap": {}, "default": {}, "priority": {"priority": "on"}}
-    ok = [r for r in rows if r["status"] == "ok"]
+    assert {r["strategy"]: r["levers"] for r in rows} == {"no-overlap": {}, "default": {}}
+    assert [(s["strategy"], s["repeat"], s["ok"]) for s in data["sets"]] == [("no-overlap", 1, True), ("default", 1, True)]
+    ok = rows
     if workload == "micro":
         assert all(r["wrong"] == 0 and r["busbw_GBps"] == pytest.approx(r["algbw_GBps"]) for r in ok)  # 2(n-1)/n = 1
     else:
-        assert all(len(r["samples"]["rank0"]) == 3 and r["step_ms"] > 0 for r in ok)
+        assert all(len(r["runs"][0]["samples"]["rank0"]) == 3 and r["step_ms"] > 0 for r in ok)
         assert all((r["exposed_comm_ms"] is not None) == (workload in ("ddp", "diloco")) for r in ok)
         # a workload's counters: diloco lands one fragment per step after its window (1 warm-up + 3 steps, window 2)
         assert all(("syncs" in r) == (workload == "diloco") for r in ok)
@@ -169,8 +189,13 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
     assert all(("vs_default" in r) == (r["strategy"] != "default") for r in ok)
     compared = [r["vs_default"] for r in ok if r["strategy"] != "default"]
     assert compared and all(c["runs"] == [1, 1] and c["steps"] == [3, 3] and c["ci"][0] <= c["ratio"] <= c["ci"][1]
-                            and c["verdict"] in ("faster", "slower", "within noise") for c in compared)
-    assert any("vs default (95% CI)" in row for row in table_rows(capsys.readouterr().out))
+                            and c["verdict"] in ("faster", "slower", "within noise") and c["processes"] == 1
+                            for c in compared)
+    printed = capsys.readouterr()
+    assert any("vs default (95% CI)" in row for row in table_rows(printed.out))
+    assert printed.out.count("needs CUDA or ROCm") == 1
+    assert f"set 2/2: default repeat 1/1: {workload}" in progress[0].labels  # rank 0's workload reached the bar
+    assert re.search(r"^bench: 2/2 done \(\d+ s\), last set 2/2: default repeat 1/1$", printed.err, re.MULTILINE)  # a log's line
     assert out.with_suffix(".png").stat().st_size > 5000
 
 
@@ -178,7 +203,7 @@ def test_traces_land_where_analyze_reads_a_workload(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     traces = tmp_path / "traces"
     assert main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--steps", "2", "--tiny",
-                 "--strategies", "default", "--trace", str(traces)]) == 0
+                 "--strategies", "default", "--repeats", "1", "--trace", str(traces)]) == 0
     assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == [
         "ddp/default/rank0_trace.json.gz", "ddp/default/rank1_trace.json.gz"]
     capsys.readouterr()
@@ -206,23 +231,6 @@ def test_ranks_that_outlive_the_timeout_are_killed():
     assert launcher.wait_all([slow], timeout_s=0.5) == (0, "timeout") and slow.returncode is not None
 
 
-def test_results_are_written_after_every_strategy(tmp_path, monkeypatch):
-    from ccoverlap.cli import bench as cli_bench
-
-    seen = []
-    real_write = cli_bench._write
-
-    def spy(out, cfg, prov, rows, complete, match=None):
-        real_write(out, cfg, prov, rows, complete, match)
-        seen.append((complete, len(json.loads(out.read_text())["rows"])))
-
-    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
-    monkeypatch.setattr(cli_bench, "_write", spy)
-    assert main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--steps", "1", "--tiny",
-                 "--strategies", "no-overlap,default,priority", "--json", str(tmp_path / "r.json")]) == 0
-    assert seen == [(False, 1), (False, 2), (False, 3), (True, 3)]
-
-
 def test_missing_torchrun_is_one_line_exit_2(monkeypatch, capsys):
     import shutil
 
@@ -231,3 +239,37 @@ def test_missing_torchrun_is_one_line_exit_2(monkeypatch, capsys):
     assert main(["bench", "--workload", "ddp", "--device", "cpu", "--strategies", "default", "--launcher", "torchrun"]) == 2
     err = capsys.readouterr().err
     assert "torchrun is not on PATH" in err and err.count("\n") == 1
+
+
+def _aa_run(tmp_path, attempt: int) -> dict:
+    out, traces = tmp_path / f"aa{attempt}.json", tmp_path / f"traces{attempt}"
+    code = main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--tiny", "--strategies", "default,default",
+                 "--repeats", "3", "--trace", str(traces), "--json", str(out)])
+    assert code == 0
+    assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == sorted(
+        f"ddp/{label}/rank{r}_trace.json.gz" for label in ("default", "default#2") for r in (0, 1))
+    return json.loads(out.read_text())
+
+
+def test_an_aa_check_finds_nothing_beyond_the_noise(tmp_path, monkeypatch, progress):
+    """default against itself, three fresh process sets each, interleaved: the rows named apart, each merged from
+    its sets (traced in the first only), the comparison over the sets with their medians, the progress naming
+    each; and the verdict "within noise". That verdict is a 95% test, so an A/A run calls a difference now and
+    then (bench/aa_cpu.py records 20 runs): a second run settles it."""
+    monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    data = _aa_run(tmp_path, 1)
+    assert [(s["strategy"], s["repeat"]) for s in data["sets"]] == [
+        ("default", 1), ("default#2", 1), ("default", 2), ("default#2", 2), ("default", 3), ("default#2", 3)]
+    assert all(f"set {i}/6: {label} repeat {(i + 1) // 2}/3: ddp" in progress[0].labels
+               for i, label in zip(range(1, 7), ["default", "default#2"] * 3))
+    base, twin = data["rows"]
+    assert (base["strategy"], twin["strategy"], twin["levers"]) == ("default", "default#2", {})
+    assert [r["repeat"] for r in twin["runs"]] == [1, 2, 3] and [r["order"] for r in twin["runs"]] == [2, 4, 6]
+    c = twin["vs_default"]
+    assert c["processes"] == 3 and c["runs"] == [3, 3] and c["steps"] == [9, 9]  # the CPU preset: 3 steps a set
+    assert c["run_medians_ms"] == [[statistics.median(r["step_samples_ms"]) for r in row["runs"]] for row in (base, twin)]
+    assert data["outputs_match"]["ddp"] == {"match": True, "how": "bitwise"}  # every set computed the same losses
+    if c["verdict"] != stats.NOISE:
+        data = _aa_run(tmp_path, 2)
+    assert data["rows"][1]["vs_default"]["verdict"] == stats.NOISE
+    assert data["best"] == {"ddp": "ddp: nothing beyond the noise of 3 process sets per strategy"}

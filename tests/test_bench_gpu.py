@@ -13,7 +13,7 @@ def test_ddp_and_micro_with_nccl_on_every_visible_gpu(tmp_path):
     gpus = cuda_driver.driver().device_count()
     out = tmp_path / "r.json"
     code = main(["bench", "--workload", "micro,ddp", "--comm", "nccl", "--nproc", str(gpus), "--tiny",
-                 "--steps", "5", "--strategies", "default,priority,shape", "--json", str(out)])
+                 "--steps", "5", "--strategies", "default,priority,shape", "--repeats", "1", "--json", str(out)])
     data = json.loads(out.read_text())
     assert code == 0 and data["provenance"]["backend"] == "nccl"
     assert all(r["status"] == "ok" for r in data["rows"]) and all(m["match"] for m in data["outputs_match"].values())
@@ -83,10 +83,10 @@ def test_the_interposer_sees_the_proxy_launch_nccls_footprint(tmp_path):
     out = tmp_path / "k.json"
     code = main(["bench", "--comm", "emulate", "--workload", "micro", "--tiny", "--micro-sizes", str(64 * 2**20),
                  "--steps", "2", "--warmup", "1", "--strategies", "shape,nccl-threads+shape,nccl-cluster+shape",
-                 "--json", str(out)])
+                 "--repeats", "1", "--json", str(out)])
     rows = {r["strategy"]: r for r in json.loads(out.read_text())["rows"]}
     assert code == 0 and all(r["status"] == "ok" for r in rows.values())
-    seen = {name: r["interposer"]["comm_footprint"] for name, r in rows.items()}
+    seen = {name: r["runs"][0]["interposer"]["comm_footprint"] for name, r in rows.items()}
     assert {n: (f["name"], f["threads"], f["grid"], f["cluster"], f["dynamic_smem"]) for n, f in seen.items()} == {
         "shape": ("comm_paced", 512, 24, 4, 82240), "nccl-threads+shape": ("comm_paced", 256, 24, 4, 82240),
         "nccl-cluster+shape": ("comm_paced", 512, 24, 1, 82240)}
@@ -96,10 +96,10 @@ def test_the_interposer_sees_the_proxy_launch_nccls_footprint(tmp_path):
 def test_emulated_workloads_on_one_gpu(tmp_path):
     out = tmp_path / "e.json"
     code = main(["bench", "--comm", "emulate", "--workload", "ddp,moe", "--tiny", "--steps", "3",
-                 "--strategies", "default,priority,shape", "--json", str(out)])
+                 "--strategies", "default,priority,shape", "--repeats", "1", "--json", str(out)])
     data = json.loads(out.read_text())
     assert code == 0 and data["provenance"]["backend"] == "ccov_emulate"
     assert all(r["status"] == "ok" for r in data["rows"]) and all(m["match"] for m in data["outputs_match"].values())
     shaped = next(r for r in data["rows"] if r["strategy"] == "shape")
     assert sum(s["launches"] for kind in shaped["emulation"]["launches"].values() for s in kind) > 0
-    assert shaped["interposer"]["comm_footprint"]["name"] == "comm_paced"  # the interposer saw the proxies as comm
+    assert shaped["runs"][0]["interposer"]["comm_footprint"]["name"] == "comm_paced"  # the interposer saw the proxies as comm

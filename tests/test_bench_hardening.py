@@ -210,7 +210,7 @@ def test_bad_trace_requests_are_refused_before_any_work(argv, message, tmp_path,
 def test_micro_beside_a_traced_workload_is_named_and_left_untraced(tmp_path, capsys):
     traces = tmp_path / "t"
     assert main(["bench", "--workload", "micro,ddp", "--device", "cpu", "--steps", "1", "--tiny", "--strategies", "default",
-                 "--trace", str(traces)]) == 0
+                 "--repeats", "1", "--trace", str(traces)]) == 0
     assert "warning: --trace: micro has no training step to trace" in capsys.readouterr().err
     assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == [
         "ddp/default/rank0_trace.json.gz", "ddp/default/rank1_trace.json.gz"]
@@ -237,17 +237,18 @@ def test_a_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, monkeypatch
 
     monkeypatch.setattr(_output.json, "dump", full)
     out = tmp_path / "r.json"
-    code = main(["bench", "--workload", "ddp", "--strategies", "priority,default", "--json", str(out)])
+    code = main(["bench", "--workload", "ddp", "--strategies", "priority,default", "--repeats", "1", "--json", str(out)])
     monkeypatch.setattr(_output.json, "dump", real_dump)
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "No space left on device" in err and "Traceback" not in err
-    assert list(tmp_path.iterdir()) == []
+    *progress, err = capsys.readouterr().err.splitlines()  # the first write follows the first process set
+    assert code == 2 and "No space left on device" in err and all(line.startswith("[") for line in progress)
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == []
 
 
-def _fake_run(cfg, launcher_name="spawn"):
-    yield "default", [{"workload": "ddp", "strategy": "default", "status": "ok", "step_ms": 2.0, "step_ms_min": 1.5,
-                       "step_ms_max": 2.5, "compute_only_ms": 1.0, "exposed_comm_ms": 1.0, "losses": [1.0],
-                       "step_samples_ms": [1.5, 2.0, 2.5]}]
+def _fake_run(cfg, launcher_name="spawn", sets=None, progress=None):
+    for ps in sets:
+        yield ps, [{"workload": "ddp", "strategy": ps.label, "levers": {}, "status": "ok", "repeat": ps.repeat,
+                    "step_samples_ms": [1.5, 2.0, 2.5], "compute_samples_ms": [1.0] * 3, "exposed_comm_note": None,
+                    "counters": {}, "losses": [1.0], "samples": {}, "interposer": None, "wall_s": 1.0}], 1.0
 
 
 def test_a_failed_chart_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys):
@@ -266,7 +267,8 @@ def test_a_failed_chart_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys
 
 
 def test_a_temporary_folder_that_disappears_is_a_failed_row(monkeypatch):
-    """The folder goes away under the ranks (a tmp cleaner, a full disk): the strategy's rows say so."""
+    """The folder goes away under the ranks (a tmp cleaner, a full disk): the strategy's rows say so, naming the
+    process set."""
     from ccoverlap.bench.config import BenchConfig
     from ccoverlap.control.launch import Launch
 
@@ -275,6 +277,7 @@ def test_a_temporary_folder_that_disappears_is_a_failed_row(monkeypatch):
             return super().start(["sh", "-c", 'rm -rf "$(dirname "$0")"', cmd[-1]], base, **io)
 
     monkeypatch.setattr(launcher, "rank_launch", lambda strategy, tmp: Vanishing())
-    cfg = BenchConfig(workloads=("ddp",), device="cpu", nproc=1, strategies=("default",)).resolved(gpus=0).validate()
+    cfg = BenchConfig(workloads=("ddp",), device="cpu", nproc=1, strategies=("default",),
+                      repeats=1).resolved(gpus=0).validate()
     (row,) = launcher.run(cfg)
-    assert row["status"].startswith("failed: the bench's temporary folder ") and "No such file or directory" in row["status"]
+    assert row["status"].startswith("failed: repeat 1/1: the bench's temporary folder ") and "No such file or directory" in row["status"]

@@ -65,9 +65,9 @@ def test_bench_presets_on_the_cpu_and_on_gpus(monkeypatch):
     assert cpu.size == TINY.__class__(**(vars(TINY) | {"layers": 3})) and cpu.micro_sizes == MICRO_TINY
     monkeypatch.setattr(cli_bench, "_gpu_count", lambda: 2)
     gpus = cli_bench._config(parse(["bench"]))
-    assert (gpus.device, gpus.comm, gpus.nproc, gpus.steps, gpus.size, gpus.micro_gemm) == ("cuda", "nccl", 2, 10, FULL, 8192)
+    assert (gpus.device, gpus.comm, gpus.nproc, gpus.steps, gpus.size, gpus.micro_gemm) == ("cuda", "nccl", 2, 8, FULL, 8192)
     tiny = cli_bench._config(parse(["bench", "--tiny", "--seq", "64"]))
-    assert tiny.size.seq == 64 and tiny.size.layers == TINY.layers and tiny.micro_gemm == 256 and tiny.steps == 10
+    assert tiny.size.seq == 64 and tiny.size.layers == TINY.layers and tiny.micro_gemm == 256 and tiny.steps == 8
     monkeypatch.setattr(cli_bench, "_gpu_count", lambda: 1)
     one = cli_bench._config(parse(["bench", "--workload", "ddp"]))
     assert (one.comm, one.nproc, one.world) == ("emulate", 1, 8)

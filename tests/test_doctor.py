@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -116,14 +117,17 @@ def test_every_rank_of_torchrun_is_profiled_for_exactly_the_window(runs):
 def test_the_verdict_gives_each_ranks_step_times_on_the_cpu(runs):
     run = runs["torchrun"]
     rows = [row for row in table_rows(run.stdout) if "steps 3-4" in row]
-    assert [row[:3] for row in rows] == [["0", "6", "steps 3-4"], ["1", "6", "steps 3-4"]]
-    assert all(float(ms) > 0 for row in rows for ms in row[3:6]) and {row[6] for row in rows} == {"-"}  # no GPU
+    node = f"{socket.gethostname()} node 0"  # torchrun's one node
+    assert [row[:4] for row in rows] == [["0", node, "6", "steps 3-4"], ["1", node, "6", "steps 3-4"]]
+    assert all(float(ms) > 0 for row in rows for ms in row[4:7]) and {row[7] for row in rows} == {"-"}  # no GPU
     assert "no overlap analysis: the program ran on the CPU" in run.stdout
     doc = json.loads(run.json.read_text())
     assert doc["exit_code"] == 0 and doc["analysis"] is None and doc["failures"] == []
     assert doc["provenance"]["commit"] and doc["provenance"]["version"]  # every recorded figure says where from
     times = {s["rank"]: s for s in doc["step_times"]}
     assert sorted(times) == [0, 1] and times[1]["outside_ms"]["n"] == 2  # steps 5 and 6 (1 has no start)
+    assert [(times[r]["host"], times[r]["node"], times[r]["local_rank"]) for r in (0, 1)] == [
+        (socket.gethostname(), 0, 0), (socket.gethostname(), 0, 1)]
     assert times[0]["profiled_steps"] == [3, 4]
 
 
@@ -245,8 +249,8 @@ def test_gpu_traces_are_analysed_and_reported(tmp_path, capsys):
     assert diagnose(out, cfg, ["python", "train.py"], 0) == []
     shown = capsys.readouterr().out
     assert "captured 2 trace(s) and the step times of rank(s) 0, 1" in shown and "overlap in the profiled steps" in shown
-    assert [row[:4] for row in table_rows(shown) if "steps 6-8" in row] == [
-        ["0", "10", "steps 6-8", "14.000"], ["1", "10", "steps 6-8", "14.000"]]  # steps 2-4, 9, 10: 12, 13, 14, 19, 20
+    assert [row[:5] for row in table_rows(shown) if "steps 6-8" in row] == [
+        ["0", "?", "10", "steps 6-8", "14.000"], ["1", "?", "10", "steps 6-8", "14.000"]]  # steps 2-4, 9, 10: 12, 13, 14, 19, 20
     doc = json.loads((tmp_path / "d.json").read_text())
     assert [round(r["comp_comm_overlap_pct"], 2) for r in doc["analysis"]["ranks"]] == [94.11, 91.04]  # HTA's
     assert doc["step_times"][0]["outside_gpu_ms"]["median"] == 13.0  # 11, 12, 13, 18, 19

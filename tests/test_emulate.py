@@ -150,7 +150,7 @@ def test_every_workload_runs_through_the_emulated_group(tmp_path, monkeypatch, c
     monkeypatch.setenv("NCCL_MAX_CTAS", "8")  # a knob of the user's: the emulation applies it and says so
     out = tmp_path / "e.json"
     code = main(["bench", "--comm", "emulate", "--device", "cpu", "--emulate-world", "4", "--steps", "2", "--tiny",
-                 "--strategies", "no-overlap,default,shape", "--json", str(out)])
+                 "--strategies", "no-overlap,default,shape", "--repeats", "1", "--json", str(out)])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "EMULATION" in printed
@@ -183,11 +183,11 @@ def test_every_workload_runs_through_the_emulated_group(tmp_path, monkeypatch, c
 def test_cta_policy_is_na_under_the_emulation_with_nccls_reason():
     cfg = BenchConfig(workloads=("ddp",), device="cuda", comm="emulate",
                       strategies=("nccl-cta-policy", "nccl-cta-policy=ZERO")).resolved(gpus=1).validate()
-    rows = list(launcher.run(cfg, where=H200))  # nothing starts: both are n/a
-    assert [r["status"] for r in rows] == [f"n/a: nccl-cta-policy: {nccl.CTA_POLICY_REACH['EFFICIENCY']}",
-                                           f"n/a: nccl-cta-policy: {nccl.CTA_POLICY_REACH['ZERO']}"]
-    assert "user-registered buffers and NVLS" in rows[0]["status"] and "symmetric windows" in rows[1]["status"]
-    assert [r["levers"] for r in rows] == [{"nccl-cta-policy": "EFFICIENCY"}, {"nccl-cta-policy": "ZERO"}]
+    sets, skipped = launcher.plan(cfg, where=H200)  # nothing starts: both are n/a
+    assert sets == [] and [s["reason"] for s in skipped] == [f"nccl-cta-policy: {nccl.CTA_POLICY_REACH['EFFICIENCY']}",
+                                                              f"nccl-cta-policy: {nccl.CTA_POLICY_REACH['ZERO']}"]
+    assert "user-registered buffers and NVLS" in skipped[0]["reason"] and "symmetric windows" in skipped[1]["reason"]
+    assert [s["levers"] for s in skipped] == [{"nccl-cta-policy": "EFFICIENCY"}, {"nccl-cta-policy": "ZERO"}]
     # through real NCCL, EFFICIENCY runs (to be measured) and ZERO cannot act on PyTorch's buffers
     nccl_cfg = dataclasses.replace(cfg, comm="nccl", nproc=2, gpus=2)
     assert launcher.not_applicable(nccl_cfg, levers.strategy("nccl-cta-policy"), H200) is None

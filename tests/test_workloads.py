@@ -35,7 +35,7 @@ def test_the_train_script_trains_as_the_bench_ranks_do(tmp_path, monkeypatch, ca
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     out = tmp_path / "b.json"
     assert ccoverlap(["bench", "--workload", "ddp,diloco", "--device", "cpu", "--nproc", "1", "--strategies", "default",
-                      "--json", str(out)]) == 0, capsys.readouterr()
+                      "--repeats", "1", "--json", str(out)]) == 0, capsys.readouterr()
     bench = {r["workload"]: r["losses"] for r in json.loads(out.read_text())["rows"]}
     for name, proc in runs.items():
         printed, err = proc.communicate(timeout=120)
@@ -163,5 +163,5 @@ def test_a_workloads_counters_reach_its_row_as_the_worst_ranks():
 
     ranks = [{"rank": r, "step_ms": [1.0], "compute_only_ms": None, "losses": [1.0], "note": "", "wall_s": 1.0,
               "counters": {"late_syncs": r, "stall_ms": 2.0 - r}} for r in (0, 1)]
-    (row,) = launcher.summarize("diloco", "default", ranks, {})
+    (row,) = launcher.aggregate(launcher.summarize("diloco", "default", ranks, {}))
     assert (row["late_syncs"], row["stall_ms"]) == (1, 2.0)

@@ -9,9 +9,11 @@ Under torchrun (RANK set) it joins a gloo group (nccl with --cuda) and all-reduc
   --cuda          on the GPU of its local rank
   --until-trace   with --seconds: and on until the doctor's rank0_trace.json.gz is written (at most a minute)
 
-For the tuner's tests, two environment knobs: DOCTOR_TRAIN_SLEEP_MS (host milliseconds slept in every step,
-default 0: a knob that changes speed, not the result) and DOCTOR_TRAIN_LR (the learning rate, default 0.05: a
-knob that changes the result).
+For the tuner's tests, environment knobs: DOCTOR_TRAIN_SLEEP_MS (host milliseconds slept in every step,
+default 0: a knob that changes speed, not the result), DOCTOR_TRAIN_LR (the learning rate, default 0.05: a
+knob that changes the result) and DOCTOR_TRAIN_LOCAL_LR (the learning rate of each rank's own parameter, one
+that is stepped but never all-reduced, as rank-local state is, on the ranks of node 1 alone (GROUP_RANK=1):
+default 0.05, a knob that changes the result on one node and nowhere else).
 """
 import argparse
 import json
@@ -53,14 +55,17 @@ if args.seconds:
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)).to(device)
-opt = torch.optim.SGD(model.parameters(), lr=float(os.environ.get("DOCTOR_TRAIN_LR", "0.05")))
+lr = float(os.environ.get("DOCTOR_TRAIN_LR", "0.05"))
+own = torch.nn.Parameter(torch.ones(1, device=device))  # this rank's own: its gradient is never all-reduced
+own_lr = float(os.environ.get("DOCTOR_TRAIN_LOCAL_LR", "0.05")) if os.environ.get("GROUP_RANK") == "1" else 0.05
+opt = torch.optim.SGD([{"params": model.parameters()}, {"params": [own], "lr": own_lr}], lr=lr)
 sleep_s = float(os.environ.get("DOCTOR_TRAIN_SLEEP_MS", "0")) / 1000
 data, target = torch.randn(128, 32).to(device), torch.randn(128, 1).to(device)
 kill_sig, kill_at = map(int, args.kill.split("@")) if args.kill else (0, 0)
 for step in range(1, args.steps + 1):
     opt.zero_grad()
     loss = torch.nn.functional.mse_loss(model(data), target)
-    loss.backward()
+    (loss + (own - 2).pow(2).sum()).backward()
     if dist.is_initialized():
         for p in model.parameters():
             dist.all_reduce(p.grad)

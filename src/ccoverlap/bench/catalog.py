@@ -1,8 +1,9 @@
 """The bench's workloads, one entry each, and the row types that report them.
 
 A row type says everything that differs between kinds of results: how a rank measures what the
-workload's builder made, how the ranks' results become rows, how strategies are compared, and
-how the rows are printed and plotted. `steps` reports a training step per strategy; `sizes` is
+workload's builder made, how the ranks' results become rows (one per process set), how the rows of a
+strategy's process sets become its row, how strategies are compared, and how the rows are printed and
+plotted. `steps` reports a training step per strategy; `sizes` is
 nccl-tests style, one row per message size. The launcher, the CLI and the plots read these
 entries and never a workload's name. Importable without torch: the builders (bench/workloads.py)
 are looked up when a rank builds, and the measuring gets its timer from the rank."""
@@ -13,16 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ccoverlap.control.levers import DEFAULT
+from ccoverlap.util.stats import CONFIDENCE, NOISE, Comparison, pooled_median
 from ccoverlap.util.text import shorten
-from ccoverlap.util.stats import CONFIDENCE, NOISE, Comparison
 
 #: timed(fn, before=None, drain=True) -> ms per call (drain=False: nothing drained or aligned between calls);
 #: trace(fn) records a few calls of fn (or does nothing)
 Timer = Callable[..., list[float]]
-
-
-def _median(xs):
-    return statistics.median(xs) if xs else None
 
 
 def _fmt(v, spec=".2f"):
@@ -31,13 +28,32 @@ def _fmt(v, spec=".2f"):
 
 # -- every row type: its step series and how it compares with `default`'s ---------------------
 
-#: the per-step series (ms; per step the slowest rank) a row's step_ms is the median of, and that
-#: `vs_default` compares with default's: the table and the comparison read the same numbers
+#: one process set's per-step series (ms; per step the slowest rank): a row keeps one per process set in
+#: `runs`, its step_ms is their pooled median, and `vs_default` compares them with default's runs: the table
+#: and the comparison read the same numbers
 SERIES = "step_samples_ms"
+#: a row's process sets, in the order they ran: each one's series and what else it measured
+RUNS = "runs"
+#: what a process set's row shares with the others of its strategy: said once, in the merged row
+SHARED = ("workload", "strategy", "levers", "status", "emulation")
 VS_DEFAULT_COLUMN = f"vs {DEFAULT} ({CONFIDENCE:.0%} CI)"
-VS_DEFAULT_NOTE = (f"vs {DEFAULT}: median step / {DEFAULT}'s median step, {CONFIDENCE:.0%} bootstrap interval; "
-                   "'within noise' where it holds 1. One run per strategy, so it covers step-to-step noise only; "
-                   "process-to-process noise is what `ccoverlap tune` measures with repeated trials.")
+
+
+def vs_default_note(repeats: int) -> str:
+    """What the comparison column covers, for a run of `repeats` process sets per strategy."""
+    if repeats < 2:
+        covers = ("one process set per strategy, so it covers step-to-step noise only, not the noise between "
+                  "processes (--repeats, 3 by default)")
+    else:
+        covers = (f"{repeats} fresh process sets per strategy, run interleaved, resampled first and then their steps, "
+                  "so the noise between processes is in it")
+    return (f"vs {DEFAULT}: median step / {DEFAULT}'s median step, {CONFIDENCE:.0%} bootstrap interval; "
+            f"'within noise' where it holds 1. {covers[0].upper()}{covers[1:]}.")
+
+
+def series(row: dict) -> list[list[float]]:
+    """A row's step series, one per process set (what stats.compare takes)."""
+    return [run[SERIES] for run in row[RUNS]]
 
 
 def _slowest_rank(per_rank: Iterable[list[float]]) -> list[float]:
@@ -66,20 +82,30 @@ def _measure_steps(w, timed: Timer, trace: Callable) -> dict:
 
 
 def _summarize_steps(workload: str, strategy: str, ranks: list[dict], stats: dict) -> list[dict]:
-    steps = _slowest_rank(r["step_ms"] for r in ranks)
-    compute = _slowest_rank(r["compute_only_ms"] for r in ranks) if ranks[0]["compute_only_ms"] else None
-    step, comp = _median(steps), _median(compute)
-    # a workload's own counters (bench/workloads.Workload.counters): the worst rank's, as step times take the slowest
-    counters = {k: max(r["counters"][k] for r in ranks) for k in ranks[0].get("counters", {})}
+    """One process set's row: its step series (per step the slowest rank) and what else its ranks measured."""
     return [{
         "workload": workload, "strategy": strategy, "status": "ok",
-        "step_ms": step, "step_ms_min": min(steps), "step_ms_max": max(steps),
-        "compute_only_ms": comp, "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
-        "exposed_comm_note": ranks[0]["note"] or None, **counters,
+        SERIES: _slowest_rank(r["step_ms"] for r in ranks), "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
+        "compute_samples_ms": _slowest_rank(r["compute_only_ms"] for r in ranks) if ranks[0]["compute_only_ms"] else None,
+        "exposed_comm_note": ranks[0]["note"] or None,
+        # a workload's own counters (bench/workloads.RankSteps.counters): the worst rank's, as step times the slowest
+        "counters": {k: max(r["counters"][k] for r in ranks) for k in ranks[0].get("counters", {})},
         "losses": ranks[0]["losses"], "interposer": stats or None,
-        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks}, SERIES: steps,
         "wall_s": max(r["wall_s"] for r in ranks),  # build, warm-up, timing and trace of this workload
     }]
+
+
+def _merge_steps(runs: list[dict]) -> dict:
+    """A strategy's figures from its process sets' rows: medians pooled over every step of every set, a
+    workload's counters the worst set's (as the worst rank's within one), the first set's losses."""
+    steps = [x for r in runs for x in r[SERIES]]
+    compute = [r["compute_samples_ms"] for r in runs if r["compute_samples_ms"]]
+    step, comp = pooled_median([steps]), pooled_median(compute) if compute else None
+    return {"step_ms": step, "step_ms_min": min(steps), "step_ms_max": max(steps), "compute_only_ms": comp,
+            "exposed_comm_ms": max(step - comp, 0.0) if comp is not None else None,
+            "exposed_comm_note": runs[0]["exposed_comm_note"],
+            **{k: max(r["counters"][k] for r in runs) for k in runs[0]["counters"]},
+            "losses": runs[0]["losses"], "wall_s": sum(r["wall_s"] for r in runs)}
 
 
 def _same_losses(rows: list[dict], baseline: str) -> dict:
@@ -109,9 +135,7 @@ def _measure_sizes(sweep: Iterable, timed: Timer, trace: Callable) -> dict:
         rows.append({
             "size_bytes": m.nbytes, "count": m.nbytes // 4, "type": "float32", "time_ms": t,
             "algbw_GBps": algbw, "busbw_GBps": algbw * 2 * (m.world - 1) / m.world if m.world > 1 else 0.0,
-            "step_ms": statistics.median(overlapped), "gemm_ms": gemm,
-            "exposed_comm_ms": max(statistics.median(overlapped) - gemm, 0.0),
-            "wrong": wrong, "samples": overlapped,
+            "gemm_ms": gemm, "wrong": wrong, "samples": overlapped,
         })
     return {"sizes": rows}
 
@@ -120,12 +144,26 @@ def _summarize_sizes(workload: str, strategy: str, ranks: list[dict], stats: dic
     rows = []
     for i, first in enumerate(ranks[0]["sizes"]):
         per_rank = [r["sizes"][i] for r in ranks]
-        steps = _slowest_rank(r["samples"] for r in per_rank)
-        rows.append({**{k: v for k, v in first.items() if k != "samples"}, "workload": workload, "strategy": strategy,
-                     "status": "ok", "wrong": sum(r["wrong"] for r in per_rank),
-                     "step_ms": statistics.median(steps), "interposer": stats or None,
-                     "samples": {f"rank{r['rank']}": r["sizes"][i]["samples"] for r in ranks}, SERIES: steps})
+        keep = ("size_bytes", "count", "type", "time_ms", "algbw_GBps", "busbw_GBps", "gemm_ms")
+        rows.append({"workload": workload, "strategy": strategy, "status": "ok", **{k: first[k] for k in keep},
+                     "wrong": sum(r["wrong"] for r in per_rank), "interposer": stats or None,
+                     "samples": {f"rank{r['rank']}": r["sizes"][i]["samples"] for r in ranks},
+                     SERIES: _slowest_rank(r["samples"] for r in per_rank)})
     return rows
+
+
+def _merge_sizes(runs: list[dict]) -> dict:
+    """One size's row from its process sets' rows: the all-reduce and the GEMMs alone by the median over the sets
+    (bandwidths from that time), the step beside the GEMMs pooled over every step, #wrong summed."""
+    first = runs[0]
+    t = statistics.median(r["time_ms"] for r in runs)
+    step = pooled_median([r[SERIES] for r in runs])
+    gemm = statistics.median(r["gemm_ms"] for r in runs)
+    algbw = first["size_bytes"] / (t * 1e-3) / 1e9
+    bus = first["busbw_GBps"] / first["algbw_GBps"] if first["algbw_GBps"] else 0.0  # 2(n-1)/n
+    return {k: first[k] for k in ("size_bytes", "count", "type")} | {
+        "time_ms": t, "algbw_GBps": algbw, "busbw_GBps": algbw * bus, "step_ms": step, "gemm_ms": gemm,
+        "exposed_comm_ms": max(step - gemm, 0.0), "wrong": sum(r["wrong"] for r in runs)}
 
 
 def _none_wrong(rows: list[dict], baseline: str) -> dict:
@@ -155,7 +193,8 @@ def _largest_size(rows: list[dict]) -> list[dict]:
 class RowType:
     measure: Callable[[object, Timer, Callable], dict]  # in a rank: what the builder made -> this rank's results
     summarize: Callable[[str, str, list[dict], dict], list[dict]]  # (workload, strategy, ranks' results, stats) -> rows
-    verdict: Callable[[list[dict], str], dict]  # (ok rows of every strategy, baseline) -> outputs_match
+    merge: Callable[[list[dict]], dict]  # one strategy's ok rows (of one key), a process set each -> its row's figures
+    verdict: Callable[[list[dict], str], dict]  # (ok rows of every strategy and process set, baseline) -> outputs_match
     paired_by: tuple[str, ...]  # the fields a row shares with the baseline's row it is timed against (SERIES)
     columns: tuple[str, ...]  # the printed table
     cells: Callable[[dict], list]  # an ok row's cells
@@ -171,12 +210,12 @@ class RowType:
         return cells
 
 
-STEPS = RowType(_measure_steps, _summarize_steps, _same_losses, (),
+STEPS = RowType(_measure_steps, _summarize_steps, _merge_steps, _same_losses, (),
                 ("strategy", "step ms (min-max)", VS_DEFAULT_COLUMN, "compute alone ms", "exposed comm ms", "status"),
                 _step_cells, 5, lambda rows: rows, "{name}")
 #: the terminal's columns (80 wide; status: ok, the results that were wrong, or why the row did not run); the
 #: JSON rows have nccl-tests' others too: bytes, count, type, time and algbw alone, #wrong
-SIZES = RowType(_measure_sizes, _summarize_sizes, _none_wrong, ("size_bytes",),
+SIZES = RowType(_measure_sizes, _summarize_sizes, _merge_sizes, _none_wrong, ("size_bytes",),
                 ("strategy", "size", "busbw (GB/s)", "with GEMMs (ms)", VS_DEFAULT_COLUMN, "exposed (ms)", "status"),
                 _size_cells, 6, _largest_size, "{name} (largest size)")
 

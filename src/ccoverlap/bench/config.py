@@ -40,17 +40,36 @@ def _workloads(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(BY_WORKLOAD) if names == ("all",) else names
 
 
+#: what `ccoverlap bench` runs without --strategies: the baseline, PyTorch's own overlap and the paper's two
+#: levers, so that the default run (every workload, 3 process sets each) fits 8 minutes on one H200 (docs/bench.md)
+DEFAULT_STRATEGIES = (levers.NO_OVERLAP, levers.DEFAULT, "priority", "priority+shape")
+ALL = "all"  # --strategies all: the lever registry's list
+REPEAT_MARK = "#"  # default#2: the second row of a strategy named twice
+
+
 def _strategies(names: tuple[str, ...]) -> tuple[str, ...]:
     """Each --strategies item (no-overlap, default or lever[=value]+...) as the lever registry names it
-    (nccl-ctas=4+nccl-threads=256 -> nccl-ctas+nccl-threads); UsageError naming a bad one."""
+    (nccl-ctas=4+nccl-threads=256 -> nccl-ctas+nccl-threads), `all` the registry's list; a strategy named again
+    is a row of its own, named apart (default, default#2: the A/A check); UsageError naming a bad one."""
     out = []
-    for name in names:
+    for name in (s.name for s in levers.STRATEGIES) if names == (ALL,) else names:
         try:
-            out.append(levers.strategy(name).name)
+            canonical = levers.strategy(strategy_of(name)).name
         except UsageError as exc:
             raise UsageError(f"--strategies {shorten(name, 40)}: {exc} (a strategy is no-overlap, default or "
-                             "lever[=value]+...: ccoverlap levers)") from None
+                             f"lever[=value]+...: ccoverlap levers; or {ALL})") from None
+        seen = sum(strategy_of(o) == canonical for o in out)
+        label = f"{canonical}{REPEAT_MARK}{seen + 1}" if seen else canonical
+        if REPEAT_MARK in name and label != name:  # only as this function numbers a strategy named again
+            raise UsageError(f"--strategies {shorten(name, 40)}: '{REPEAT_MARK}' is not part of a strategy; name one twice to run "
+                             f"it twice ({canonical},{canonical} gives {canonical} and {canonical}{REPEAT_MARK}2)")
+        out.append(label)
     return tuple(out)
+
+
+def strategy_of(label: str) -> str:
+    """The strategy a row label runs (default#2 -> default)."""
+    return label.partition(REPEAT_MARK)[0]
 
 
 def _byte_counts(items: tuple[str, ...]) -> tuple[int, ...]:
@@ -67,10 +86,14 @@ class BenchConfig:
 
     workloads: tuple[str, ...] = field(default=tuple(BY_WORKLOAD), metadata={
         "flag": "--workload", "help": "comma-separated, or all", "parse": _workloads, "shown": "all"})
-    strategies: tuple[str, ...] = field(default=tuple(s.name for s in levers.STRATEGIES), metadata={
+    strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGIES, metadata={
         "help": "comma-separated strategies: no-overlap, default, or combinations of levers lever[=value]+... "
-        "(ccoverlap levers)",
-        "parse": _strategies, "shown": "the registry's list"})
+        f"(ccoverlap levers), or {ALL} (the registry's list); one named twice is run twice, the second row named "
+        f"apart (default,default: default{REPEAT_MARK}2, an A/A check)",
+        "parse": _strategies})
+    repeats: int = field(default=3, metadata={
+        "help": "fresh process sets per strategy, run interleaved (A B C A B C ...); the verdict against default "
+        "resamples them first, so the noise between processes is in its interval (1: step-to-step noise only)"})
     device: str = field(default="auto", metadata={"help": "cpu, cuda or auto", "shown": "auto: cuda if GPUs are visible"})
     nproc: int | None = field(default=None, metadata={
         "help": "ranks", "type": int, "shown": "the GPUs, or 2 on the CPU; 1 with --comm emulate"})
@@ -80,8 +103,10 @@ class BenchConfig:
     busbw_gbps: float = field(default=DEFAULT_BUSBW_GBPS, metadata={
         "flag": "--busbw", "help": "--comm emulate: bus bandwidth in GB/s the proxies are paced to; the default is "
         "the all-reduce busbw measured on 2 x H200 NVLink"})
-    steps: int = field(default=10, metadata={"help": "timed steps per rank"})
-    warmup: int = field(default=3, metadata={"help": "untimed steps first"})
+    # a process set's start (torch, CUDA, the workloads' first steps) outweighs its timed steps: 8 steps in each of 3
+    # sets weigh the noise between processes, and keep the default run within 8 minutes on one H200 (docs/bench.md)
+    steps: int = field(default=8, metadata={"help": "timed steps per rank and process set"})
+    warmup: int = field(default=2, metadata={"help": "untimed steps first"})
     size: ModelSize = FULL
     micro_sizes: tuple[int, ...] = field(default=MICRO_FULL, metadata={
         "help": "bytes all-reduced by micro, comma-separated", "parse": _byte_counts})
@@ -118,17 +143,19 @@ class BenchConfig:
         return replace(self, device=device, comm=comm, nproc=nproc, gpus=gpus)
 
     def validate(self) -> BenchConfig:
+        """This config, its strategies named as --strategies names them (default,default: default#2), or a
+        UsageError naming the first bad value."""
         if not self.workloads or (bad := [v for v in self.workloads if v not in BY_WORKLOAD]):
             raise UsageError(f"--workload {','.join(bad or self.workloads) or '(empty)'}: valid {', '.join(BY_WORKLOAD)}")
         if not self.strategies:
             raise UsageError("--strategies (empty): name at least one (no-overlap, default, or lever[=value]+...)")
-        _strategies(self.strategies)
         if self.device not in ("cpu", "cuda"):
             raise UsageError(f"--device {self.device}: valid cpu (gloo) or cuda (nccl)")
         if self.comm not in COMMS:
             raise UsageError(f"--comm {self.comm}: valid {comms.valid()}")
         check_range("--nproc", self.nproc, 1, 1024)
         self.comm_backend.validate(self)
+        check_range("--repeats", self.repeats, 1, 1000)
         check_range("--steps", self.steps, 1, 100000)
         check_range("--warmup", self.warmup, 0, 100000)
         s = self.size
@@ -146,7 +173,7 @@ class BenchConfig:
         if self.trace_dir and len(self.untraced) == len(self.workloads):
             traced = ", ".join(w.name for w in BY_WORKLOAD.values() if w.traced)
             raise UsageError(f"--trace: {', '.join(self.untraced)} has no training step to trace; select one of {traced}")
-        return self
+        return replace(self, strategies=_strategies(self.strategies))
 
 
 def auto_device(device: str, gpus: int) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ccoverlap.bench.catalog import BY_NAME, SERIES
+from ccoverlap.bench.catalog import BY_NAME, series
 from ccoverlap.control.levers import DEFAULT
 from ccoverlap.util.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
 from ccoverlap.util.stats import NOISE, Comparison
@@ -12,9 +12,9 @@ NOISE_HATCH = "//"
 
 
 def _whiskers(r: dict) -> tuple[float, float]:
-    """Below and above the median: the fastest and slowest step of the row's series (none without one)."""
-    series = r.get(SERIES) or [r["step_ms"]]
-    return r["step_ms"] - min(series), max(series) - r["step_ms"]
+    """Below and above the median: the fastest and slowest step of any of the row's process sets."""
+    steps = [x for run in series(r) for x in run]
+    return r["step_ms"] - min(steps), max(steps) - r["step_ms"]
 
 
 def _verdict(r: dict) -> tuple[str, bool]:
@@ -56,7 +56,8 @@ def bars(rows: list[dict], path: Path) -> Path:
             ax.annotate(text, (r["step_ms"] + _whiskers(r)[1], r["strategy"]), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=SMALL_SIZE)
         ax.set_title(kind.plot_title.format(name=workload), fontsize=TITLE_SIZE)
-        ax.set_xlabel(f"step ms (median; whiskers: fastest and slowest step; label: vs {DEFAULT}, by its interval)")
+        ax.set_xlabel(f"step ms (median over every process set; whiskers: fastest and slowest step; "
+                      f"label: vs {DEFAULT}, by its interval)")
         ax.margins(x=0.25)
         ax.invert_yaxis()
     return save_png(fig, path)

@@ -34,9 +34,9 @@ def _trace(fn, path: Path, device: torch.device) -> None:
     profiling.record(fn, path, cuda=device.type == "cuda")
 
 
-def _workload(cfg: BenchConfig, name: str, strategy: str, no_overlap: bool, rank: int, world: int, device) -> dict:
+def _workload(cfg: BenchConfig, name: str, label: str, no_overlap: bool, rank: int, world: int, device) -> dict:
     w = catalog.BY_NAME[name]
-    trace = Path(cfg.trace_dir) / name / strategy / f"rank{rank}_trace.json.gz" if cfg.trace_dir and w.traced else None
+    trace = Path(cfg.trace_dir) / name / label / f"rank{rank}_trace.json.gz" if cfg.trace_dir and w.traced else None
     return w.rows.measure(workloads.build(name, cfg, rank, world, device, no_overlap),
                           lambda fn, before=None, drain=True: _timed(fn, device, cfg.steps, cfg.warmup, before, drain),
                           (lambda fn: _trace(fn, trace, device)) if trace else (lambda fn: None))
@@ -53,9 +53,12 @@ def run(spec: dict) -> dict:
     device, rank, world = cfg.comm_backend.init(cfg)
     out = {"rank": rank, "world_size": world, "strategy": strategy.name, "backend": cfg.backend, "results": {}}
     for name in cfg.workloads:
+        if rank == 0 and spec.get("progress"):
+            _say(spec["progress"], name)
         started = time.perf_counter()
         try:
-            out["results"][name] = _workload(cfg, name, strategy.name, strategy.no_overlap, rank, world, device)
+            out["results"][name] = _workload(cfg, name, spec.get("label") or strategy.name, strategy.no_overlap,
+                                             rank, world, device)
         except Exception as exc:  # noqa: BLE001 - reported in the results, the next workload runs
             out["results"][name] = {"error": f"{type(exc).__name__}: {exc}"}
         out["results"][name]["wall_s"] = time.perf_counter() - started  # for budgeting device calls
@@ -66,6 +69,13 @@ def run(spec: dict) -> dict:
         out["emulation"] = described
     dist.barrier()
     return out
+
+
+def _say(path: str, workload: str) -> None:
+    """Tell the launcher which workload runs now (for its progress line): whole or not at all."""
+    tmp = f"{path}.{os.getpid()}"
+    Path(tmp).write_text(workload)
+    os.replace(tmp, path)
 
 
 def main(argv: list[str]) -> None:
@@ -82,9 +92,12 @@ def main(argv: list[str]) -> None:
     dist.destroy_process_group()  # a normal exit: the interposer writes its stats then
 
 
-def spec_for(cfg: BenchConfig, strategy: str, out_dir: str) -> dict:
-    """What a rank reads: the config, the strategy (its start-up calls come from its name), where to write."""
-    return {"config": dataclasses.asdict(cfg), "strategy": strategy, "out_dir": out_dir}
+def spec_for(cfg: BenchConfig, strategy: str, out_dir: str, label: str | None = None,
+             progress: str | None = None) -> dict:
+    """What a rank reads: the config, the strategy (by name: the rank checks that the hook made its start-up
+    calls), where to write; the rows' name for it (default#2: traces go under it) and the file that names the workload running now."""
+    return {"config": dataclasses.asdict(cfg), "strategy": strategy, "out_dir": out_dir, "label": label,
+            "progress": progress}
 
 
 if __name__ == "__main__":

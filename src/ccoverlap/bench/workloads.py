@@ -60,9 +60,12 @@ def _train_step(model, opt, inputs, targets, no_overlap_sync=None) -> Callable[[
 
 
 def _gpt(cfg: BenchConfig, device, **kw) -> GPT:
-    torch.manual_seed(cfg.seed)  # the same initial weights on every rank and strategy
+    """The model, initialised where it runs: torch's CPU initialisation is serial, seconds for the full model, paid
+    by every workload of every process set."""
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank and strategy (CUDA's generators too)
     s = cfg.size
-    return GPT(s.layers, s.d_model, s.heads, s.vocab, **kw).to(device, _dtype(device))
+    with torch.device(device):
+        return GPT(s.layers, s.d_model, s.heads, s.vocab, **kw).to(_dtype(device))
 
 
 def ddp(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> RankSteps:
@@ -317,11 +320,13 @@ class Micro:
         count = nbytes // 4
         # emulated ranks add zeros (bench/emulate.py): the sum is this rank's part
         emulated = cfg.comm_backend.emulated
-        parts = [torch.rand(count, generator=torch.Generator().manual_seed(cfg.seed + r)) for r in range(1 if emulated else world)]
-        g = torch.Generator().manual_seed(cfg.seed + 999)
-        a, b = (torch.rand(cfg.micro_gemm, cfg.micro_gemm, generator=g).to(device, _dtype(device)) for _ in range(2))
-        mine = parts[0 if emulated else rank].to(device)
-        return cls(nbytes, world, mine, mine.clone(), torch.stack(parts).sum(0).to(device), a, b, no_overlap)
+        # drawn where they are used, as the models are (a CPU draw of 256 MiB and two 8192^2 matrices takes seconds)
+        parts = [torch.rand(count, generator=_generator(device, cfg.seed + r), device=device)
+                 for r in range(1 if emulated else world)]
+        g = _generator(device, cfg.seed + 999)
+        a, b = (torch.rand(cfg.micro_gemm, cfg.micro_gemm, generator=g, device=device).to(_dtype(device)) for _ in range(2))
+        mine = parts[0 if emulated else rank]
+        return cls(nbytes, world, mine, mine.clone(), torch.stack(parts).sum(0), a, b, no_overlap)
 
     def reset(self) -> None:
         """This rank's data again, before each timed all-reduce."""
@@ -347,6 +352,10 @@ class Micro:
     def wrong(self) -> int:
         """Elements off the expected sum by more than float32 rounding of `world` terms (nccl-tests' #wrong)."""
         return int((~torch.isclose(self.tensor, self.expected, rtol=1e-5, atol=1e-6)).sum())
+
+
+def _generator(device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def micro(cfg: BenchConfig, rank: int, world: int, device, no_overlap: bool) -> Iterator[Micro]:

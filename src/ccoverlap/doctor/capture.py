@@ -43,7 +43,7 @@ import torch
 
 from ccoverlap.util import profiling
 from ccoverlap.doctor.config import DoctorConfig
-from ccoverlap.doctor.record import Log
+from ccoverlap.doctor.record import Identity, Log, identity
 
 #: how long the end of a process waits for the GPU to finish its last steps' events (never a device sync:
 #: a program that failed may have a collective that never completes)
@@ -56,16 +56,13 @@ def _say(what: str) -> None:
     print(f"ccoverlap doctor: {what} (pid {os.getpid()}, {sys.executable})", file=sys.stderr)
 
 
-def _rank_and_world() -> tuple[int, int]:
-    """torch.distributed's, once initialised; else RANK and WORLD_SIZE (a launcher's), else 0 of 1."""
+def _identity() -> Identity:
+    """Which rank of the job this process is: torch.distributed's, once initialised, else its launcher's
+    (torchrun, SLURM, Open MPI: record.identity), and its host."""
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    try:
-        return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    except ValueError:
-        return 0, 1
+    initialised = dist.is_available() and dist.is_initialized()
+    return identity(os.environ, (dist.get_rank(), dist.get_world_size()) if initialised else None)
 
 
 def _cuda_in_use() -> bool:
@@ -105,11 +102,11 @@ class Capture:
 
     def _open_log(self) -> Log | None:
         if self.log is None:
-            rank, world = _rank_and_world()
+            me = _identity()
             window = {"seconds": self.cfg.seconds, "skip_seconds": self.cfg.skip_seconds} if self.cfg.seconds else \
                 {"skip": self.cfg.skip, "steps": self.cfg.steps}
             try:
-                self.log = Log(Path(self.cfg.out), rank, {"world_size": world, **window, "env": _knobs()})
+                self.log = Log(Path(self.cfg.out), me.rank, me.header() | window | {"env": _knobs()})
             except OSError as exc:
                 _say(f"cannot write in {self.cfg.out} ({exc.strerror or exc}): nothing recorded")
                 self.enabled = False

@@ -1,7 +1,7 @@
 """What a capture leaves per rank besides its trace: rank<r>_steps.jsonl, written by the program, read by the command.
 
 One JSON object a line, each written whole by one write() as it happens, so a program killed at any point
-(SIGKILL included) leaves every line before it: first the process (its rank, pid, the window asked for),
+(SIGKILL included) leaves every line before it: first the process (its rank, pid, host, the window asked for),
 then one line per optimizer step (host milliseconds from the end of the previous step, GPU milliseconds
 between CUDA events at the same two points where CUDA is in use, and whether the profiler was warming up or
 recording), and the window's opening and closing, then the alone window's (its steps marked `alone`: every
@@ -9,12 +9,18 @@ launch serialized); under the tuner, a fingerprint of the trained parameters and
 capture ended the process. The name ends in .jsonl, not .json: `ccoverlap analyze`
 takes every *.json in a folder for a trace. A second process of the same rank (one that spawned its own
 optimizer) writes rank<r>_pid<pid>_*: nothing is overwritten.
+
+A job across nodes writes every rank's files into one folder, the same path on every node (a shared file
+system): the rank in a file's name is the job's global rank, as the job's own launcher numbers it
+(`identity`), and the header names the host and the node. A rank whose node does not share the folder leaves
+its files on that node: `missing` names the ranks the folder lacks.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +45,71 @@ def alone_trace(trace: Path) -> Path:
     """The alone window of a trace file: rank0_trace.json.gz -> rank0_trace.alone.gz (also for foreign names)."""
     stem = trace.name.removesuffix(".gz").removesuffix(".json")
     return trace.with_name(stem + ALONE_SUFFIX)
+
+
+#: how launchers number a job's processes, the first found in a process's environment wins: (launcher, global
+#: rank, world size, rank on its node, its node's index); torchrun's also under Horovod and DeepSpeed
+LAUNCHERS = (
+    ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK"),
+    ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID"),
+    ("open mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", None),
+)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which process of the job this is, and where it runs."""
+
+    rank: int  # global
+    world: int
+    local_rank: int | None
+    node: int | None  # the node's index in the job, where the launcher numbers nodes
+    host: str
+    source: str  # torch.distributed, or the launcher whose variables said so
+
+    def header(self) -> dict:
+        return {"world_size": self.world, "local_rank": self.local_rank, "node": self.node, "host": self.host,
+                "rank_from": self.source}
+
+
+def _int(environ: Mapping[str, str], name: str | None) -> int | None:
+    try:
+        return int(environ[name]) if name and name in environ else None
+    except ValueError:
+        return None
+
+
+def identity(environ: Mapping[str, str], dist: tuple[int, int] | None = None) -> Identity:
+    """This process's place in the job: torch.distributed's rank and world (`dist`, once it is initialised), else
+    the first launcher's variables that hold a rank and a world size; the rank on its node and the node's index
+    from the same launcher where it gives them; else rank 0 of 1 (one process on its own)."""
+    host = socket.gethostname()
+    for name, rank_var, world_var, local_var, node_var in LAUNCHERS:
+        rank, world = _int(environ, rank_var), _int(environ, world_var)
+        if rank is not None and world is not None and 0 <= rank < world:
+            break
+    else:
+        name, rank, world, local_var, node_var = "none", 0, 1, None, None
+    local, node = _int(environ, local_var), _int(environ, node_var)
+    if dist is None:
+        return Identity(rank, world, local, node, host, name)
+    if tuple(dist) != (rank, world):  # the program numbered its processes itself: the launcher's numbers are not its
+        local = node = None
+    return Identity(dist[0], dist[1], local, node, host, "torch.distributed")
+
+
+def missing(records: list[RankRecord]) -> tuple[list[int], int]:
+    """(the ranks of the job that left no record here, the job's world size as its records say)."""
+    world = max((r.header.get("world_size", 1) for r in records), default=0)
+    return sorted(set(range(world)) - {r.rank for r in records}), world
+
+
+def nodes(records: list[RankRecord]) -> dict[str, list[int]]:
+    """The ranks recorded per node ('host' or 'host node N' where the launcher numbers nodes), in rank order."""
+    out: dict[str, list[int]] = {}
+    for r in sorted(records, key=lambda r: r.rank):
+        out.setdefault(r.where, []).append(r.rank)
+    return out
 
 
 class Log:
@@ -120,6 +191,12 @@ class RankRecord:
         return dict(self.header.get("env") or {})
 
     @property
+    def where(self) -> str:
+        """Its node: the host, and the node's index where the launcher gave one ('?' for records before hosts)."""
+        host, node = self.header.get("host", "?"), self.header.get("node")
+        return host if node is None else f"{host} node {node}"
+
+    @property
     def window(self) -> str:
         if self.error is not None:
             return f"the profiler did not start ({self.error})"
@@ -142,7 +219,9 @@ class RankRecord:
         outside = [s for s in self.steps if s.outside]
         profiled = [s for s in self.steps if s.profiled]
         return {
-            "rank": self.rank, "file": str(self.path), "steps": len(self.steps), "window": self.window,
+            "rank": self.rank, "host": self.header.get("host"), "node": self.header.get("node"),
+            "local_rank": self.header.get("local_rank"), "file": str(self.path), "steps": len(self.steps),
+            "window": self.window,
             "trace": str(self.trace) if self.trace else None, "cuda": self.cuda,
             "outside_ms": stats([s.ms for s in outside if s.ms is not None]),
             "outside_gpu_ms": stats([s.gpu_ms for s in outside if s.gpu_ms is not None]),

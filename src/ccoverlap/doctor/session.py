@@ -72,6 +72,8 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         failures.append(_nothing(records, cfg, out))
     result, why_none = None, ("the program ran on the CPU (no GPU kernels in its traces)" if on_cpu and not traces
                               else failures[-1] if failures else "no trace was written")
+    if line := unreached(records, out):
+        failures.append(line)
     if traces:
         result, unusable = _analyze(out, traces, cfg.comm_regex, record.processes(out, records))
         failures += unusable
@@ -105,7 +107,7 @@ def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, re
     print(_captured(out, records, traces, code))
     if any(r.steps for r in records):
         print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
-                    ["rank", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
+                    ["rank", "node", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
                     [_row(r) for r in records])
     if result is not None:
         _show(result)
@@ -164,7 +166,25 @@ def _captured(out: Path, records: list[record.RankRecord], traces: int, code: in
     if not records and not traces:
         return f"ccoverlap doctor: {ended}captured nothing in {out}"
     ranks = ", ".join(str(r.rank) for r in records) or "-"
-    return f"ccoverlap doctor: {ended}captured {traces} trace(s) and the step times of rank(s) {ranks} in {out}"
+    where = record.nodes(records)
+    across = f" on {len(where)} nodes ({'; '.join(f'{n}: {_ranks(rs)}' for n, rs in where.items())})" if len(where) > 1 else ""
+    return f"ccoverlap doctor: {ended}captured {traces} trace(s) and the step times of rank(s) {ranks}{across} in {out}"
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}"
+
+
+def unreached(records: list[record.RankRecord], out: Path) -> str | None:
+    """The line naming the ranks of the job that left nothing in `out` (None: every rank did): on a job across
+    nodes, the ranks of a node that does not share `out` write theirs on that node."""
+    lost, world = record.missing(records)
+    if not lost:
+        return None
+    hosts = ", ".join(sorted({r.header.get("host", "?") for r in records}))
+    return (f"{_ranks(lost)} of {world} left no step record in {out} (records came from {hosts}): a rank "
+            "that stepped no optimizer writes none, and on a job across nodes every node must see --out at the "
+            "same path, on a shared file system (docs/doctor.md, 'Across nodes')")
 
 
 def _nothing(records: list[record.RankRecord], cfg: DoctorConfig, out: Path) -> str:
@@ -192,7 +212,7 @@ def _ms(stats: dict | None, key: str = "median") -> str:
 
 def _row(r: record.RankRecord) -> list:
     s = r.summary()
-    return [r.rank, s["steps"], s["window"], _ms(s["outside_ms"]), _ms(s["outside_ms"], "min"),
+    return [r.rank, r.where, s["steps"], s["window"], _ms(s["outside_ms"]), _ms(s["outside_ms"], "min"),
             _ms(s["outside_ms"], "max"), _ms(s["outside_gpu_ms"]), _ms(s["profiled_ms"])]
 
 

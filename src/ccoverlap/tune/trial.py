@@ -83,6 +83,11 @@ def steps_of(records: list[record.RankRecord], skip: int, steps: int) -> tuple[t
     """(ms of each step skip+1..skip+steps, the slowest rank's; whether they are GPU times; what is missing)."""
     if not records:
         return (), False, "no Python process of the command stepped a torch.optim optimizer"
+    lost, world = record.missing(records)
+    if lost:  # the slowest rank may be the one not seen: no step time without every rank
+        ranks = ", ".join(map(str, lost))
+        return (), False, (f"rank(s) {ranks} of {world} left no step record in the trial's folder (a job across nodes "
+                           "needs --out on a file system every node shares, at the same path)")
     per_rank = []
     for r in records:
         wanted = {s.step: s for s in r.steps if skip < s.step <= skip + steps}

@@ -173,8 +173,9 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
 
 class Progress:
     """A long run's progress on stderr, `total` steps: on a terminal a bar labelled with what runs now; in a log
-    or a pipe a line as a step ends, at most one per LINE_EVERY_S (and the last, once there was one), so a log
-    of a long run shows where it is and a short run's stays quiet."""
+    or a pipe a line as a step ends, at most one per LINE_EVERY_S (and the last, once there was one), with the
+    time so far and the whole run's estimate (the mean step so far, times the steps), so a log of a long run
+    shows where it is and how long it has to go, and a short run's stays quiet."""
 
     LINE_EVERY_S = 10.0
 
@@ -216,7 +217,9 @@ class Progress:
         now = time.monotonic()
         if now - self.said >= self.LINE_EVERY_S or (done >= self.total and self.lines):
             self.said, self.lines = now, self.lines + 1
-            self.console.print(f"{self.what}: {done}/{self.total} done ({now - self.started:.0f} s)"
+            elapsed = now - self.started
+            whole = f" of ~{elapsed / done * self.total:.0f} s" if 0 < done < self.total else ""
+            self.console.print(f"{self.what}: {done}/{self.total} done ({elapsed:.0f} s{whole})"
                                + (f", last {shorten(label, 60)}" if label else ""), markup=False, highlight=False)
 
 
