@@ -58,9 +58,9 @@ def candidates(host: levers.Host) -> list[str]:
 
 def program(name: str, strategy: str | None, out: Path, host: levers.Host, cli: bool = False) -> dict:
     """One fresh run of bench/known/<name>.py, plain (strategy None) or under the strategy: with the environment
-    `ccoverlap run --strategy` gives it (control/launch.strategy_environ, the same function; without the CLI's own
+    `ccoverlap run --strategy` gives it (control/policy.for_run, the same launch; without the CLI's own
     process, which would add a torch import to every run), or through the CLI itself (`cli`)."""
-    from ccoverlap.control.launch import strategy_environ
+    from ccoverlap.control.policy import for_run
 
     path = out / f"{name}-{strategy or 'plain'}-{time.monotonic_ns()}.json"
     cmd = [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS), "--warmup",
@@ -69,7 +69,7 @@ def program(name: str, strategy: str | None, out: Path, host: levers.Host, cli: 
     if strategy and cli:
         cmd = [*CCOVERLAP, "run", "--strategy", strategy, "--", *cmd]
     elif strategy:
-        env |= strategy_environ(strategy, {}, env, host)
+        env = for_run(None, strategy, {}, host).environ(env)
     code, wall, tail = run(cmd, 120, env)
     got = json.loads(path.read_text()) if code == 0 and path.exists() else {}
     return {"strategy": strategy or "plain", "cli": cli, "code": code, "process_wall_s": wall,
