@@ -176,7 +176,7 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
         out["headroom_target_met"] = abs(reach - gain) <= max(0.02 * step, 0.25 * gain)
         nothing = 100 * reach / step < NOTHING_PCT
         out["says_nothing_to_gain"] = nothing
-        if real["best_lever"] is None:
+        if real["best_lever"] is None or 100 * gain / step < NOTHING_PCT:  # below the threshold: nothing
             out["nothing_target_met"] = nothing
         else:  # the first lever realizes the gain: the best, or within the noise of the best
             row = real["levers"].get(first) if first else None
@@ -255,7 +255,7 @@ def main() -> int:
     p.add_argument("--what", default="", help="with --combine: how the runs came about, in words")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
-    p.add_argument("--programs", default=",".join(CASES))
+    p.add_argument("--programs", default=",".join(CASES), help="comma-separated, or none (only --tune)")
     p.add_argument("--tune", default="carveout,same_name,threads,cluster,dispatch,persistent_gemm",
                    help="programs to tune, in this order, while time is left")
     p.add_argument("--tune-budget", type=float, default=1.5, help="minutes per tuning")
@@ -277,7 +277,7 @@ def main() -> int:
     doc = {"provenance": provenance.collect(), "command": sys.argv, "steps_per_run": STEPS, "warmup": WARMUP,
            "candidate_levers": here, "cuda": cuda, "programs": {}, "timing_s": {}}
     log(f"levers here: {', '.join(here)}; cuda {cuda}")
-    for name in a.programs.split(","):
+    for name in [] if a.programs == "none" else a.programs.split(","):
         case = CASES[name]
         entry = {"truth": case["truth"], "expected_lever": case["lever"]}
         if not cuda or left() < 60:
@@ -313,10 +313,11 @@ def main() -> int:
         doc["timing_s"]["dry_tune"] = time.monotonic() - t0
     tuned = []
     for name in a.tune.split(",") if cuda else []:
-        if name not in doc["programs"] or left() < a.tune_budget * 60 + 30:
+        if name not in CASES or left() < a.tune_budget * 60 + 30:
             continue
         t0 = time.monotonic()
-        doc["programs"][name]["tune"] = tune(name, a.out, a.tune_budget)
+        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"], "expected_lever": CASES[name]["lever"]})
+        entry["tune"] = tune(name, a.out, a.tune_budget)
         doc["timing_s"].setdefault(name, {})["tune"] = time.monotonic() - t0
         tuned.append(name)
         log("tune", name, json.dumps({k: doc["programs"][name]["tune"][k] for k in
