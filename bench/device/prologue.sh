@@ -8,3 +8,5 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader; date
+# the device's copy of the tree may carry a stale git HEAD: provenance is right only with CCOVERLAP_COMMIT set
+[ -n "${CCOVERLAP_COMMIT:-}" ] || echo "warning: CCOVERLAP_COMMIT is not set: provenance records the device copy's git HEAD, which may be stale"
