@@ -72,10 +72,13 @@ def test_worked_check_beside_an_8_kb_resident(kb, starts, needs_kb):
 @pytest.mark.parametrize(
     ("resident_kb", "hint", "config_kb", "starting"),
     [
-        (0, None, 16, ()),  # 16 blocks x 1 KB reserved
-        (1, None, 32, ()),  # 16 x 2 KB
+        (0, None, 64, ()),  # 16 blocks of 1 KB (the reserve), each counted at 2.5 KB: 40 KB -> 64
+        (1, None, 64, ()),  # 16 x 2 KB, counted at 2.5 KB each -> 64
         (32, None, 228, (8, 24, 48, 64, 104, 120, 160)),  # 6 x 33 = 198: all that fit by capacity
-        (0, 0, 8, ()),  # 0 KB asked for; one block needs 1 KB -> 8 KB
+        (0, 0, 64, ()),  # a kernel without shared memory takes hint 0 as no hint
+        (1, 0, 8, ()),  # 0 KB asked for; one 2 KB block -> 8 KB
+        (1, 25, 132, (8, 120)),  # at most the 1 KB reserve: twice the hint, 50% = 114 KB -> 132
+        (1, 50, 228, (8, 24, 48, 64, 104, 120, 160)),  # twice 50%: all that fit by capacity
         (0, 25, 64, ()),  # 57 KB -> 64
         (0, 50, 132, (8, 120)),  # 114 KB -> 132
         (0, 75, 196, (8, 48, 64, 120, 160)),  # 171 KB -> 196
@@ -146,12 +149,12 @@ def test_carveout_hint_is_the_largest_hint_of_the_smallest_configuration_that_wo
 # --- the planner names the hint -----------------------------------------------------------------
 
 def test_plan_names_carveout_hint_when_only_the_configuration_blocks():
-    # 10 blocks of 192 threads leave 4 warps; their 10 KB keep the SM at 16 KB, and 16 comm
-    # blocks of 9 KB need 144 -> 164 KB: the largest hint that rounds up to 164 KB is 71%.
+    # 10 blocks of 192 threads leave 4 warps; their 10 KB, counted at 2.5 KB a block, keep the SM at
+    # 32 KB, and 16 comm blocks of 9 KB need 144 -> 164 KB: the largest hint that rounds up to 164 KB is 71%.
     p = plan("h200", KernelFootprint(192, 16), KernelFootprint(128, 16, 0, 8 * KB, grid=16))
     assert p.feasible and p.pad_bytes == 0 and p.carveout.blocking == CARVEOUT and p.carveout_hint == 71
     assert "fit by capacity" in p.explain() and "Fix: carveout-hint 71" in p.explain()
-    assert p.to_dict()["carveout"]["config"] == 16 * KB
+    assert p.to_dict()["carveout"]["config"] == 32 * KB
 
 
 def test_the_nccl_pad_needs_the_hint_too():
@@ -346,26 +349,19 @@ def test_a_table_row_predicts_again_from_what_it_records():
 
 # --- the recorded table -------------------------------------------------------------------------
 
-# Where the model is conservative (docs/occupancy.md, "Where the model is conservative"): resident
-# footprints whose SMs measured a larger configuration than the model gives them, so comm kernels that
-# the model keeps waiting started. Rows measured "starts" where the model says "waits", per class.
+# Where the model is conservative (docs/occupancy.md, "Against the H200 table"): resident footprints
+# whose SMs measured a larger configuration than the model gives them, so comm kernels that the model
+# keeps waiting started. Rows measured "starts" where the model says "waits", per class.
 CONSERVATIVE = {
-    "1 KB resident, hint 25-75 %": 171,  # measured 132 / 228 / 228 KB, modelled 64 / 132 / 196
-    "0 KB resident of 128 or 256 threads, no hint or hint 0": 16,  # measured 32-64 KB, modelled 16 or 8
-    "1 KB resident of 256 threads, no hint": 4,  # measured 32-64 KB, modelled 16
-    "8 KB resident of 256 threads, no hint": 6,  # measured 132 KB, modelled 100
+    "8 KB resident of 256 threads, no hint": 6,  # measured 132 KB, modelled 8 x 9 = 72 -> 100
 }
 
 
 def conservative_class(row: dict) -> str | None:
     """The CONSERVATIVE class of a table row's resident footprint, None outside them all."""
     kb, hint, threads = row["resident_smem"] // KB, row["resident_hint"], row["resident_threads"]
-    if kb == 1 and hint in (25, 50, 75):
-        return "1 KB resident, hint 25-75 %"
-    if kb == 0 and hint in (None, 0) and threads in (128, 256):
-        return "0 KB resident of 128 or 256 threads, no hint or hint 0"
-    if kb in (1, 8) and hint is None and threads == 256:
-        return f"{kb} KB resident of 256 threads, no hint"
+    if kb == 8 and hint is None and threads == 256:
+        return "8 KB resident of 256 threads, no hint"
     return None
 
 
