@@ -13,7 +13,7 @@ from ccoverlap.gpu import cuda_driver as cu
 from ccoverlap.lab import carveout_sweep as sweep
 from ccoverlap.cli import main
 from ccoverlap.model.limits import PRESETS, read_live
-from ccoverlap.model.occupancy import CARVEOUT, beside, carveout_hint, fits_beside, hinted_config
+from ccoverlap.model.occupancy import CARVEOUT, beside, carveout_hint, fits_beside, full_occupancy_config, hinted_config
 from test_limits import FakeDriver
 
 KB = 1024
@@ -91,6 +91,31 @@ def test_the_resident_configuration_and_who_starts_beside_it(resident_kb, hint, 
     assert hinted_config(H200, resident, hint) == config_kb * KB
     fits = [kb for kb in (8, 24, 48, 64, 104, 120, 160) if fits_beside("h200", resident, comm(kb), resident_hint=hint)]
     assert tuple(fits) == starting
+
+
+def test_the_unhinted_configuration_counts_each_block_at_2_5_kb_and_a_newcomers_need_does_not():
+    assert hinted_config(H200, KernelFootprint(1024, 8, grid=132), None) == 8 * KB  # 2 blocks x 2.5 KB
+    assert hinted_config(H200, KernelFootprint(256, 8, grid=132), None) == 32 * KB  # 8 x 2.5 = 20 KB
+    assert hinted_config(H200, KernelFootprint(64, 8, grid=132), None) == 100 * KB  # 32 x 2.5 = 80 KB
+    assert hinted_config(H200, KernelFootprint(256, 8, 0, 8 * KB, grid=132), None) == 100 * KB  # 8 x 9 KB as they are
+    assert full_occupancy_config(H200, KernelFootprint(256, 8)) == 8 * KB  # 8 x 1 KB: comm kernels of 0 B need no more
+
+
+@pytest.mark.parametrize(
+    ("static", "dynamic", "hint", "config_kb"),
+    [
+        (0, 1 * KB, 25, 132),  # measured: twice 25% = 114 KB -> 132
+        (1 * KB, 0, 25, 132),  # static shared memory counts the same (not measured)
+        (0, 512, 50, 228),  # below the reserve: doubled too (a prediction)
+        (0, 1 * KB + 128, 25, 64),  # above the reserve: the plain hint, 57 KB -> 64
+        (0, 2 * KB, 75, 196),
+        (0, 1 * KB, 0, 8),  # twice 0 is 0: one block's configuration
+        (0, 0, 0, 64),  # no shared memory: hint 0 is no hint (16 blocks x 2.5 KB -> 64)
+        (0, 0, 1, 8),  # 2 KB asked for: one 1 KB block -> 8
+    ],
+)
+def test_the_hints_exceptions_follow_the_kernels_own_shared_memory(static, dynamic, hint, config_kb):
+    assert hinted_config(H200, KernelFootprint(128, 8, static, dynamic, grid=132), hint) == config_kb * KB
 
 
 @pytest.mark.parametrize(
