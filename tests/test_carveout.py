@@ -12,6 +12,7 @@ from ccoverlap import KernelFootprint, UsageError, plan
 from ccoverlap.gpu import cuda_driver as cu
 from ccoverlap.lab import carveout_sweep as sweep
 from ccoverlap.cli import main
+from ccoverlap.model import occupancy as occupancy_module
 from ccoverlap.model.limits import PRESETS, read_live
 from ccoverlap.model.occupancy import CARVEOUT, beside, carveout_hint, fits_beside, full_occupancy_config, hinted_config
 from test_limits import FakeDriver
@@ -416,3 +417,20 @@ def test_every_recorded_case_matches_the_model(table):
 def test_quick_sweep_on_this_gpu_agrees_with_the_model():
     dev, rows = sweep.sweep(sweep.cases(quick=True))
     assert all(r.agree and r.consistent for r in rows), sweep.summary(dev, rows)
+
+
+@pytest.mark.skipif(not TABLES, reason="no carveout table yet")
+def test_the_table_bounds_the_per_block_minimum_to_2_to_4_kb(monkeypatch):
+    """docs/occupancy.md, "Against the H200 table": any minimum in (2, 4] KB gives the same answers on
+    every row; at 2 KB the 256-thread residents of 0 and 1 KB miss, past 4 KB the 128-thread ones."""
+    data = json.loads(TABLES[0].read_text())
+    rows = [row for r in data["rows"] if (row := dict(zip(data["columns"], r)))["resident_hint"] in (None, 0)]  # the rest keep no minimum
+
+    def wrong_at(minimum: int) -> int:
+        monkeypatch.setattr(occupancy_module, "CONFIG_MIN_PER_BLOCK", minimum)
+        return sum(sweep.predict(H200, *sweep.unflat(r)).fits != (r["outcome"] == "starts") for r in rows)
+
+    left = sum(CONSERVATIVE.values())
+    assert wrong_at(2 * KB + 128) == wrong_at(4 * KB) == left
+    assert wrong_at(2 * KB) == left + 12
+    assert wrong_at(4 * KB + 128) > left
