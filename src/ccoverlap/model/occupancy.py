@@ -160,24 +160,38 @@ def smem_config(device: DeviceLimits, nbytes: int) -> int:
 def full_occupancy_config(device: DeviceLimits, kernel: KernelFootprint) -> int:
     """The configuration that lets `kernel` reach its own maximum blocks per SM.
 
-    Without a hint, the driver gives a kernel this configuration, and a kernel
-    starts only on an SM configured with at least this much (measured on an H200).
+    A kernel starts only on an SM configured with at least this much (measured on an H200).
     """
     occ = occupancy(device, kernel)
     return smem_config(device, occ.blocks * occ.smem_per_block)
 
 
-def hinted_config(device: DeviceLimits, kernel: KernelFootprint, hint: int | None) -> int:
-    """The configuration an SM takes for `kernel` with its preferred carveout `hint` (percent).
+#: The least shared memory (bytes) a block counts for when the driver picks an unhinted kernel's
+#: configuration (not for what a newcomer needs, nor for capacity). Measured on an H200
+#: (docs/occupancy.md, "Against the H200 table"): kernels of 0 or 1 KB of 128 and 256 threads get
+#: 32-64 KB, which bounds it to (2, 4] KB; 2.5 KB is the middle of the (1, 4] KB that the 128- and
+#: 1,024-thread residents alone allow.
+CONFIG_MIN_PER_BLOCK = 2560
 
-    The hint asks for hint% of the largest configuration, rounded up to one the
-    SM supports; where one block would not fit there, the driver takes the
-    smallest configuration that holds one (CUDA's cuda_occupancy.h does the same).
+
+def hinted_config(device: DeviceLimits, kernel: KernelFootprint, hint: int | None) -> int:
+    """The configuration an SM takes for `kernel` with its preferred carveout `hint` (percent, None: not set).
+
+    Without a hint: room for the kernel's own maximum blocks per SM, each block
+    counted at `CONFIG_MIN_PER_BLOCK` at least. With a hint: hint% of the largest
+    configuration, rounded up to one the SM supports, but at least the smallest
+    configuration that holds one block (CUDA's cuda_occupancy.h does the same).
+    Measured on an H200, beyond cuda_occupancy.h: a kernel without shared memory
+    takes hint 0 as no hint, and one whose shared memory is at most the per-block
+    reserve (1 KB) gets twice its hint (25% -> 132 KB, 50% and 75% -> 228 KB).
     """
-    if hint is None:
-        return full_occupancy_config(device, kernel)
-    one_block = occupancy(device, kernel).smem_per_block
-    return smem_config(device, max(hint * device.smem_per_sm // 100, one_block))
+    occ = occupancy(device, kernel)
+    own = kernel.static_smem + kernel.dynamic_smem
+    if hint is None or (hint == 0 and not own):
+        return smem_config(device, occ.blocks * max(occ.smem_per_block, CONFIG_MIN_PER_BLOCK))
+    doubled = 0 < own <= device.smem_reserved_per_block
+    asked = min((2 if doubled else 1) * hint * device.smem_per_sm // 100, device.smem_per_sm)
+    return smem_config(device, max(asked, occ.smem_per_block))
 
 
 def beside(
