@@ -362,3 +362,24 @@ def test_whatever_goes_wrong_in_the_capture_is_one_line_never_the_programs_step(
     err = capfd.readouterr().err
     assert not broken.enabled and broken.done == 2 and err.count("\n") == 1
     assert err.startswith("ccoverlap doctor: the capture stopped: ZeroDivisionError")
+
+
+def test_a_world_emulated_in_one_process_expects_no_other_records(tmp_path):
+    """The bench's emulation (and any fake group) keeps its store in the process: its record claims rank 0 of 8,
+    and the doctor and the tuner must not wait for seven processes that do not exist; a real world still does."""
+    import torch.distributed as dist
+
+    from ccoverlap.doctor import capture
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        me = capture._identity()
+    finally:
+        dist.destroy_process_group()
+    assert me.in_process and me.header()["in_process"] is True
+    emulated = record.Log(tmp_path / "emulated", 0, {"world_size": 8, "in_process": True, "skip": 1, "steps": 1})
+    emulated.write({"step": 1, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": True})
+    assert record.missing(record.read_all(tmp_path / "emulated")[0]) == ([], 0)
+    real = record.Log(tmp_path / "real", 0, {"world_size": 8, "in_process": False, "skip": 1, "steps": 1})
+    real.write({"step": 1, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": True})
+    assert record.missing(record.read_all(tmp_path / "real")[0]) == ([1, 2, 3, 4, 5, 6, 7], 8)

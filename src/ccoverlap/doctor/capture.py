@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import collections
 import ctypes
+import dataclasses
 import os
 import signal
 import sys
@@ -62,7 +63,17 @@ def _identity() -> Identity:
     import torch.distributed as dist
 
     initialised = dist.is_available() and dist.is_initialized()
-    return identity(os.environ, (dist.get_rank(), dist.get_world_size()) if initialised else None)
+    me = identity(os.environ, (dist.get_rank(), dist.get_world_size()) if initialised else None)
+    return dataclasses.replace(me, in_process=True) if initialised and _store_in_process(dist) else me
+
+
+def _store_in_process(dist) -> bool:
+    """The default group's store is a HashStore, which only this process can reach: every rank of the group is
+    this process (an emulation, a fake group), so no other process of it will write a record."""
+    store = dist.distributed_c10d._get_default_store()
+    while isinstance(store, dist.PrefixStore):
+        store = store.underlying_store
+    return isinstance(store, dist.HashStore)
 
 
 def _cuda_in_use() -> bool:

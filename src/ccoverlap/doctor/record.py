@@ -66,10 +66,11 @@ class Identity:
     node: int | None  # the node's index in the job, where the launcher numbers nodes
     host: str
     source: str  # torch.distributed, or the launcher whose variables said so
+    in_process: bool = False  # the group's store lives in this process: its other ranks are emulated here
 
     def header(self) -> dict:
         return {"world_size": self.world, "local_rank": self.local_rank, "node": self.node, "host": self.host,
-                "rank_from": self.source}
+                "rank_from": self.source, "in_process": self.in_process}
 
 
 def _int(environ: Mapping[str, str], name: str | None) -> int | None:
@@ -99,8 +100,9 @@ def identity(environ: Mapping[str, str], dist: tuple[int, int] | None = None) ->
 
 
 def missing(records: list[RankRecord]) -> tuple[list[int], int]:
-    """(the ranks of the job that left no record here, the job's world size as its records say)."""
-    world = max((r.header.get("world_size", 1) for r in records), default=0)
+    """(the ranks of the job that left no record here, the job's world size as its records say). A record whose
+    group lived in its own process (an emulated world) expects no other process."""
+    world = max((r.header.get("world_size", 1) for r in records if not r.header.get("in_process")), default=0)
     return sorted(set(range(world)) - {r.rank for r in records}), world
 
 
