@@ -3,6 +3,7 @@ communication kernel's wait, on every folder of recorded traces."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,22 @@ def test_workers_on_a_run_of_many_ranks_with_skew(tmp_path):
     one, two = outcome(tmp_path, 1), outcome(tmp_path, 3)
     assert len(one[0]) == 8 and any(c["skew_us"] > 0 for r in one[0] for c in r["comm_kernels"])
     assert close(two, one)
+
+
+def test_progress_lines_say_files_done_and_mb_per_s_off_a_terminal(capsys, monkeypatch):
+    from ccoverlap.cli import main
+    from ccoverlap.util import output
+
+    monkeypatch.setattr(output.Progress, "LINE_EVERY_S", 0.0)
+    code = main(["analyze", str(ROOT / "tests" / "data" / "traces" / "h200" / "default"), "--json", "--jobs", "2"])
+    err = capsys.readouterr().err
+    assert code == 0 and "analyze: 2/2 done" in err and re.search(r"\d+ MB at \d+ MB/s", err)
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_jobs_below_one_is_a_one_line_error(capsys, jobs):
+    from ccoverlap.cli import main
+
+    code = main(["analyze", str(ROOT / "tests" / "data" / "traces" / "h200" / "default"), "--jobs", jobs])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == f"ccoverlap analyze: error: --jobs {jobs}: valid 1 or more"

@@ -11,7 +11,8 @@ collective) runs on the parts.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -24,6 +25,7 @@ from ccoverlap.doctor.analysis.trace import (Classifier, Problem, Trace, analyse
                                              read_traces, unlaunched)
 from ccoverlap.doctor.record import alone_trace
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import Progress
 
 if TYPE_CHECKING:
     from ccoverlap.doctor.record import Process
@@ -107,14 +109,15 @@ def _classifier(comm_regex: str | None) -> Classifier:
 
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
             comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None, jobs: int = 1,
-            keep_traces: bool = True, progress: Callable[[Part], None] | None = None) -> Analysis:
+            keep_traces: bool = True, progress: bool = False) -> Analysis:
     """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics and diagnoses.
 
     `comm_cluster`: the communication kernels' cluster size, where the caller knows it; `processes`: rank -> what
     the doctor knows of that rank's process (what the launch interposer saw it launch, its variables; for ROOT's
     own traces). The traces record neither: without them NCCL's default cluster is assumed, and said.
     `jobs`: worker processes for the first passes (1: this process). A baseline, and traces kept, need every
-    rank's model in this process: with either, the first passes run here. `progress` is called as each file is done.
+    rank's model in this process: with either, the first passes run here. `progress`: files done and MB/s on
+    stderr (util.output.Progress: a bar on a terminal, else a line every few seconds).
     """
     classifier = _classifier(comm_regex)
     found = discover(root)
@@ -123,16 +126,13 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     in_process = jobs <= 1 or base is not None or keep_traces
     tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == root.name else None, base,
                          keep_traces)) for name, files in found.items() for path in files]
-    if in_process:
-        parts = []
-        for _, task in tasks:
-            parts.append(part := first(task))
-            if progress:
-                progress(part)
-    else:
-        from ccoverlap.doctor.analysis.parallel import run
+    with _Pace(len(tasks), progress) as pace:
+        if in_process:
+            parts = [pace(first(task)) for _, task in tasks]
+        else:
+            from ccoverlap.doctor.analysis.parallel import run
 
-        parts = run(first, [task for _, task in tasks], jobs, progress)
+            parts = run(first, [task for _, task in tasks], jobs, pace)
     by_strategy: dict[str, list[Part]] = {}
     for (name, _), part in zip(tasks, parts, strict=True):
         by_strategy.setdefault(name, []).append(part)
@@ -168,6 +168,30 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
         if keep_traces else {}
     return Analysis(kept, base, results, problems, absent, alone_matches,
                     {name: {rank: part.path for rank, part in ranks.items()} for name, ranks in strategies.items()})
+
+
+class _Pace:
+    """Files done and MB/s read so far, on stderr where asked."""
+
+    def __init__(self, total: int, show: bool):
+        self.bar = Progress("analyze", total) if show else None
+        self.mb, self.started = 0.0, time.monotonic()
+
+    def __enter__(self) -> _Pace:
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, part: Part) -> Part:
+        self.mb += part.mb
+        if self.bar:
+            rate = self.mb / max(time.monotonic() - self.started, 1e-9)
+            self.bar.advance(f"{part.path.name}, {self.mb:.0f} MB at {rate:.0f} MB/s")
+        return part
 
 
 def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:

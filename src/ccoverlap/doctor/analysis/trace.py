@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -118,6 +118,10 @@ class Trace:
     # by launch (doctor/analysis/alone.py); None where no alone window was measured. A launch missing from it was
     # not matched: its time alone is unknown, never inferred from other launches.
     alone_us: Mapping[int, float] | None = field(default=None, repr=False)
+
+    # computed once a trace (every analysis asks): see analysed_indices
+    analysed_indices = cached_property(lambda self: _analysed_indices(self))
+    analysed_kernels = cached_property(lambda self: tuple(self.kernels[i] for i in self.analysed_indices))
 
 
 @dataclass(frozen=True)
@@ -410,10 +414,10 @@ def _short(exc: BaseException) -> str:
 
 def analysed_kernels(trace: Trace) -> tuple[KernelEvent, ...]:
     """The kernels HTA analyses (see analysed_indices)."""
-    return tuple(trace.kernels[i] for i in analysed_indices(trace))
+    return trace.analysed_kernels
 
 
-def analysed_indices(trace: Trace) -> list[int]:
+def analysed_indices(trace: Trace) -> tuple[int, ...]:
     """The kernels HTA analyses, as indices into trace.kernels: with two or more profiler steps, those launched
     before the last one.
 
@@ -425,12 +429,16 @@ def analysed_indices(trace: Trace) -> list[int]:
     reads it as a CPU event, so work launched in the last step before the GPU
     reached it still counts.
     """
+    return trace.analysed_indices
+
+
+def _analysed_indices(trace: Trace) -> tuple[int, ...]:
     if len({name for name, _ in trace.steps}) < 2:
-        return list(range(len(trace.kernels)))
+        return tuple(range(len(trace.kernels)))
     last_start = max(ts for _, ts in trace.steps)
     launches = trace.launches
-    return [i for i, k in enumerate(trace.kernels)
-            if (call := launches.get(k.correlation)) is not None and call.ts < last_start]
+    return tuple(i for i, k in enumerate(trace.kernels)
+                 if (call := launches.get(k.correlation)) is not None and call.ts < last_start)
 
 
 def unlaunched(trace: Trace) -> list[KernelEvent]:
