@@ -142,10 +142,13 @@ class StepReplay:
     index: tuple[int, ...]  # the step's kernels (indices into trace.kernels), in node order
     nodes: tuple[tuple, ...]  # (release, measured duration, deps, after, measured wait) per kernel
     measured_end: float
+    replayed_end: float = math.nan  # replayed with nothing removed (computed once, in the rank's first pass)
 
     def end(self, waits: frozenset[int], durations: Mapping[int, float]) -> float:
         """The replayed end with the kernels in `waits` started as early as allowed and those in `durations`
         given that duration (kernel indices; the rest as measured)."""
+        if not waits and not durations and not math.isnan(self.replayed_end):
+            return self.replayed_end
         pos = {i: n for n, i in enumerate(self.index)}
         w = {pos[i]: 0.0 for i in waits if i in pos}
         d = {pos[i]: t for i, t in durations.items() if i in pos}
@@ -402,7 +405,8 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
-        return StepReplay(tuple(idx), tuple(nodes), max(kernels[i].end for i in idx))
+        replay = StepReplay(tuple(idx), tuple(nodes), max(kernels[i].end for i in idx))
+        return dataclasses.replace(replay, replayed_end=replay.end(frozenset(), {}))
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:
         """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
@@ -442,8 +446,8 @@ class Pending:
         found and every known one removed in the steps' replays."""
         comm = []
         for c, exposed, skew, fewest in zip(self.comm, self.exposed, skews, alone, strict=True):
-            c = dataclasses.replace(c, uncontended_us=fewest, skew_us=skew)
-            comm.append(dataclasses.replace(c, exposed=split_exposed(exposed, c, skew)))
+            comm.append(dataclasses.replace(c, uncontended_us=fewest, skew_us=skew,
+                                            exposed=split_exposed(exposed, c, skew, fewest)))
         mechanisms = self._mechanisms(comm)
         everything = [m for m in mechanisms.values() if m.known]
         waits = frozenset().union(*(m.waits for m in everything))
@@ -516,16 +520,17 @@ def overlapping(kernels: Sequence[KernelEvent], merged: Sequence[Interval]) -> l
     return out
 
 
-def split_exposed(exposed: float, c: CommWait, skew_us: float) -> dict[str, float]:
+def split_exposed(exposed: float, c: CommWait, skew_us: float, uncontended_us: float | None) -> dict[str, float]:
     """A collective's exposed time (us) in PARTS: first its wait for SMs (counted only where compute ran while it
     waited, its dependencies are resolved and the wait is more than launch latency), then its wait for a late
-    peer (skew), then its slowdown beyond that; the rest is dependency: it ran with nothing to overlap."""
+    peer (skew), then its slowdown beyond its time alone (the ranks' fewest); the rest is dependency: it ran
+    with nothing to overlap."""
     left = exposed
     sm = min(left, c.sm_wait_us if c.blocked_by and c.cause is not Cause.NONE and not c.unresolved else 0.0)
     left -= sm
     skew = min(left, skew_us)
     left -= skew
-    slow = min(left, max(0.0, c.kernel.dur - c.uncontended_us - skew_us)) if c.uncontended_us else 0.0
+    slow = min(left, max(0.0, c.kernel.dur - uncontended_us - skew_us)) if uncontended_us else 0.0
     return {"sm_wait": sm, "slowdown": slow, "dependency": left - slow, "skew": skew}
 
 
