@@ -119,9 +119,14 @@ class Trace:
     # not matched: its time alone is unknown, never inferred from other launches.
     alone_us: Mapping[int, float] | None = field(default=None, repr=False)
 
-    # computed once a trace (every analysis asks): see analysed_indices
-    analysed_indices = cached_property(lambda self: _analysed_indices(self))
-    analysed_kernels = cached_property(lambda self: tuple(self.kernels[i] for i in self.analysed_indices))
+    @cached_property
+    def analysed_indices(self) -> tuple[int, ...]:
+        """See the function analysed_indices: computed once a trace, as every analysis asks for it."""
+        return _analysed_indices(self)
+
+    @cached_property
+    def analysed_kernels(self) -> tuple[KernelEvent, ...]:
+        return tuple(self.kernels[i] for i in self.analysed_indices)
 
 
 @dataclass(frozen=True)
