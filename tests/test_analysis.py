@@ -301,8 +301,9 @@ def test_short_kernel_names(name, short):
     assert short_name(name) == short
 
 
-def test_parse_is_streamed_in_less_memory_than_twice_the_file(tmp_path):
-    """The issue's bound (2x the file) on a ~10 MB kernel-dense trace; docs/analysis.md has the 1 GB figures."""
+def test_parse_takes_less_memory_than_twice_the_file(tmp_path):
+    """The file is decoded whole (msgspec), each event one at a time: 2x the file on a ~10 MB kernel-dense trace
+    (docs/analysis.md, "Speed")."""
     import tracemalloc
 
     kernels, steps = ks.random_run(9, 1500)

@@ -177,8 +177,8 @@ def test_enable_refuses_a_pathological_policy_in_one_line(tmp_path):
 
 
 def test_analyze_refuses_a_deeply_nested_trace_within_bounded_memory(tmp_path):
-    """Nesting is refused as the file streams by (a C scan of each chunk), before ijson's per-level paths cost
-    memory: run under a 4 GiB address-space limit, which the unbounded reader overran many times over."""
+    """Nesting is refused within the decoder's bound on depth, before it costs memory: run under a 4 GiB
+    address-space limit, which an unbounded reader (ijson's per-level paths) overran many times over."""
     (tmp_path / "rank0_trace.json").write_text('{"traceEvents": [{"args": ' + DEEP + "}]}")
 
     def limit():
@@ -187,7 +187,7 @@ def test_analyze_refuses_a_deeply_nested_trace_within_bounded_memory(tmp_path):
     out = subprocess.run([sys.executable, "-m", "ccoverlap", "analyze", str(tmp_path)], env=clean_env(), text=True,
                          capture_output=True, timeout=120, preexec_fn=limit)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "rank0_trace.json: skipped: nested deeper than 64 levels: not a Chrome trace" in out.stderr
+    assert "rank0_trace.json: skipped: nested too deeply: not a Chrome trace" in out.stderr
 
 
 def test_progress_says_what_runs_in_lines_where_stderr_is_no_terminal(capsys, monkeypatch):

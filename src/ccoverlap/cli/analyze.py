@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -42,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
                    "communication, besides NCCL's and RCCL's")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
+                   "--baseline and --report run in one process: both need every rank's trace model")
     p.set_defaults(run=run)
 
 
@@ -51,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
     from ccoverlap.doctor.analysis.trace import short_name
 
     comm.check(args.comm_regex)  # before any trace is read
-    result = analyze(args.dir, args.baseline, args.comm_regex)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
+    result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs, keep_traces=bool(args.report),
+                     progress=True)
     for problem in result.problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)
     if not result.ranks:

@@ -224,7 +224,7 @@ def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: d
         result = analyze(out, None, comm_regex, processes=processes)
     except UsageError as exc:
         return None, [str(exc)]
-    used = {t.path.name for ranks in result.strategies.values() for t in ranks.values()}
+    used = {p.name for ranks in result.files.values() for p in ranks.values()}
     unusable = {p.name for p in traces} - used
     failures: dict[str, str] = {}  # one line a file: why it was skipped
     for problem in result.problems:

@@ -9,6 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
 from rich.console import Console
 from rich.table import Table
 
@@ -118,8 +119,18 @@ def check_new_folder(path: str | Path, flag: str) -> Path:
 
 
 def print_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    """`obj` as indented JSON, made in one call (orjson: an analysis of many ranks is hundreds of thousands of
+    values, which json.dump writes one by one) and written in 8 KiB pieces; json where orjson refuses a value
+    (an integer beyond 64 bits)."""
+    try:
+        text = orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+                            | orjson.OPT_PASSTHROUGH_DATACLASS).decode()
+    except TypeError:
+        text = json.dumps(obj, indent=2, default=str)
+    text += "\n"
+    for at in range(0, len(text), 8192):  # a reader that leaves mid-write ends one piece short: the next one says so
+        sys.stdout.write(text[at:at + 8192])
+        sys.stdout.flush()
 
 
 #: the width of a table printed to a log or a pipe (a terminal's own width otherwise): what a person reads

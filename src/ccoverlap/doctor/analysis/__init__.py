@@ -4,22 +4,28 @@ Traces are parsed once into a small model (`trace`), analyses are pure
 functions of it (`metrics`), pictures (`plots`) and the report (`report`) are
 separate and import matplotlib only when asked for. A trace with an alone window
 beside it (the doctor's, `doctor.record.alone_trace`) gets each launch's time
-alone from it (`alone`).
+alone from it (`alone`). Each file's first pass (read, alone window, the rank's
+own analysis) returns a compact `Part`; with `jobs` > 1 worker processes run
+them (`parallel`), and the cross-rank pass (skew, the fewest time alone of a
+collective) runs on the parts.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ccoverlap.doctor.analysis.alone import Match, with_alone
-from ccoverlap.doctor.analysis.contention import diagnose
-from ccoverlap.doctor.analysis.metrics import RankMetrics, rank_metrics
+from ccoverlap.doctor.analysis.contention import Pending, across_ranks, first_pass
+from ccoverlap.doctor.analysis.metrics import Measured, RankMetrics, measure
 from ccoverlap.doctor.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
                                              read_traces, unlaunched)
 from ccoverlap.doctor.record import alone_trace
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import Progress
 
 if TYPE_CHECKING:
     from ccoverlap.doctor.record import Process
@@ -27,83 +33,207 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Analysis:
-    strategies: dict[str, dict[int, Trace]]  # strategy -> rank -> trace (strategies with a usable trace)
+    # strategy -> rank -> trace (strategies with a usable trace); kept only where asked (keep_traces: the report
+    # draws each rank's kernels), else empty
+    strategies: dict[str, dict[int, Trace]]
     baseline: dict[int, Trace] | None
     ranks: list[RankMetrics]
     problems: list[Problem]
     missing_ranks: dict[str, list[int]]  # strategy -> ranks of its world with no usable trace (only where some are)
     alone: dict[tuple[str, int], Match] = field(default_factory=dict)  # (strategy, rank) -> its alone window matched
+    files: dict[str, dict[int, Path]] = field(default_factory=dict)  # strategy -> rank -> the file analysed
+
+
+@dataclass(frozen=True)
+class Task:
+    """One trace file's first pass, as a worker process gets it."""
+
+    strategy: str
+    path: Path
+    comm_regex: str | None  # (a Classifier holds a compiled regex, which does not pickle)
+    comm_cluster: int | None
+    processes: Mapping[int, Process] | None  # rank -> what the doctor knows of its process (ROOT's own traces)
+    baseline: Mapping[int, Trace] | None  # rank -> the baseline's trace (in one process only: see analyze)
+    keep_trace: bool
+
+
+@dataclass(frozen=True)
+class Part:
+    """One trace file's first pass, compact: what the cross-rank pass and the output need of it."""
+
+    path: Path
+    mb: float  # the file's size (MB), for the progress line
+    rank: int | None = None  # None: unusable (`skipped` says why)
+    world_size: int | None = None
+    skipped: Problem | None = None
+    notes: tuple[Problem, ...] = ()  # the reader's
+    unlaunched: Problem | None = None
+    empty: bool = False  # no kernel launched before the last profiler step: skipped
+    alone: tuple[Problem, ...] = ()  # its alone window's notes
+    match: Match | None = None
+    pending: Pending | None = None
+    measured: Measured | None = None
+    trace: Trace | None = None  # where kept
+
+
+def first(task: Task) -> Part:
+    """Read one trace and analyse its rank as far as the rank alone tells (its alone window included)."""
+    path, classifier = task.path, _classifier(task.comm_regex)
+    mb = path.stat().st_size / 1e6 if path.exists() else 0.0
+    try:
+        trace = read_trace(path, classifier)
+    except UsageError as exc:
+        return Part(path, mb, skipped=Problem(path, f"skipped: {exc}"))
+    notes = tuple(Problem(path, note) for note in trace.notes)
+    gap = None
+    if missing := unlaunched(trace):
+        kinds = ", ".join(sorted({k.kind.value for k in missing}))
+        gap = Problem(path, f"{len(missing)} GPU kernel(s) ({kinds}) have no launch call in the trace: left out, "
+                      "as HTA leaves them out")
+    if not analysed_kernels(trace):
+        return Part(path, mb, trace.rank, trace.world_size, notes=notes, unlaunched=gap, empty=True)
+    alone: list[Problem] = []
+    trace, match = _with_alone(trace, classifier, alone)
+    process = (task.processes or {}).get(trace.rank)
+    pending = first_pass(trace, task.comm_cluster, process)
+    base = task.baseline.get(trace.rank) if task.baseline else None
+    measured = measure(task.strategy, trace, base, pending.provisional())
+    return Part(path, mb, trace.rank, trace.world_size, None, notes, gap, False, tuple(alone), match, pending,
+                measured, trace if task.keep_trace else None)
+
+
+@cache
+def _classifier(comm_regex: str | None) -> Classifier:
+    return Classifier.with_user_regex(comm_regex)
 
 
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
-            comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None) -> Analysis:
+            comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None, jobs: int = 1,
+            keep_traces: bool = True, progress: bool = False) -> Analysis:
     """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics and diagnoses.
 
     `comm_cluster`: the communication kernels' cluster size, where the caller knows it; `processes`: rank -> what
     the doctor knows of that rank's process (what the launch interposer saw it launch, its variables; for ROOT's
-    own traces). The traces record neither: without them NCCL's default cluster is assumed, and said."""
-    classifier = Classifier.with_user_regex(comm_regex)
+    own traces). The traces record neither: without them NCCL's default cluster is assumed, and said.
+    `jobs`: worker processes for the first passes (1: this process). A baseline, and traces kept, need every
+    rank's model in this process: with either, the first passes run here. `progress`: files done and MB/s on
+    stderr (util.output.Progress: a bar on a terminal, else a line every few seconds).
+    """
+    classifier = _classifier(comm_regex)
     found = discover(root)
     problems: list[Problem] = []
+    base, base_problems = (_baseline(baseline, found, classifier) if baseline is not None else (None, []))
+    in_process = jobs <= 1 or base is not None or keep_traces
+    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == root.name else None, base,
+                         keep_traces)) for name, files in found.items() for path in files]
+    with _Pace(len(tasks), progress) as pace:
+        if in_process:
+            parts = [pace(first(task)) for _, task in tasks]
+        else:
+            from ccoverlap.doctor.analysis.parallel import run
+
+            parts = run(first, [task for _, task in tasks], jobs, pace)
+    by_strategy: dict[str, list[Part]] = {}
+    for (name, _), part in zip(tasks, parts, strict=True):
+        by_strategy.setdefault(name, []).append(part)
     alone_matches: dict[tuple[str, int], Match] = {}
-    strategies: dict[str, dict[int, Trace]] = {}
+    strategies: dict[str, dict[int, Part]] = {}
     absent: dict[str, list[int]] = {}
-    for name, files in found.items():
-        traces, bad = read_traces(files, classifier)
-        problems += bad
-        for rank, trace in list(traces.items()):
-            if missing := unlaunched(trace):
-                kinds = ", ".join(sorted({k.kind.value for k in missing}))
-                problems.append(Problem(trace.path, f"{len(missing)} GPU kernel(s) ({kinds}) have no launch call "
-                                        "in the trace: left out, as HTA leaves them out"))
-            if not analysed_kernels(trace):
-                problems.append(Problem(trace.path, "skipped: no GPU kernel launched before the last profiler step"))
-                del traces[rank]
-        for rank, trace in list(traces.items()):
-            traces[rank] = _with_alone(trace, classifier, problems, alone_matches, name)
-        if traces:
-            strategies[name] = traces
-            if gap := missing_ranks(traces):
+    for name, mine in by_strategy.items():
+        ranks = _ranks(mine, problems)
+        for rank, part in list(ranks.items()):
+            if part.unlaunched:
+                problems.append(part.unlaunched)
+            if part.empty:
+                problems.append(Problem(part.path, "skipped: no GPU kernel launched before the last profiler step"))
+                del ranks[rank]
+        for rank, part in ranks.items():
+            problems += part.alone
+            if part.match is not None:
+                alone_matches[(name, rank)] = part.match
+        if ranks:
+            strategies[name] = ranks
+            if gap := missing_ranks(ranks):
                 absent[name] = gap
-                problems.append(Problem(files[0].parent, f"missing rank(s) {_spans(gap)} (of 0-{_world(traces) - 1}): "
+                problems.append(Problem(mine[0].path.parent, f"missing rank(s) {_spans(gap)} (of 0-{_world(ranks) - 1}): "
                                         "no usable trace, left out of every figure"))
-    base = None
-    if baseline is not None:
-        base = _baseline(baseline, found, strategies, classifier, problems)
-    ranks = []
-    for name, traces in strategies.items():
-        diagnoses = diagnose(traces, comm_cluster, processes if name == root.name else None)
-        for rank, trace in traces.items():
-            problems += [Problem(trace.path, note) for note in diagnoses[rank].notes]
-            ranks.append(rank_metrics(name, trace, base.get(rank) if base else None, diagnoses[rank]))
-    return Analysis(strategies, base, ranks, problems, absent, alone_matches)
+    problems += base_problems
+    results = []
+    for name, ranks in strategies.items():
+        diagnoses = across_ranks({rank: part.pending for rank, part in ranks.items()})
+        for rank, part in ranks.items():
+            problems += [Problem(part.path, note) for note in diagnoses[rank].notes]
+            results.append(part.measured.judge(diagnoses[rank]))
+    kept = {name: {rank: part.trace for rank, part in ranks.items()} for name, ranks in strategies.items()} \
+        if keep_traces else {}
+    return Analysis(kept, base, results, problems, absent, alone_matches,
+                    {name: {rank: part.path for rank, part in ranks.items()} for name, ranks in strategies.items()})
 
 
-def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem], matches: dict, strategy: str) -> Trace:
+class _Pace:
+    """Files done and MB/s read so far, on stderr where asked."""
+
+    def __init__(self, total: int, show: bool):
+        self.bar = Progress("analyze", total) if show else None
+        self.mb, self.started = 0.0, time.monotonic()
+
+    def __enter__(self) -> _Pace:
+        if self.bar:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, part: Part) -> Part:
+        self.mb += part.mb
+        if self.bar:
+            rate = self.mb / max(time.monotonic() - self.started, 1e-9)
+            self.bar.advance(f"{part.path.name}, {self.mb:.0f} MB at {rate:.0f} MB/s")
+        return part
+
+
+def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:
+    """One strategy's usable parts by rank, in file order; unusable files and duplicate ranks become problems."""
+    ranks: dict[int, Part] = {}
+    for part in parts:
+        if part.skipped is not None:
+            problems.append(part.skipped)
+            continue
+        problems += part.notes
+        if part.rank in ranks:
+            problems.append(Problem(part.path, f"skipped: rank {part.rank} again (already read from "
+                                    f"{ranks[part.rank].path.name})"))
+            continue
+        ranks[part.rank] = part
+    return dict(sorted(ranks.items()))
+
+
+def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem]) -> tuple[Trace, Match | None]:
     """`trace` with its launches' times alone where its alone window lies beside it (one line where it is bad)."""
     path = alone_trace(trace.path)
     if not path.exists():
-        return trace
+        return trace, None
     try:
         alone = read_trace(path, classifier)
     except UsageError as exc:
         problems.append(Problem(path, f"alone window skipped: {exc}"))
-        return trace
+        return trace, None
     trace, m = with_alone(trace, alone)
-    matches[(strategy, trace.rank)] = m
     if note := m.note():
         problems.append(Problem(path, note))
-    return trace
+    return trace, m
 
 
-def _world(traces: dict[int, Trace]) -> int:
+def _world(ranks: Mapping[int, Part]) -> int:
     """Ranks the job had: distributedInfo's world size, else (or if smaller) the highest rank read + 1."""
-    return max([t.world_size for t in traces.values() if t.world_size] + [max(traces) + 1])
+    return max([p.world_size for p in ranks.values() if p.world_size] + [max(ranks) + 1])
 
 
-def missing_ranks(traces: dict[int, Trace]) -> list[int]:
+def missing_ranks(ranks: Mapping[int, Part]) -> list[int]:
     """The ranks of the job with no usable trace: absent, unreadable, or with nothing to analyse."""
-    return [r for r in range(_world(traces)) if r not in traces]
+    return [r for r in range(_world(ranks)) if r not in ranks]
 
 
 def _spans(ranks: list[int]) -> str:
@@ -117,15 +247,15 @@ def _spans(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _baseline(path: Path, found: dict, strategies: dict, classifier: Classifier, problems: list) -> dict[int, Trace]:
-    """The baseline's traces by rank; reused when the baseline is one of the analysed folders."""
+def _baseline(path: Path, found: dict, classifier: Classifier) -> tuple[dict[int, Trace], list[Problem]]:
+    """The baseline's traces by rank, and its problems; where it is one of the analysed folders (read again then,
+    without its alone windows, which no baseline figure reads), the ranks that folder analyses, and no problems
+    (that folder's own say them)."""
     runs = discover(path)
     if len(runs) > 1:
         raise UsageError(f"--baseline {path} holds several strategies ({', '.join(runs)}): name one of its folders")
     (files,) = runs.values()
-    for name, ours in found.items():
-        if [p.resolve() for p in ours] == [p.resolve() for p in files]:
-            return strategies.get(name, {})
     traces, bad = read_traces(files, classifier)
-    problems += [Problem(p.path, f"(baseline) {p.message}") for p in bad]
-    return traces
+    if any([p.resolve() for p in ours] == [p.resolve() for p in files] for ours in found.values()):
+        return {rank: t for rank, t in traces.items() if analysed_kernels(t)}, []  # as that folder's ranks
+    return traces, [Problem(p.path, f"(baseline) {p.message}") for p in bad]

@@ -142,10 +142,13 @@ class StepReplay:
     index: tuple[int, ...]  # the step's kernels (indices into trace.kernels), in node order
     nodes: tuple[tuple, ...]  # (release, measured duration, deps, after, measured wait) per kernel
     measured_end: float
+    replayed_end: float = math.nan  # replayed with nothing removed (computed once, in the rank's first pass)
 
     def end(self, waits: frozenset[int], durations: Mapping[int, float]) -> float:
         """The replayed end with the kernels in `waits` started as early as allowed and those in `durations`
         given that duration (kernel indices; the rest as measured)."""
+        if not waits and not durations and not math.isnan(self.replayed_end):
+            return self.replayed_end
         pos = {i: n for n, i in enumerate(self.index)}
         w = {pos[i]: 0.0 for i in waits if i in pos}
         d = {pos[i]: t for i, t in durations.items() if i in pos}
@@ -250,9 +253,18 @@ def diagnose(traces: dict[int, Trace], comm_cluster: int | None = None,
     records neither: without them NCCL's default cluster is assumed, and said.
     """
     processes = processes or {}
-    passes = {rank: _Rank(t, comm_cluster, processes.get(rank)) for rank, t in traces.items()}
-    skews, alone = _across_ranks({rank: p.comm for rank, p in passes.items()})
-    return {rank: p.finish(skews[rank], alone[rank]) for rank, p in passes.items()}
+    return across_ranks({rank: first_pass(t, comm_cluster, processes.get(rank)) for rank, t in traces.items()})
+
+
+def first_pass(trace: Trace, comm_cluster: int | None = None, process: Process | None = None) -> Pending:
+    """What one rank's diagnosis needs from its trace, compact: what the other ranks change comes later."""
+    return _Rank(trace, comm_cluster, process).pending()
+
+
+def across_ranks(pending: Mapping[int, Pending]) -> dict[int, RankDiagnosis]:
+    """Every rank's diagnosis from the run's first passes (skew and the fewest time alone across its ranks)."""
+    skews, alone = _across_ranks({rank: p.comm for rank, p in pending.items()})
+    return {rank: p.finish(skews[rank], alone[rank]) for rank, p in pending.items()}
 
 
 def _across_ranks(ranks: dict[int, list[CommWait]]) -> tuple[dict[int, list[float]], dict[int, list[float | None]]]:
@@ -330,64 +342,26 @@ class _Rank:
     def _alone(self, k: KernelEvent) -> float | None:
         return None if self.alone is None else self.alone.get(k.correlation)
 
-    def finish(self, skews: list[float], alone: list[float | None]) -> RankDiagnosis:
-        """Skew and the ranks' fewest time alone in, then each collective's exposed time split, each step's
-        graph built for replays, the mechanisms found and every known one removed."""
+    def pending(self) -> Pending:
+        """What finishes the diagnosis once the other ranks are in, without the trace: each collective's exposed
+        time before it is split (each exposed instant counted for the earliest-started), the steps' replays
+        (the SM-waits a replay removes do not depend on the other ranks), the compute kernels' times alone."""
         kernels = self.trace.kernels
         compute, starts = self.compute_merged, [s for s, _ in self.compute_merged]
-        comm, frontier = [], -math.inf
-        for c, skew, fewest in zip(self.comm, skews, alone, strict=True):  # each exposed instant: earliest-started
+        exposed, frontier = [], -math.inf
+        for c in self.comm:
             lo, hi = max(c.kernel.ts, frontier), c.kernel.end
             frontier = max(frontier, hi)
-            exposed = hi - lo - covered((lo, hi), compute, starts) if hi > lo else 0.0
-            c = dataclasses.replace(c, uncontended_us=fewest, skew_us=skew)
-            comm.append(dataclasses.replace(c, exposed=split_exposed(exposed, c, skew)))
-        mechanisms = self._mechanisms(comm)
-        held = {c.index for c in comm if c.waited}
-        replays = tuple(self._replay(idx, held) for _, idx in self.windows)
-        everything = [m for m in mechanisms.values() if m.known]
-        waits = frozenset().union(*(m.waits for m in everything))
-        durations = {i: t for m in everything for i, t in m.durations.items()}
-        by_step: dict[str, list[CommWait]] = defaultdict(list)
-        for c in comm:
-            by_step[c.step].append(c)
-        steps, later = [], []
-        for (name, idx), replay in zip(self.windows, replays, strict=True):
-            replayed_end = replay.end(waits, durations)
-            if replayed_end > replay.measured_end + 1e-6:
-                later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
-            exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
-            steps.append(StepDiagnosis(name, replay.measured_end - min(kernels[i].ts for i in idx), replay.measured_end,
-                                       replayed_end, exposed))
-        notes = self.notes + ([f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
-                               "headroom taken as 0 there"] if later else [])
-        return RankDiagnosis(self.trace.rank, tuple(comm), tuple(steps), self._compute_beside(), tuple(notes),
-                             self.device, mechanisms, replays, self.alone is not None, self.process)
-
-    def _mechanisms(self, comm: list[CommWait]) -> dict[str, Mechanism]:
-        """What the replay can remove: each cause's SM-wait (the collectives whose start SMs held back, with a
-        known cause), collectives slowed beside compute and compute slowed beside collectives (their measured
-        time alone, their wait for a late peer kept; never longer than measured). Compute that ran with no
-        communication beside it stays as measured: its spread is not the scheduler's to recover."""
-        out: dict[str, Mechanism] = {}
-        by_cause: dict[Cause, set[int]] = defaultdict(set)
-        for c in comm:
-            if c.waited:
-                by_cause[c.cause].add(c.index)
-        for cause, waits in by_cause.items():
-            out[SM_WAIT + cause.value] = Mechanism(SM_WAIT + cause.value, frozenset(waits))
-        known = self.alone is not None
-        slowed = {c.index: min(c.uncontended_us + c.skew_us, c.kernel.dur) for c in comm
-                  if c.uncontended_us is not None and c.uncontended_us + c.skew_us < c.kernel.dur}
-        if comm:
-            out[COMM_SLOWED] = Mechanism(COMM_SLOWED, durations=slowed, known=known)
-        kernels = self.trace.kernels
-        compute = {i: min(t, kernels[i].dur) for i in self.analysed
-                   if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
-                   and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
-        if comm and any(self.beside_comm.values()):
-            out[COMPUTE_SLOWED] = Mechanism(COMPUTE_SLOWED, durations=compute, known=known)
-        return out
+            exposed.append(hi - lo - covered((lo, hi), compute, starts) if hi > lo else 0.0)
+        held = {c.index for c in self.comm if c.waited}
+        compute_alone = {i: min(t, kernels[i].dur) for i in self.analysed
+                         if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
+                         and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
+        return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
+                       tuple((name, min(kernels[i].ts for i in idx)) for name, idx in self.windows),
+                       tuple(self._replay(idx, held) for _, idx in self.windows), compute_alone,
+                       any(self.beside_comm.values()), self._compute_beside(), tuple(self.notes), self.device,
+                       self.alone is not None, self.process)
 
     def _replay(self, idx: list[int], held: set[int]) -> StepReplay:
         """A step's kernels as replay nodes: work outside the step stays where it was measured; a kernel behind an
@@ -431,7 +405,8 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
-        return StepReplay(tuple(idx), tuple(nodes), max(kernels[i].end for i in idx))
+        replay = StepReplay(tuple(idx), tuple(nodes), max(kernels[i].end for i in idx))
+        return dataclasses.replace(replay, replayed_end=replay.end(frozenset(), {}))
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:
         """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
@@ -446,6 +421,78 @@ class _Rank:
                 measured, alone = measured + k.dur, alone + t
                 lost[k.name] += k.dur - t
         return measured, alone, lost.most_common(1)[0][0] if lost else None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One rank's first pass, compact (no trace): what `finish` needs once the other ranks' collectives are in.
+    Worker processes return it (doctor.analysis.parallel)."""
+
+    rank: int
+    comm: tuple[CommWait, ...]  # skew and the ranks' fewest time alone still to come
+    exposed: tuple[float, ...]  # per collective: its exposed time, not yet split into PARTS
+    windows: tuple[tuple[str, float], ...]  # per step: its name and its first kernel's start
+    replays: tuple[StepReplay, ...]
+    compute_alone: Mapping[int, float]  # compute kernel index -> its time alone, where it ran longer beside comm
+    compute_beside_any: bool  # some compute ran beside communication
+    compute_beside: tuple[float, float, str | None] | None
+    notes: tuple[str, ...]
+    device: DeviceLimits | None
+    alone_measured: bool
+    process: Process | None
+
+    def finish(self, skews: list[float], alone: list[float | None]) -> RankDiagnosis:
+        """Skew and the ranks' fewest time alone in, then each collective's exposed time split, the mechanisms
+        found and every known one removed in the steps' replays."""
+        comm = []
+        for c, exposed, skew, fewest in zip(self.comm, self.exposed, skews, alone, strict=True):
+            comm.append(dataclasses.replace(c, uncontended_us=fewest, skew_us=skew,
+                                            exposed=split_exposed(exposed, c, skew, fewest)))
+        mechanisms = self._mechanisms(comm)
+        everything = [m for m in mechanisms.values() if m.known]
+        waits = frozenset().union(*(m.waits for m in everything))
+        durations = {i: t for m in everything for i, t in m.durations.items()}
+        by_step: dict[str, list[CommWait]] = defaultdict(list)
+        for c in comm:
+            by_step[c.step].append(c)
+        steps, later = [], []
+        for (name, first), replay in zip(self.windows, self.replays, strict=True):
+            replayed_end = replay.end(waits, durations)
+            if replayed_end > replay.measured_end + 1e-6:
+                later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
+            exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
+            steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed))
+        notes = self.notes + ((f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
+                               "headroom taken as 0 there",) if later else ())
+        return RankDiagnosis(self.rank, tuple(comm), tuple(steps), self.compute_beside, notes, self.device, mechanisms,
+                             self.replays, self.alone_measured, self.process)
+
+    def provisional(self) -> RankDiagnosis:
+        """The diagnosis as far as this rank alone tells: its collectives' waits and causes (what the rules read),
+        no steps."""
+        return RankDiagnosis(self.rank, self.comm, (), self.compute_beside, self.notes, self.device,
+                             alone_measured=self.alone_measured, process=self.process)
+
+    def _mechanisms(self, comm: list[CommWait]) -> dict[str, Mechanism]:
+        """What the replay can remove: each cause's SM-wait (the collectives whose start SMs held back, with a
+        known cause), collectives slowed beside compute and compute slowed beside collectives (their measured
+        time alone, their wait for a late peer kept; never longer than measured). Compute that ran with no
+        communication beside it stays as measured: its spread is not the scheduler's to recover."""
+        out: dict[str, Mechanism] = {}
+        by_cause: dict[Cause, set[int]] = defaultdict(set)
+        for c in comm:
+            if c.waited:
+                by_cause[c.cause].add(c.index)
+        for cause, waits in by_cause.items():
+            out[SM_WAIT + cause.value] = Mechanism(SM_WAIT + cause.value, frozenset(waits))
+        known = self.alone_measured
+        slowed = {c.index: min(c.uncontended_us + c.skew_us, c.kernel.dur) for c in comm
+                  if c.uncontended_us is not None and c.uncontended_us + c.skew_us < c.kernel.dur}
+        if comm:
+            out[COMM_SLOWED] = Mechanism(COMM_SLOWED, durations=slowed, known=known)
+        if comm and self.compute_beside_any:
+            out[COMPUTE_SLOWED] = Mechanism(COMPUTE_SLOWED, durations=dict(self.compute_alone), known=known)
+        return out
 
 
 def _assumptions(causes: set[Cause], comm_cluster: int | None, device: DeviceLimits | None,
@@ -473,16 +520,17 @@ def overlapping(kernels: Sequence[KernelEvent], merged: Sequence[Interval]) -> l
     return out
 
 
-def split_exposed(exposed: float, c: CommWait, skew_us: float) -> dict[str, float]:
+def split_exposed(exposed: float, c: CommWait, skew_us: float, uncontended_us: float | None) -> dict[str, float]:
     """A collective's exposed time (us) in PARTS: first its wait for SMs (counted only where compute ran while it
     waited, its dependencies are resolved and the wait is more than launch latency), then its wait for a late
-    peer (skew), then its slowdown beyond that; the rest is dependency: it ran with nothing to overlap."""
+    peer (skew), then its slowdown beyond its time alone (the ranks' fewest); the rest is dependency: it ran
+    with nothing to overlap."""
     left = exposed
     sm = min(left, c.sm_wait_us if c.blocked_by and c.cause is not Cause.NONE and not c.unresolved else 0.0)
     left -= sm
     skew = min(left, skew_us)
     left -= skew
-    slow = min(left, max(0.0, c.kernel.dur - c.uncontended_us - skew_us)) if c.uncontended_us else 0.0
+    slow = min(left, max(0.0, c.kernel.dur - uncontended_us - skew_us)) if uncontended_us else 0.0
     return {"sm_wait": sm, "slowdown": slow, "dependency": left - slow, "skew": skew}
 
 

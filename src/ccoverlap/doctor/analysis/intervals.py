@@ -9,13 +9,20 @@ Interval = tuple[float, float]
 
 def merge(intervals: Iterable[Interval]) -> list[Interval]:
     """Union of intervals as sorted disjoint intervals; touching ones join (as HTA's merge)."""
-    out: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
+    ordered = sorted(intervals)
+    if not ordered:
+        return []
+    out: list[Interval] = []
+    lo, hi = ordered[0]
+    for start, end in ordered:
+        if start <= hi:
+            if end > hi:
+                hi = end
         else:
-            out.append([start, end])
-    return [(s, e) for s, e in out]
+            out.append((lo, hi))
+            lo, hi = start, end
+    out.append((lo, hi))
+    return out
 
 
 def length(merged: Sequence[Interval]) -> float:

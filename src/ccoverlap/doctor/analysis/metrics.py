@@ -134,14 +134,9 @@ class RankTimes:
     memory: list[Interval]
     busy: list[Interval]  # any GPU activity
     padded: tuple[KernelStats, ...]  # the kernels with padded launches
-    diagnosis: RankDiagnosis  # why collectives started late, and the scheduling headroom (analysis.contention)
-
-    @cached_property
-    def verdict(self) -> Verdict:
-        return verdict([self.diagnosis])
 
     @classmethod
-    def of(cls, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> RankTimes:
+    def of(cls, trace: Trace, baseline: Trace | None) -> RankTimes:
         kernels = analysed_kernels(trace)
         stats = kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device))
         return cls(
@@ -152,7 +147,6 @@ class RankTimes:
             memory=_merged(of_kind(kernels, KernelClass.MEMORY)),
             busy=_merged(kernels),
             padded=tuple(s for s in stats if s.padded_launches),
-            diagnosis=diagnosis,
         )
 
     @cached_property
@@ -179,6 +173,17 @@ class RankTimes:
         return slowdown(self.kernels, self.baseline, kind) if self.baseline else None
 
 
+@dataclass(frozen=True)
+class Judged:
+    """What the metrics marked `judged` read: the rank's diagnosis, which needs every rank's first pass (skew)."""
+
+    diagnosis: RankDiagnosis  # why collectives started late, and the scheduling headroom (analysis.contention)
+
+    @cached_property
+    def verdict(self) -> Verdict:
+        return verdict([self.diagnosis])
+
+
 Value = float | int | None
 
 
@@ -199,9 +204,10 @@ class Metric:
     label: str  # in words, for plots
     unit: str  # of the JSON value: "us" (shown in ms), "ms", "%", "x" (a ratio) or "" (a count)
     fmt: str  # format spec of the shown value (after us -> ms)
-    value: Callable[[RankTimes], Value]
+    value: Callable[[RankTimes], Value]  # of a Judged where `judged`
     combine: Callable[[list], Value] | None = None  # a strategy's ranks into one value (mean, max, sum); None: not
     column: Column | None = None  # None: in JSON only
+    judged: bool = False  # read off the diagnosis (Judged), after the cross-rank pass; else off the trace (RankTimes)
 
     def show(self, value: Value) -> str:
         """As the tables show it: '-' for None, times in ms."""
@@ -239,11 +245,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
            column=Column(10, "padded launches", "padded")),
     Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.diagnosis.headroom_ms, mean,
-           Column(11, "headroom ms")),
+           Column(11, "headroom ms"), judged=True),
     Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
-           lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm")),
+           lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm"), judged=True),
     Metric("lever_headroom_ms", "headroom a lever reaches", "ms", ".3f", lambda r: r.verdict.lever_headroom_ms, mean,
-           Column(13, "lever headroom ms")),
+           Column(13, "lever headroom ms"), judged=True),
 )
 
 
@@ -306,11 +312,37 @@ def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
     """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
     if diagnosis is None:
         diagnosis = diagnose({trace.rank: trace})[trace.rank]
-    times = RankTimes.of(trace, baseline, diagnosis)
-    return RankMetrics(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS}, times.padded,
-                       diagnosis, times.verdict,
-                       findings(trace, diagnosis, times.overlap_us, diagnosis.process.env if diagnosis.process else None),
-                       trace.alone_us)
+    return measure(strategy, trace, baseline, diagnosis).judge(diagnosis)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One rank's metrics as far as its own trace tells (all but the judged ones): compact, without the trace,
+    what a worker process returns (doctor.analysis.parallel)."""
+
+    strategy: str
+    rank: int
+    file: str
+    values: dict[str, Value]  # the METRICS that are not judged
+    padded_kernels: tuple[KernelStats, ...]
+    findings: tuple[Finding, ...]
+    alone_us: Mapping[int, float] | None
+
+    def judge(self, diagnosis: RankDiagnosis) -> RankMetrics:
+        """With the rank's diagnosis (after the cross-rank pass), every metric and the verdict."""
+        judged = Judged(diagnosis)
+        values = {m.key: m.value(judged) if m.judged else self.values[m.key] for m in METRICS}
+        return RankMetrics(self.strategy, self.rank, self.file, values, self.padded_kernels, diagnosis,
+                           judged.verdict, self.findings, self.alone_us)
+
+
+def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> Measured:
+    """The trace's part of `rank_metrics`; `diagnosis` may be the rank's provisional one (contention.Pending): the
+    rules read only what the rank's own trace tells of its collectives."""
+    times = RankTimes.of(trace, baseline)
+    return Measured(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS if not m.judged},
+                    times.padded, findings(trace, diagnosis, times.overlap_us,
+                                           diagnosis.process.env if diagnosis.process else None), trace.alone_us)
 
 
 def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:

@@ -1,13 +1,13 @@
-"""The trace data model and its streaming parser.
+"""The trace data model and its typed reader.
 
-A torch.profiler / Kineto Chrome trace is parsed once, streamed (ijson's C
-backend), into a `Trace`: the GPU activities of one rank with what the
-analyses need and nothing else, so a 1 GB trace fits in memory and every
-analysis is a pure function of the model (ccoverlap.doctor.analysis.metrics).
+A torch.profiler / Kineto Chrome trace is decoded once (msgspec, into typed
+structs that hold only the fields read: a cpu_op's shapes are skipped, never
+built) into a `Trace`: the GPU activities of one rank with what the analyses
+need and nothing else; every analysis is a pure function of the model
+(ccoverlap.doctor.analysis.metrics).
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import gc
 import gzip
@@ -19,15 +19,15 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-import ijson
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.text import shorten
-from ccoverlap.model import _native
 from ccoverlap.model.comm import CommKernels
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import PRESETS, DeviceLimits, preset_for
@@ -42,12 +42,6 @@ _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 _GRAPH_CALL = "GraphLaunch"  # in the name of a call that replays a CUDA graph (cudaGraphLaunch, cuGraphLaunch)
 #: The kernel args that name a collective (torch's record_param_comms writes them on NCCL kernels).
 _COLLECTIVE_ARGS = ("Collective name", "In msg nelems", "Out msg nelems", "dtype", "Process Group Name")
-_HEAD_LIMIT = 16 << 20  # metadata before traceEvents larger than this is not looked at
-_TAIL_KEEP = 64 << 10
-#: a Chrome trace nests a few levels (the file, traceEvents, an event, its args, a list of shapes there); a file
-#: nested deeper is refused as it streams, before the parser spends memory on it (ijson's grows with the square
-#: of the depth: a 400 KB file of nested brackets took 24 GB)
-MAX_DEPTH = 64
 
 
 class KernelClass(str, Enum):
@@ -125,6 +119,15 @@ class Trace:
     # not matched: its time alone is unknown, never inferred from other launches.
     alone_us: Mapping[int, float] | None = field(default=None, repr=False)
 
+    @cached_property
+    def analysed_indices(self) -> tuple[int, ...]:
+        """See the function analysed_indices: computed once a trace, as every analysis asks for it."""
+        return _analysed_indices(self)
+
+    @cached_property
+    def analysed_kernels(self) -> tuple[KernelEvent, ...]:
+        return tuple(self.kernels[i] for i in self.analysed_indices)
+
 
 @dataclass(frozen=True)
 class Classifier:
@@ -146,73 +149,108 @@ class Classifier:
         return KernelClass.COMPUTE
 
 
-class _Tap:
-    """A file wrapper that keeps the bytes before "traceEvents" and the last 64 KiB, and refuses a file nested
-    deeper than MAX_DEPTH.
+class _Lane(msgspec.Struct, gc=False):
+    """The args that say what an event is: GPU work (a stream) or a CPU call with a correlation id."""
 
-    The top-level metadata (distributedInfo, deviceProperties) sits before or
-    after the event array; keeping those bytes lets the one streaming pass over
-    the events also yield the metadata, without a second read of the file.
-    """
-
-    def __init__(self, raw):
-        self.raw = raw
-        self.head = bytearray()
-        self.head_done = False
-        self.tail = b""
-        self.scan = _native.CJsonScan()
-        self.feed = _native.lib().ccov_json_scan_feed
-
-    def read(self, n: int = -1) -> bytes:
-        chunk = self.raw.read(n)
-        if self.feed(ctypes.byref(self.scan), chunk, len(chunk)) > MAX_DEPTH:
-            raise UsageError(f"nested deeper than {MAX_DEPTH} levels: not a Chrome trace")
-        if not self.head_done:
-            self.head += chunk
-            self.head_done = b'"traceEvents"' in self.head or len(self.head) > _HEAD_LIMIT
-        self.tail = (self.tail + chunk)[-_TAIL_KEEP:]
-        return chunk
-
-    @property
-    def has_events(self) -> bool:
-        return b'"traceEvents"' in self.head
-
-    def metadata(self) -> dict:
-        """Top-level keys other than traceEvents, from the head and, failing that, the tail."""
-        meta: dict = {}
-        head = bytes(self.head)
-        at = head.find(b'"traceEvents"')
-        if at > 0:
-            text = head[:at].decode("utf-8", "replace").strip().rstrip(",")
-            try:
-                meta = json.loads(text + "}") if text.startswith("{") else {}
-            except json.JSONDecodeError:
-                meta = {}
-        for key in ("distributedInfo", "deviceProperties"):
-            if key not in meta and (value := _find_value(self.tail, key)) is not None:
-                meta[key] = value
-        return meta
+    stream: Any = None
+    correlation: Any = None
 
 
-def _find_value(blob: bytes, key: str):
-    match = re.search(rb'"' + key.encode() + rb'"\s*:\s*', blob)
-    if not match:
-        return None
-    try:
-        return json.JSONDecoder().raw_decode(blob[match.end():].decode("utf-8", "replace"))[0]
-    except json.JSONDecodeError:
-        return None
+class _Event(msgspec.Struct, gc=False):
+    """One trace event, only the fields every event is judged by; msgspec skips the other keys (a cpu_op's shapes
+    among them) without building them."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = ""
+    ts: Any = UNSET
+    dur: Any = UNSET
+    tid: Any = None
+    args: _Lane | None = None
 
 
-def _open(path: Path):
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+class _Args(msgspec.Struct, gc=False):
+    """The args of the events the model keeps in full (kernels, sync records), decoded for those events only."""
+
+    stream: Any = None
+    correlation: Any = None
+    device: Any = None
+    event_id: Any = -1
+    wait_on_cuda_event_id: Any = -1
+    wait_on_stream: Any = -1
+    wait_on_cuda_event_record_corr_id: Any = -1
+    block: Any = None
+    grid: Any = None
+    registers: Any = msgspec.field(name="registers per thread", default=None)
+    smem: Any = msgspec.field(name="shared memory", default=UNSET)
+    blocks_per_sm: Any = msgspec.field(name="blocks per SM", default=None)
+    collective: Any = msgspec.field(name="Collective name", default=UNSET)
+    in_nelems: Any = msgspec.field(name="In msg nelems", default=None)
+    out_nelems: Any = msgspec.field(name="Out msg nelems", default=None)
+    dtype: Any = None
+    group: Any = msgspec.field(name="Process Group Name", default=None)
 
 
+class _Kept(msgspec.Struct, gc=False):
+    args: _Args = msgspec.field(default_factory=_Args)
+
+
+class _File(msgspec.Struct, gc=False):
+    """The top level: each event kept as its span of the text (msgspec.Raw), decoded one at a time, so the decoded
+    events never pile up in memory."""
+
+    traceEvents: list[msgspec.Raw] | UnsetType = UNSET
+    distributedInfo: Any = None
+    deviceProperties: Any = None
+
+
+_FILE = msgspec.json.Decoder(_File)
+_EVENT = msgspec.json.Decoder(_Event)
+_KEPT = msgspec.json.Decoder(_Kept)
+_NO_LANE = _Lane()
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
+def _load(path: Path) -> bytes | bytearray:
+    """The whole JSON text: msgspec decodes one buffer, so a .gz is inflated in 1 MiB chunks into one bytearray
+    (the memory cost: the uncompressed text, once)."""
+    if not path.name.endswith(".gz"):
+        return path.read_bytes()
+    text = bytearray()
+    with gzip.open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            text += chunk
+    return text
+
+
 def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
-    """Stream one trace file into a Trace; a UsageError says why a file is unusable."""
+    """Decode one trace file into a Trace (typed: only the fields read are built); a UsageError says why a file
+    is unusable."""
+    try:
+        doc = _FILE.decode(_load(path))
+    except msgspec.ValidationError as exc:
+        if " - at `$" not in str(exc):  # JSON, but not an object
+            raise UsageError("not a Chrome trace: no traceEvents") from None
+        raise UsageError(f"malformed trace event ({_short(exc)})") from None
+    except RecursionError:  # msgspec's bound on nesting (a Chrome trace nests a few levels)
+        raise UsageError("nested too deeply: not a Chrome trace") from None
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"invalid or truncated JSON ({_short(exc)})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
+    try:
+        with _no_cyclic_gc():
+            return _model(path, doc, classifier)
+    except UsageError:  # a refused event, named
+        raise
+    except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        raise UsageError(f"malformed trace event ({_short(exc)})") from None
+
+
+def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
+    """The Trace of a decoded file: what each event is, in one pass."""
     seen: dict[tuple, tuple[str, KernelClass, KernelFootprint | None]] = {}
     kernels: list[KernelEvent] = []
     steps: list[tuple[str, float]] = []
@@ -224,68 +262,57 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     graph_calls: list[int] = []
     threads: dict[int, int] = {}
     device_id = None
-    try:
-        with _open(path) as raw, _no_cyclic_gc():
-            tap = _Tap(raw)
-            for ev in ijson.items(tap, "traceEvents.item", use_float=True):
-                if ev.get("ph") != "X" or "dur" not in ev:
-                    continue
-                args = ev.get("args") or {}
-                stream = args.get("stream")
-                if (cat := ev.get("cat")) in _SKIPPED_CATS:
-                    # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
-                    # step start: the GPU-side annotation too, which Kineto writes without a stream.
-                    if "ProfilerStep" in (name := str(ev.get("name", ""))) and not (
-                            type(stream) is int and stream >= 0 and args.get("correlation") is not None):
-                        steps.append((name, _ts(ev)))
-                    elif cat == "cuda_sync" and name == "Stream Wait Event" and type(stream) is int:
-                        waits.append(_wait(ev, args, stream))
-                    elif cat == "cuda_event" and type(stream) is int and args.get("correlation") is not None:
-                        event_streams[int(args["correlation"])] = (stream, int(args.get("event_id", -1)))
-                    continue
-                if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
-                    kernels.append(_kernel(ev, args, stream, classifier, seen))
-                    device_id = args.get("device", device_id)
-                elif (corr := args.get("correlation")) is not None:
-                    corr, ts, dur, tid = int(corr), _ts(ev), ev["dur"], ev.get("tid")
-                    finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
-                    tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
-                    launches[corr] = _call((ts, ts + dur if finite else ts, tid))
-                    if (name := ev.get("name")) in _WAIT_CALLS:
-                        wait_calls.append(corr)
-                    elif type(name) is str and name.startswith(_RECORD_CALLS):
-                        records.append(corr)
-                    elif type(name) is str and _GRAPH_CALL in name:
-                        graph_calls.append(corr)
-                elif "ProfilerStep" in (name := str(ev.get("name", ""))):
-                    steps.append((name, _ts(ev)))
-            meta = tap.metadata()
-    except UsageError:  # a refused event, named
-        raise
-    except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError) as exc:
-        raise UsageError(f"invalid or truncated JSON ({_short(exc)})") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # AttributeError: an event or args not an object
-        raise UsageError(f"malformed trace event ({_short(exc)})") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
+    decode, kept, events = _EVENT.decode, _KEPT.decode, doc.traceEvents
+    for raw in events or ():
+        ev = decode(raw)
+        if ev.ph != "X" or ev.dur is UNSET:
+            continue
+        lane = ev.args or _NO_LANE
+        stream = lane.stream
+        if (cat := ev.cat) in _SKIPPED_CATS:
+            # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
+            # step start: the GPU-side annotation too, which Kineto writes without a stream.
+            if "ProfilerStep" in (name := str(ev.name)) and not (
+                    type(stream) is int and stream >= 0 and lane.correlation is not None):
+                steps.append((name, _ts(ev)))
+            elif cat == "cuda_sync" and name == "Stream Wait Event" and type(stream) is int:
+                waits.append(_wait(ev, kept(raw).args, stream))
+            elif cat == "cuda_event" and type(stream) is int and lane.correlation is not None:
+                event_streams[int(lane.correlation)] = (stream, int(kept(raw).args.event_id))
+            continue
+        if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
+            args = kept(raw).args
+            kernels.append(_kernel(ev, args, stream, classifier, seen))
+            device_id = args.device if args.device is not None else device_id
+        elif (corr := lane.correlation) is not None:
+            corr, ts, dur, tid = int(corr), _ts(ev), ev.dur, ev.tid
+            finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
+            tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
+            launches[corr] = _call((ts, ts + dur if finite else ts, tid))
+            if (name := ev.name) in _WAIT_CALLS:
+                wait_calls.append(corr)
+            elif type(name) is str and name.startswith(_RECORD_CALLS):
+                records.append(corr)
+            elif type(name) is str and _GRAPH_CALL in name:
+                graph_calls.append(corr)
+        elif "ProfilerStep" in (name := str(ev.name)):
+            steps.append((name, _ts(ev)))
     if not kernels:
-        raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)" if tap.has_events
-                         else "not a Chrome trace: no traceEvents")
+        raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
+                         if events is not UNSET else "not a Chrome trace: no traceEvents")
+    meta = {"distributedInfo": doc.distributedInfo, "deviceProperties": doc.deviceProperties}
     rank, world, notes = _rank(meta, path)
     kernels.sort(key=lambda k: k.ts)
     return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes,
                  tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls))
 
 
-def _wait(ev: dict, args: dict, stream: int) -> StreamWait:
-    def arg(key: str) -> int:
-        value = args.get(key, -1)
+def _wait(ev: _Event, args: _Args, stream: int) -> StreamWait:
+    def arg(value) -> int:
         return value if type(value) is int else -1
 
-    return StreamWait(stream, _ts(ev), arg("correlation"), arg("wait_on_cuda_event_id"), arg("wait_on_stream"),
-                      arg("wait_on_cuda_event_record_corr_id"))
+    return StreamWait(stream, _ts(ev), arg(args.correlation), arg(args.wait_on_cuda_event_id),
+                      arg(args.wait_on_stream), arg(args.wait_on_cuda_event_record_corr_id))
 
 
 @contextmanager
@@ -301,31 +328,37 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dict) -> KernelEvent:
+def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: dict) -> KernelEvent:
     """A KernelEvent; name, class and footprint are computed once per distinct launch shape and shared."""
-    block, grid = args.get("block"), args.get("grid")
-    key = (ev.get("name"), ev.get("cat"), tuple(block) if isinstance(block, list) else block,
-           tuple(grid) if isinstance(grid, list) else grid, args.get("registers per thread"), args.get("shared memory"))
+    block, grid, smem = args.block, args.grid, args.smem
+    key = (ev.name, ev.cat, tuple(block) if isinstance(block, list) else block,
+           tuple(grid) if isinstance(grid, list) else grid, args.registers, None if smem is UNSET else smem)
     if (shared := seen.get(key)) is None:
-        name = str(ev.get("name", ""))
-        try:
-            footprint = KernelFootprint.from_trace_event(ev) if block is not None else None
-        except UsageError:
-            footprint = None
-        shared = seen[key] = (name, classifier.classify(name, str(ev.get("cat", "")).lower()), footprint)
+        name = str(ev.name)
+        footprint = None
+        if block is not None:
+            launch = {"block": block, "grid": grid, "registers per thread": args.registers}
+            try:
+                footprint = KernelFootprint.from_trace_event({"name": name, "args": launch | (
+                    {} if smem is UNSET else {"shared memory": smem})})
+            except UsageError:
+                pass
+        shared = seen[key] = (name, classifier.classify(name, "" if ev.cat is None else str(ev.cat).lower()),
+                              footprint)
     name, kind, footprint = shared
-    ts, dur = _ts(ev), float(ev["dur"])
+    ts, dur = _ts(ev), float(ev.dur)
     if not 0 <= dur < math.inf:  # NaN too
         raise UsageError(f"GPU event {_name(ev)} at ts {ts}: duration {dur} us (valid: finite and >= 0)")
-    bps = args.get("blocks per SM")
-    collective = tuple(_scalar(args.get(a)) for a in _COLLECTIVE_ARGS) if "Collective name" in args else None
+    bps = args.blocks_per_sm
+    collective = None if args.collective is UNSET else tuple(_scalar(v) for v in (
+        args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group))
     return KernelEvent(
         name=name,
         kind=kind,
         stream=stream,
         ts=ts,
         dur=dur,
-        correlation=int(args.get("correlation", -1)),
+        correlation=-1 if args.correlation is None else int(args.correlation),
         footprint=footprint,
         blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
         collective=collective,
@@ -337,16 +370,18 @@ def _scalar(value):
     return value if value is None or isinstance(value, (str, int, float)) else json.dumps(value)
 
 
-def _ts(ev: dict) -> float:
+def _ts(ev: _Event) -> float:
     """An event's start; a time that is not finite refuses the trace (every analysis would be wrong)."""
-    ts = float(ev["ts"])
+    if ev.ts is UNSET:
+        raise UsageError(f"event {_name(ev)}: no ts")
+    ts = float(ev.ts)
     if not math.isfinite(ts):
         raise UsageError(f"event {_name(ev)}: ts {ts} (valid: a finite time)")
     return ts
 
 
-def _name(ev: dict, width: int = 100) -> str:
-    name = str(ev.get("name", ""))
+def _name(ev: _Event, width: int = 100) -> str:
+    name = str(ev.name)
     return repr(name if len(name) <= width else name[: width - 3] + "...")
 
 
@@ -384,10 +419,10 @@ def _short(exc: BaseException) -> str:
 
 def analysed_kernels(trace: Trace) -> tuple[KernelEvent, ...]:
     """The kernels HTA analyses (see analysed_indices)."""
-    return tuple(trace.kernels[i] for i in analysed_indices(trace))
+    return trace.analysed_kernels
 
 
-def analysed_indices(trace: Trace) -> list[int]:
+def analysed_indices(trace: Trace) -> tuple[int, ...]:
     """The kernels HTA analyses, as indices into trace.kernels: with two or more profiler steps, those launched
     before the last one.
 
@@ -399,12 +434,16 @@ def analysed_indices(trace: Trace) -> list[int]:
     reads it as a CPU event, so work launched in the last step before the GPU
     reached it still counts.
     """
+    return trace.analysed_indices
+
+
+def _analysed_indices(trace: Trace) -> tuple[int, ...]:
     if len({name for name, _ in trace.steps}) < 2:
-        return list(range(len(trace.kernels)))
+        return tuple(range(len(trace.kernels)))
     last_start = max(ts for _, ts in trace.steps)
     launches = trace.launches
-    return [i for i, k in enumerate(trace.kernels)
-            if (call := launches.get(k.correlation)) is not None and call.ts < last_start]
+    return tuple(i for i, k in enumerate(trace.kernels)
+                 if (call := launches.get(k.correlation)) is not None and call.ts < last_start)
 
 
 def unlaunched(trace: Trace) -> list[KernelEvent]:
