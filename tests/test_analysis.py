@@ -384,12 +384,18 @@ def test_json_keeps_the_published_key_order(capsys):
     """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order,
     and the doctor's additions after them (its metrics after the published metrics, its lists at the end)."""
     published = json.loads(PUBLISHED.read_text())["analysis"]
-    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json",
+                    "--rows")
     data = json.loads(out)
     assert list(data) == list(published)
     old = list(published["ranks"][0])
     at = old.index("padded_kernels")
     assert list(data["ranks"][0]) == old[:at] + DOCTOR_METRICS + old[at:] + DOCTOR_KEYS
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    counted = json.loads(out)["ranks"]  # without --rows: each list's length in its place, everything else the same
+    rows = {"comm_kernels": "comm_kernel_count", "steps": "step_count"}
+    assert [list(r) for r in counted] == [[rows.get(k, k) for k in r] for r in data["ranks"]]
+    assert [[r[rows[k]] for k in rows] for r in counted] == [[len(r[k]) for k in rows] for r in data["ranks"]]
     assert list(data["strategies"]["default"]) == list(next(iter(published["strategies"].values()))) + DOCTOR_METRICS
     (padded,) = [r for r in data["ranks"] if r["padded_kernels"]][:1]
     (published_padded,) = [r for r in published["ranks"] if r["padded_kernels"]][:1]

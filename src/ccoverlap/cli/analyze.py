@@ -43,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
                    "communication, besides NCCL's and RCCL's")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
+    p.add_argument("--rows", action="store_true", help="with --json: also each collective kernel's row (its wait, "
+                   "cause, slowdown) and each step's, per rank; counted only without it (they are most of the JSON of "
+                   "a long trace)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
                    "--baseline and --report run in one process: both need every rank's trace model")
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"nothing could be analysed in {args.dir}")
     written = write_html(result, args.report) if args.report else []
     if args.json:
-        print_json(document(result, args.baseline, written))
+        print_json(document(result, args.baseline, written, rows=args.rows))
         return 0
     print_ranks(result, "ccoverlap analyze: ms per rank (--json or --report for everything)")
     padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,

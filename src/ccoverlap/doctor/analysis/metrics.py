@@ -289,16 +289,19 @@ class RankMetrics:
         """Strategy, rank and the metrics as the tables show them."""
         return [self.strategy, str(self.rank), *(m.show(self.values[m.key]) for m in metrics)]
 
-    def to_dict(self) -> dict:
+    def to_dict(self, rows: bool = True) -> dict:
+        """Everything of the rank; without `rows`, the per-collective and per-step rows (the bulk of a long trace's
+        JSON) are left out and only counted."""
         d = self.diagnosis
         return {"strategy": self.strategy, "rank": self.rank, "file": self.file, **self.values,
                 "padded_kernels": [dataclasses.asdict(s) for s in self.padded_kernels],
-                "comm_kernels": [c.to_dict() for c in d.comm],
+                **({"comm_kernels": [c.to_dict() for c in d.comm]} if rows else {"comm_kernel_count": len(d.comm)}),
                 "exposed_comm_breakdown_ms": d.exposed_ms,
                 "headroom_by_mechanism_ms": self.verdict.by_mechanism_ms,
-                "steps": [{"name": s.name, "span_us": s.span_us, "headroom_us": s.headroom_us,
-                           "lever_headroom_us": 1000 * ms}
-                          for s, ms in zip(d.steps, self.verdict.lever_steps_ms or [0.0] * len(d.steps), strict=True)],
+                **({"steps": [{"name": s.name, "span_us": s.span_us, "headroom_us": s.headroom_us,
+                               "lever_headroom_us": 1000 * ms}
+                              for s, ms in zip(d.steps, self.verdict.lever_steps_ms or [0.0] * len(d.steps), strict=True)]}
+                   if rows else {"step_count": len(d.steps)}),
                 "recommendations": [r.to_dict() for r in self.verdict.recommendations],
                 "verdict": self.verdict.line,
                 "findings": [f.to_dict() for f in self.findings],

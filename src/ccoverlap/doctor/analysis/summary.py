@@ -18,12 +18,13 @@ def write_html(result, path: Path) -> list[Path]:
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
 
-def document(result, baseline: Path | None, written: list[Path]) -> dict:
-    """The JSON of an analysis (`--json`; `ccoverlap doctor --json` holds it too)."""
+def document(result, baseline: Path | None, written: list[Path], rows: bool = True) -> dict:
+    """The JSON of an analysis (`--json`; `ccoverlap doctor --json` holds it too); `rows`: with each rank's
+    per-collective and per-step rows (RankMetrics.to_dict)."""
     from ccoverlap.doctor.analysis.metrics import strategy_values
 
     return {
-        "ranks": [r.to_dict() for r in result.ranks],
+        "ranks": [r.to_dict(rows) for r in result.ranks],
         "strategies": strategy_values(result.ranks),
         "baseline": str(baseline) if baseline else None,
         "problems": [str(p) for p in result.problems],
