@@ -23,7 +23,7 @@ EPS = 1e-9
 
 @dataclass(frozen=True)
 class KernelTimes:
-    ready_us: float  # when it could first dispatch (launched, dependencies done, its queue's turn)
+    ready_us: float  # when it was launched with its stream's previous kernel and its dependencies done
     start_us: float  # its first CTA's start
     end_us: float  # its last CTA's end
 
@@ -42,12 +42,16 @@ class _Sim:
     def __init__(self, step: Step, pace: Pace, gpcs: int):
         self.step, self.pace, self.dev = step, pace, step.device
         ks = step.kernels
+        self.copy = [k.footprint is None for k in ks]
         self.fps = [k.footprint for k in ks]
         self.hints = [k.hint for k in ks]
-        self.warps = [-(-k.footprint.threads // self.dev.warp_size) for k in ks]
-        plan = [pace.blocks(self.dev, k) for k in ks]
-        self.pending = [-(-n // max(k.footprint.cluster, 1)) * max(k.footprint.cluster, 1) for (n, _), k in zip(plan, ks)]
+        self.is_comm = [k.comm for k in ks]
+        self.warps = [0 if c else -(-k.footprint.threads // self.dev.warp_size) for k, c in zip(ks, self.copy)]
+        plan = [(1, k.alone_us) if c else pace.blocks(self.dev, k) for k, c in zip(ks, self.copy)]
+        self.pending = [n if c else -(-n // max(k.footprint.cluster, 1)) * max(k.footprint.cluster, 1)
+                        for (n, _), k, c in zip(plan, ks, self.copy)]
         self.work = [w for _, w in plan]
+        self.alone_warps = [0 if c else pace.alone_warps(self.dev, k, self.dev.warp_size) for k, c in zip(ks, self.copy)]
         self.running = [0] * len(ks)
         self.left = list(self.pending)  # CTAs not yet finished
         self.sms = [residency.SM() for _ in range(self.dev.sm_count)]
@@ -57,6 +61,7 @@ class _Sim:
         self.next_id = 0
         self.gpc = residency.gpc_size(self.dev, gpcs)
         self.ready = [None] * len(ks)
+        self.waiting = list(range(len(ks)))
         self.start = [None] * len(ks)
         self.end = [None] * len(ks)
         self.dispatched = [False] * len(ks)
@@ -73,18 +78,20 @@ class _Sim:
     def _done(self, j: int) -> bool:
         return j < 0 or self.end[j] is not None
 
-    def may_dispatch(self, i: int, t: float) -> bool:
-        k = self.step.kernels[i]
-        if self.pending[i] == 0 or k.release_us > t + EPS:
-            return False
-        waits = [self.prev_stream[i], *k.deps] + ([i - 1] if self.step.serial else [])
-        if not all(self._done(j) for j in waits):
-            return False
-        if self.prev_queue[i] >= 0 and not self.dispatched[self.prev_queue[i]]:
-            return False
-        if self.ready[i] is None:
-            self.ready[i] = t
-        return True
+    def _mark_ready(self, t: float) -> None:
+        """Note when each kernel is launched with its stream's previous kernel and its dependencies done."""
+        for i in self.waiting[:]:
+            k = self.step.kernels[i]
+            if k.release_us > t + EPS:
+                continue
+            waits = [self.prev_stream[i], *k.deps] + ([i - 1] if self.step.serial else [])
+            if all(self._done(j) for j in waits):
+                self.ready[i] = t
+                self.waiting.remove(i)
+
+    def may_dispatch(self, i: int) -> bool:
+        """Ready, with the kernel ahead of it in its hardware queue fully dispatched."""
+        return self.ready[i] is not None and (self.prev_queue[i] < 0 or self.dispatched[self.prev_queue[i]])
 
     # --- placement -------------------------------------------------------------------------------
     def _allowed(self, i: int) -> range:
@@ -145,23 +152,52 @@ class _Sim:
                     progress = True
         return not self.pending[i]
 
+    def _persistent(self, i: int) -> bool:
+        """A library's persistent grid: exactly one full wave of the whole device (blocks per SM alone x SMs);
+        its tiles go to the CTAs that run (a tile scheduler), so CTAs that find no room hand their work over."""
+        k = self.step.kernels[i]
+        return (not self.copy[i] and not self.is_comm[i] and self.fps[i].cluster == 1
+                and self.fps[i].grid == residency.alone_per_sm(self.dev, k.footprint, k.hint) * self.dev.sm_count)
+
+    def _regrid(self, i: int) -> None:
+        placed = [cid for cid, c in self.ctas.items() if c[0] == i]
+        if not placed or not self.pending[i]:
+            return
+        scale = (len(placed) + self.pending[i]) / len(placed)
+        for cid in placed:
+            self.ctas[cid][2] *= scale
+        self.left[i] -= self.pending[i]
+        self.n_left -= self.pending[i]
+        self.pending[i], self.dispatched[i] = 0, True
+
     def dispatch(self, t: float, sms=None) -> None:
+        self._mark_ready(t)
         for i in self.rank:
             if not self.pending[i]:
                 continue
-            if not self.may_dispatch(i, t):
+            if not self.may_dispatch(i):
+                continue
+            if self.copy[i]:  # a copy engine's: no SM, never in the way
+                self.pending[i], self.dispatched[i], self.start[i] = 0, True, t
+                heapq.heappush(self.heap, (t + self.step.kernels[i].alone_us, -1 - i, 0))
                 continue
             allowed = self._allowed(i)
             targets = allowed if sms is None else [s for s in sms if s in allowed]
-            if not self._fill(i, targets, t):
+            first = self.start[i] is None
+            done = self._fill(i, targets, t)
+            if not done and first and self._persistent(i):
+                self._regrid(i)
+                done = True
+            if not done:
                 return  # head of line: nothing after it dispatches
 
     # --- pace ------------------------------------------------------------------------------------
     def _rate(self, cid: int) -> float:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
-        other = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items() if j != i)
-        others_running = self.active > 1
-        return 1.0 / self.pace.slowdown(other, self.dev, others_running)
+        if self.is_comm[i]:
+            return self.pace.pace(1, 1, self.active > 1)
+        now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items() if not self.is_comm[j])
+        return self.pace.pace(self.alone_warps[i], now, self.active > 1)
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:
@@ -175,9 +211,9 @@ class _Sim:
     def run(self) -> Result:
         t = 0.0
         releases = sorted({k.release_us for k in self.step.kernels})
-        n_left = sum(self.left)
+        self.n_left = sum(self.left)
         self._touched, self._global_change = set(), False
-        while n_left:
+        while self.n_left:
             self.dispatch(t)
             self._settle(t)
             self._touched, self._global_change = set(), False
@@ -192,11 +228,15 @@ class _Sim:
             t = t_cta
             while self.heap and self.heap[0][0] <= t + EPS:
                 _, cid, version = heapq.heappop(self.heap)
+                if cid < 0:
+                    self.left[-1 - cid], self.end[-1 - cid] = 0, t
+                    self.n_left -= 1
+                    continue
                 c = self.ctas.get(cid)
                 if c is None or c[5] != version:
                     continue
                 self._finish(cid, t)
-                n_left -= 1
+                self.n_left -= 1
         return Result(tuple(KernelTimes(r, s, e) for r, s, e in zip(self.ready, self.start, self.end)),
                       max((e for e in self.end if e is not None), default=0.0))
 

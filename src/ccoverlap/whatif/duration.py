@@ -5,11 +5,14 @@ The model, stated once (docs/whatif.md, "The model"):
 * A kernel alone runs `waves = ceil(grid / (blocks per SM alone x SMs))` waves, so one CTA's work is
   `alone_us / waves` microseconds at full pace (for one wave, the whole launch: a 16-CTA collective's CTA
   lasts as long as the collective alone).
-* A CTA's pace is 1 / (s_sm x s_mem):
-  - SM issue share: `s_sm = 1 + sm_share x W_other / W_max`, W_other the warps of *other* kernels resident on
-    its SM, W_max the SM's warp slots (its own kernel's blocks beside it were already there alone);
-  - memory-system share: `s_mem = 1 + memory_share` while any other kernel runs anywhere on the GPU (HBM and L2
-    are shared by every SM), else 1.
+* A compute CTA's pace is `(W_alone / W) ** sm_share / (1 + memory_share x others)`:
+  - SM issue share: W is the compute warps resident on its SM now (every compute kernel's, its own included),
+    W_alone the warps its own kernel's CTAs held there alone (blocks per SM alone x its warps). Fewer CTAs than
+    alone (a wave's tail) run faster, more (another compute kernel beside it) slower; `sm_share` 0 is no
+    interference, 1 is the SM's issue shared evenly by warps;
+  - memory-system share: `others` is 1 while any other kernel runs anywhere on the GPU (HBM and L2 are shared
+    by every SM), else 0.
+* A communication CTA is bound by memory and links, not by issue: its pace is `1 / (1 + memory_share x others)`.
 * `sm_share` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is fitted
   per program.
 
@@ -33,14 +36,25 @@ class Pace:
     memory_share: float = 0.1
     max_waves: int = 6
 
-    def slowdown(self, other_warps: int, device: DeviceLimits, others_running: bool) -> float:
-        return (1 + self.sm_share * other_warps / device.max_warps_per_sm) * (1 + self.memory_share * others_running)
+    def pace(self, alone_warps: int, warps_now: int, others_running: bool) -> float:
+        """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
+        `warps_now` compute warps now."""
+        return (alone_warps / max(warps_now, 1)) ** self.sm_share / (1 + self.memory_share * others_running)
 
     def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[int, float]:
-        """(CTAs simulated, work of each in us at full pace) for kernel `k`."""
-        per_wave = alone_per_sm(device, k.footprint, k.hint) * device.sm_count
+        """(CTAs simulated, work of each in us at full pace) for kernel `k`: its grid now, each CTA doing the work
+        of one CTA of the launch as measured alone (`Kernel.measured`: a padded kernel's CTAs do the same work,
+        in more waves)."""
+        basis, hint = k.measured
+        waves = -(-basis.grid // (alone_per_sm(device, basis, hint) * device.sm_count))
+        work = k.alone_us / waves * basis.grid / k.footprint.grid  # a regridded launch spreads the same work
         grid = k.footprint.grid
-        waves = -(-grid // per_wave)
-        merge = -(-waves // self.max_waves) if waves > self.max_waves else 1
-        ctas = -(-grid // merge)
-        return ctas, k.alone_us / waves * merge
+        now = -(-grid // (alone_per_sm(device, k.footprint, k.hint) * device.sm_count))
+        merge = -(-now // self.max_waves) if now > self.max_waves else 1
+        return -(-grid // merge), work * merge
+
+    def alone_warps(self, device: DeviceLimits, k: Kernel, warp: int) -> int:
+        """Warps of its kernel one SM held when `alone_us` was measured."""
+        basis, hint = k.measured
+        per_sm = min(alone_per_sm(device, basis, hint), -(-basis.grid // device.sm_count))
+        return per_sm * -(-basis.threads // warp)

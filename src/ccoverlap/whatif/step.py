@@ -15,10 +15,11 @@ from ccoverlap.model.limits import DeviceLimits
 
 @dataclass(frozen=True)
 class Kernel:
-    """One launch. `sms` confines it to SMs [lo, hi) (an SM partition: green contexts, sm-carveout)."""
+    """One launch. `sms` confines it to SMs [lo, hi) (an SM partition: green contexts, sm-carveout). A memory copy
+    or set (`footprint` None) takes a copy engine, no SM: it lasts its time alone once its stream reaches it."""
 
     name: str
-    footprint: KernelFootprint
+    footprint: KernelFootprint | None
     alone_us: float
     stream: int
     comm: bool = False
@@ -26,6 +27,12 @@ class Kernel:
     release_us: float = 0.0  # when its launch call ended, from the step's start (it cannot start before)
     hint: int | None = None  # preferred shared-memory carveout, percent (None: not set)
     sms: tuple[int, int] | None = None
+    basis: KernelFootprint | None = None  # the footprint `alone_us` was measured with, no hint (None: `footprint`)
+
+    @property
+    def measured(self) -> tuple[KernelFootprint | None, int | None]:
+        """(footprint, hint) under which `alone_us` was measured."""
+        return (self.footprint, self.hint) if self.basis is None else (self.basis, None)
 
     def __post_init__(self):
         if self.alone_us <= 0:
@@ -56,11 +63,12 @@ class Step:
         return tuple(i for i, k in enumerate(self.kernels) if k.comm)
 
 
-def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[Step, list[str]]:
-    """The first analysed step of a doctor trace (with its alone window matched: `Trace.alone_us`) as a Step,
-    and what was left out. Launches without a time alone are left out and named: never guessed. Kineto does
-    not record the cluster: communication kernels get `comm_cluster` (the caller's knowledge, NCCL's default
-    otherwise), compute kernels 1."""
+def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dict[int, float] | None = None,
+               streams: set[int] | None = None) -> tuple[Step, list[str]]:
+    """The first analysed step of a trace as a Step, and what was left out. Times alone are `alone`
+    (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches without one
+    are left out and named: never guessed. `streams`: only these streams' kernels (None: all). Kineto does not
+    record the cluster: communication kernels get `comm_cluster` (the caller's knowledge), compute kernels 1."""
     from ccoverlap.doctor.analysis.contention import windows
     from ccoverlap.doctor.analysis.deps import graph
     from ccoverlap.doctor.analysis.trace import KernelClass, analysed_indices
@@ -70,11 +78,11 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[S
     if not steps:
         return Step(device, ()), ["no analysed step in the trace"]
     _, idx = steps[0]
-    alone = trace.alone_us or {}
+    alone = (trace.alone_us or {}) if alone is None else alone
     notes, keep, where = [], [], {}
     for i in idx:
         k = trace.kernels[i]
-        if k.kind is KernelClass.MEMORY or k.footprint is None:
+        if streams is not None and k.stream not in streams:
             continue
         if k.correlation not in alone:
             notes.append(f"{k.name[:60]}: no time alone (left out)")
@@ -86,7 +94,8 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[S
     for i in keep:
         k = trace.kernels[i]
         comm = k.kind is KernelClass.COMMUNICATION
-        fp = dataclasses.replace(k.footprint, cluster=comm_cluster if comm else 1)
+        fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
+            k.footprint, cluster=comm_cluster if comm else 1)
         deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
         kernels.append(Kernel(k.name, fp, alone[k.correlation], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0)))

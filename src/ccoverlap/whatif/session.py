@@ -1,0 +1,109 @@
+"""From a capture to steps: a doctor capture folder (`capture`), or a lab record with its alone traces (`lab_cases`)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import DeviceLimits, get_device
+from ccoverlap.util.errors import UsageError
+from ccoverlap.whatif.step import Kernel, Step, from_trace
+
+#: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
+#: magnitude: the alone traces' own launch times are the profiler's, slowed by it)
+LAUNCH_US = 5.0
+
+
+@dataclass(frozen=True)
+class Captured:
+    step: Step
+    notes: tuple[str, ...]
+    source: str  # what the step was read from, in words
+
+
+def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None) -> Captured:
+    """The first analysed step of the lowest rank of the doctor capture under ROOT, with its alone window."""
+    from ccoverlap.doctor.analysis import analyze
+    from ccoverlap.doctor.analysis.trace import device_limits
+    from ccoverlap.model import nccl
+
+    a = analyze(root, comm_regex=comm_regex)
+    if not a.strategies:
+        raise UsageError(f"{root}: no usable trace (see `ccoverlap analyze {root}`)")
+    name = root.name if root.name in a.strategies else next(iter(a.strategies))
+    rank = min(a.strategies[name])
+    trace = a.strategies[name][rank]
+    if not trace.alone_us:
+        raise UsageError(f"{root}: the trace has no alone window matched (capture it with `ccoverlap doctor`): "
+                         "each launch's time alone is what the simulator starts from")
+    device = device_limits(trace.device) or get_device("h200")
+    cluster = comm_cluster if comm_cluster is not None else nccl.DEFAULT_CLUSTER
+    step, notes = from_trace(trace, device, comm_cluster=cluster)
+    if not step.kernels:
+        raise UsageError(f"{root}: no launch of the analysed step has a time alone")
+    told = [] if comm_cluster is not None else [f"communication clusters of {cluster} assumed (NCCL's default on "
+                                                "sm_90; the trace does not record them)"]
+    return Captured(step, tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})")
+
+
+def _compute_streams(trace) -> set[int]:
+    """The lab's compute stream(s) in an alone trace: the compute kernels' streams but the L2 flush's (the first
+    kernel of a repetition, on torch's stream, outside the timed span)."""
+    from ccoverlap.doctor.analysis.contention import windows
+    from ccoverlap.doctor.analysis.trace import KernelClass, analysed_indices
+
+    _, idx = windows(trace, analysed_indices(trace))[0]
+    streams = {trace.kernels[i].stream for i in idx if trace.kernels[i].kind is KernelClass.COMPUTE}
+    flush = trace.kernels[idx[0]].stream
+    return streams - {flush} if streams - {flush} else streams
+
+
+def lab_case(trace_path: Path, row: dict, sweep_row: dict, device: DeviceLimits) -> Step:
+    """One lab case as a Step: its compute family's launches alone (the profiler trace of the compute phase by
+    itself: each launch's duration is its time alone, scaled so the phase spans the lab's compute-alone time:
+    the trace was taken in another process), launched LAUNCH_US apart, and the proxy after them, shaped as the
+    lab's comm-alone row says, with the case's comm-alone time."""
+    from ccoverlap.doctor.analysis.trace import read_trace
+
+    trace = read_trace(trace_path)
+    alone = {k.correlation: k.dur for k in trace.kernels}
+    step, _ = from_trace(trace, device, alone=alone, streams=_compute_streams(trace))
+    if len({k.stream for k in step.kernels}) != 1:
+        raise ValueError(f"{trace_path}: compute on several streams, expected the lab's one")
+    span = _span(trace, step)
+    scale = row["compute_alone_ms"] * 1000 / span
+    kernels = [dataclasses.replace(k, alone_us=k.alone_us * scale, release_us=n * LAUNCH_US)
+               for n, k in enumerate(step.kernels)]
+    fp = KernelFootprint(row["comm_threads"], sweep_row["regs"], sweep_row["static_smem"], sweep_row["dynamic_smem"],
+                         row["comm_ctas"], row["comm_cluster"], "comm_proxy")
+    kernels.append(Kernel("comm_proxy", fp, row["comm_alone_ms"] * 1000, stream=-1, comm=True,
+                          release_us=len(kernels) * LAUNCH_US))
+    return step.replace(kernels=tuple(kernels))
+
+
+def _span(trace, step: Step) -> float:
+    """From the first to the last end of the step's launches in the trace (us)."""
+    names = {k.name for k in step.kernels}
+    from ccoverlap.doctor.analysis.contention import windows
+    from ccoverlap.doctor.analysis.trace import analysed_indices
+
+    _, idx = windows(trace, analysed_indices(trace))[0]
+    ks = [trace.kernels[i] for i in idx if trace.kernels[i].name in names]
+    return max(k.end for k in ks) - min(k.ts for k in ks)
+
+
+def lab_cases(record: dict, capture: dict, root: Path, device: DeviceLimits) -> dict[str, tuple[Step, list[dict]]]:
+    """Family -> (its Step, its measured rows that ran) from a `ccoverlap lab` record and the what-if capture
+    (bench/device/whatif_record.py) whose traces lie under ROOT."""
+    out = {}
+    for family, info in capture["families"].items():
+        rows = [r for r in record["rows"] if r["compute"] == family]
+        alone = next((r for r in rows if r["strategy"] == "comm-alone"), None)
+        if alone is None:
+            continue
+        sweep = next(s for s in capture["comm_sweep"] if s["comm"] == alone["comm"])
+        step = lab_case(root / info["trace"], alone, sweep, device)
+        out[family] = (step, [r for r in rows if r["status"] == "ok" and r["strategy"] not in ("comm-alone", "compute-alone")])
+    return out
+
