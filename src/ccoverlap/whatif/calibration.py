@@ -4,8 +4,8 @@ Two fits, each on what it explains and nothing else:
 * the communication bandwidth law (`transforms.CommLaw`) on the proxy's times alone at several CTA and thread
   counts (bench/device/whatif_record.py's sweep): least squares on the log of time over the 16 x 640 time;
 * the pace model (`duration.Pace`: SM-issue and memory-system shares) on the lab's overlapped cells (every
-  family x strategy of a `ccoverlap lab --quick` record): the mean absolute relative error of the predicted
-  total and communication completion, by coordinate search over a fixed grid.
+  family x strategy of a `ccoverlap lab --quick` record): the least mean absolute relative error of the
+  predicted total and communication completion over a fixed grid.
 The error the fit leaves (median and 90th percentile over the cells) is what `predict` gives as the interval.
 Nothing is fitted per program: a capture is predicted with its GPU's file (`load`), or the H200's, said so.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.transforms import CommLaw
 
-SM_SHARES = tuple(i / 20 for i in range(21))
-MEMORY_SHARES = tuple(i / 50 for i in range(26))
+SM_SHARES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
+MEMORY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 SATURATIONS = tuple(range(1, 65))
 EXPONENTS = tuple(i / 20 for i in range(31))
 
@@ -68,23 +68,14 @@ def quantile(values: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def fit_pace(evaluate: Callable[[Pace], list[tuple[float, float]]], start: Pace = Pace()) -> tuple[Pace, list[float]]:
-    """Coordinate search over SM_SHARES x MEMORY_SHARES from `start`; `evaluate(pace)` gives the (predicted,
-    measured) pairs of every fitted cell. Returns the best pace and its cells' errors."""
+def fit_pace(evaluate: Callable[[Pace], list[tuple[float, float]]]) -> tuple[Pace, list[float]]:
+    """The grid point of SM_SHARES x MEMORY_SHARES with the least mean error; `evaluate(pace)` gives the
+    (predicted, measured) pairs of every fitted cell. Returns the best pace and its cells' errors."""
     def loss(p: Pace) -> float:
         e = errors(evaluate(p))
         return sum(e) / len(e)
 
-    best, best_loss = start, loss(start)
-    for _ in range(4):
-        before = best
-        for axis, grid in (("sm_share", SM_SHARES), ("memory_share", MEMORY_SHARES)):
-            for v in grid:
-                p = Pace(**{**asdict(best), axis: v})
-                if (lv := loss(p)) < best_loss - 1e-12:
-                    best, best_loss = p, lv
-        if best == before:
-            break
+    best = min((Pace(sm, mem) for sm in SM_SHARES for mem in MEMORY_SHARES), key=loss)
     return best, errors(evaluate(best))
 
 

@@ -17,7 +17,8 @@ The model, stated once (docs/whatif.md, "The model"):
   per program.
 
 A kernel of many waves is simulated in coarser CTAs (consecutive CTAs merged so at most `max_waves` waves
-remain, each merged CTA doing their work): the same footprint, total work and residency, a coarser tail.
+remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work): the same footprint, total
+work and residency, a coarser tail.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Pace:
     sm_share: float = 0.5
     memory_share: float = 0.1
     max_waves: int = 6
+    min_cta_us: float = 50.0
 
     def pace(self, alone_warps: int, warps_now: int, others_running: bool) -> float:
         """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
@@ -50,7 +52,8 @@ class Pace:
         work = k.alone_us / waves * basis.grid / k.footprint.grid  # a regridded launch spreads the same work
         grid = k.footprint.grid
         now = -(-grid // (alone_per_sm(device, k.footprint, k.hint) * device.sm_count))
-        merge = -(-now // self.max_waves) if now > self.max_waves else 1
+        waves_kept = max(1, min(self.max_waves, int(k.alone_us // self.min_cta_us)))
+        merge = -(-now // waves_kept) if now > waves_kept else 1
         return -(-grid // merge), work * merge
 
     def alone_warps(self, device: DeviceLimits, k: Kernel, warp: int) -> int:

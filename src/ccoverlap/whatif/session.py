@@ -5,9 +5,12 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from ccoverlap.control import levers
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.errors import UsageError
+from ccoverlap.whatif import calibration, predict, presets, transforms
+from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.step import Kernel, Step, from_trace
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -20,6 +23,7 @@ class Captured:
     step: Step
     notes: tuple[str, ...]
     source: str  # what the step was read from, in words
+    world: int | None = None  # the job's ranks, where the trace says
 
 
 def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None) -> Captured:
@@ -44,7 +48,7 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: no launch of the analysed step has a time alone")
     told = [] if comm_cluster is not None else [f"communication clusters of {cluster} assumed (NCCL's default on "
                                                 "sm_90; the trace does not record them)"]
-    return Captured(step, tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})")
+    return Captured(step, tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})", trace.world_size)
 
 
 def _compute_streams(trace) -> set[int]:
@@ -107,3 +111,62 @@ def lab_cases(record: dict, capture: dict, root: Path, device: DeviceLimits) -> 
         out[family] = (step, [r for r in rows if r["status"] == "ok" and r["strategy"] not in ("comm-alone", "compute-alone")])
     return out
 
+
+
+def _gpcs(step: Step) -> int:
+    p = presets.peak(step.device)
+    return p.gpcs if p else presets.PEAKS["h200"].gpcs
+
+
+def run(cfg: WhatIfConfig, root: Path) -> dict:
+    """Every prediction `ccoverlap whatif` shows, as data: the step as captured first (`default`), then each
+    strategy; predictions for another GPU or network labelled so, with their assumptions."""
+    cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None)
+    step, assumptions = cap.step, []
+    cal, cal_note = calibration.load(step.device.name)
+    if cfg.busbw or cfg.world:
+        world = cfg.capture_world or cap.world
+        if not world:
+            raise UsageError("--world/--busbw need --capture-world: the trace does not say how many ranks ran")
+        if not cfg.capture_busbw:
+            raise UsageError("--world/--busbw need --capture-busbw: the bus bandwidth the capture ran at is not in a trace")
+        step, note = presets.collectives(step, cfg.capture_busbw, cfg.busbw or cfg.capture_busbw, world, cfg.world or world)
+        assumptions.append(note)
+    steps = (step,)
+    if cfg.device:
+        moved = presets.to_device(step, cfg.device)
+        steps, assumptions = moved.steps, assumptions + list(moved.assumptions)
+    strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
+    gpcs = _gpcs(steps[0])
+    rows = predict.predict(steps[0], strategies, cal, gpcs)
+    ends = [predict.predict(s, strategies, cal, gpcs) for s in steps[1:]]
+    base = rows[0]
+    out = []
+    for n, p in enumerate(rows):
+        d = p.to_dict()
+        if p.status == "ok":
+            lo, hi = p.interval
+            for other in ends:
+                q = other[n]
+                lo, hi = min(lo, q.interval[0]), max(hi, q.interval[1])
+            d |= {"interval": [lo, hi], "vs_capture": p.vs(base)}
+        out.append(d)
+    return {
+        "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": steps[0].device.name,
+        "label": "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU",
+        "assumptions": assumptions, "notes": list(cap.notes) + ([cal_note] if cal_note else []),
+        "calibration": {"gpu": cal.gpu, "error_median": cal.error_median, "error_p90": cal.error_p90,
+                        "provenance": cal.provenance},
+        "predictions": out,
+    }
+
+
+def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, float]:
+    """Predicted gain (share of the step, positive is faster) of each named strategy over the capture, for the
+    tuner: strategies without a model are left out. UsageError where the capture cannot be simulated."""
+    cap = capture(root, comm_regex)
+    cal, _ = calibration.load(cap.step.device.name)
+    known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
+    rows = predict.predict(cap.step, known, cal, _gpcs(cap.step))
+    base = rows[0]
+    return {p.strategy: 1 - p.vs(base) for p in rows[1:] if p.status == "ok" and p.vs(base)}
