@@ -2,9 +2,10 @@
 
 The model, stated once (docs/whatif.md, "The model"):
 
-* A kernel alone runs `waves = ceil(grid / (blocks per SM alone x SMs))` waves, so one CTA's work is
-  `alone_us / waves` microseconds at full pace (for one wave, the whole launch: a 16-CTA collective's CTA
-  lasts as long as the collective alone).
+* A kernel alone runs its full waves of `blocks per SM alone x SMs` CTAs and a last partial one, whose fewer
+  CTAs per SM run faster (below), so one CTA's work is `alone_us / waves` microseconds at full pace (`waves`
+  counting the partial wave at its pace): simulated alone, every launch takes its time alone. For one wave
+  that is the whole launch: a 16-CTA collective's CTA lasts as long as the collective alone.
 * A compute CTA's pace is `(W_alone / W) ** sm_share / (1 + memory_share x others)`:
   - SM issue share: W is the compute warps resident on its SM now (every compute kernel's, its own included),
     W_alone the warps its own kernel's CTAs held there alone (blocks per SM alone x its warps). Fewer CTAs than
@@ -48,13 +49,22 @@ class Pace:
         of one CTA of the launch as measured alone (`Kernel.measured`: a padded kernel's CTAs do the same work,
         in more waves)."""
         basis, hint = k.measured
-        waves = -(-basis.grid // (alone_per_sm(device, basis, hint) * device.sm_count))
-        work = k.alone_us / waves * basis.grid / k.footprint.grid  # a regridded launch spreads the same work
+        work = k.alone_us / self.waves(device, basis, hint) * basis.grid / k.footprint.grid  # regridded: same work
         grid = k.footprint.grid
         now = -(-grid // (alone_per_sm(device, k.footprint, k.hint) * device.sm_count))
         waves_kept = max(1, min(self.max_waves, int(k.alone_us // self.min_cta_us)))
         merge = -(-now // waves_kept) if now > waves_kept else 1
         return -(-grid // merge), work * merge
+
+    def waves(self, device: DeviceLimits, fp, hint: int | None) -> float:
+        """How many CTA durations a launch alone lasts: its full waves, and a last partial wave whose CTAs, fewer
+        per SM (`ceil(left / SMs)` of `per_sm`), run faster by the SM-issue share."""
+        per_sm = alone_per_sm(device, fp, hint)
+        full, left = divmod(fp.grid, per_sm * device.sm_count)
+        if not left or not full:  # one partial wave alone is the reference pace itself
+            return full or 1
+        tail = min(per_sm, -(-left // device.sm_count)) / per_sm
+        return full + tail ** self.sm_share
 
     def alone_warps(self, device: DeviceLimits, k: Kernel, warp: int) -> int:
         """Warps of its kernel one SM held when `alone_us` was measured."""
