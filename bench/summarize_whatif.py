@@ -10,6 +10,7 @@ the calibration file the package ships.
 
 usage: python bench/summarize_whatif.py --lab LAB.json --capture CAPTURE.json --traces DIR|TGZ --out OUT.json
        [--calibration-out src/ccoverlap/whatif/calibration/h200.json]
+       python bench/summarize_whatif.py --tables OUT.json   (the markdown tables of docs/results.md, from the record)
 """
 from __future__ import annotations
 
@@ -74,14 +75,38 @@ def _commit() -> str | None:
         return None
 
 
+def tables(result: dict) -> str:
+    """Markdown: the summary, then one row per cell (held-out prediction; in-sample in parentheses)."""
+    s = result["summary"]
+    out = [f"{s['within_10pct']} of {s['predicted']} cells within 10% on both the total and the comm completion; "
+           f"total: median |error| {100 * s['median_abs_error']:.1f}%, max {100 * s['max_abs_error']:.1f}%; "
+           f"comm completion: median {100 * s['median_abs_comm_error']:.1f}%, max {100 * s['max_abs_comm_error']:.1f}%.",
+           "", "| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted | error |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in result["rows"]:
+        if r["status"] != "ok":
+            out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['status']} | | | | |")
+            continue
+        out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['predicted_ms']:.2f} "
+                   f"({r['predicted_in_sample_ms']:.2f}) | {100 * r['error']:+.1f}% | {r['comm_done_measured_ms']:.2f} | "
+                   f"{r['comm_done_predicted_ms']:.2f} | {100 * r['comm_done_error']:+.1f}% |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lab", type=Path, required=True)
-    ap.add_argument("--capture", type=Path, required=True)
-    ap.add_argument("--traces", type=Path, required=True, help="the folder holding traces/, or traces.tgz")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--tables", type=Path, help="print the markdown tables of a written record, and stop")
+    ap.add_argument("--lab", type=Path)
+    ap.add_argument("--capture", type=Path)
+    ap.add_argument("--traces", type=Path, help="the folder holding traces/, or traces.tgz")
+    ap.add_argument("--out", type=Path)
     ap.add_argument("--calibration-out", type=Path)
     args = ap.parse_args()
+    if args.tables:
+        print(tables(json.loads(args.tables.read_text())))
+        return 0
+    if not (args.lab and args.capture and args.traces and args.out):
+        ap.error("--lab, --capture, --traces and --out are needed (or --tables)")
     record, capture = json.loads(args.lab.read_text()), json.loads(args.capture.read_text())
     device = _device(capture)
     with tempfile.TemporaryDirectory() as tmp:

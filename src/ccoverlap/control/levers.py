@@ -413,6 +413,7 @@ def table(host: Host) -> list[dict]:
             "nccl_min": _version(lv.nccl_min) if lv.nccl_min else None,
             "applies": {s: lv.applies(host, s) or "yes" for s in SCOPES},
             "mark": lv.mark.what if lv.mark else None,
+            "whatif": lv.whatif or "no model",
         }
         for lv in LEVERS
     ]

@@ -3,7 +3,7 @@
 Two fits, each on what it explains and nothing else:
 * the communication bandwidth law (`transforms.CommLaw`) on the proxy's times alone at several CTA and thread
   counts (bench/device/whatif_record.py's sweep): least squares on the log of time over the 16 x 640 time;
-* the pace model (`duration.Pace`: SM-issue and memory-system shares) on the lab's overlapped cells (every
+* the pace model (`duration.Pace`: SM-issue share and saturation, memory-system share) on the lab's overlapped cells (every
   family x strategy of a `ccoverlap lab --quick` record): the least mean absolute relative error of the
   predicted total and communication completion over a fixed grid.
 The error the fit leaves (median and 90th percentile over the cells) is what `predict` gives as the interval.
@@ -21,8 +21,9 @@ from pathlib import Path
 from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.transforms import CommLaw
 
-SM_SHARES = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
-MEMORY_SHARES = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+SM_SHARES = (0.5, 0.75, 1.0)
+MEMORY_SHARES = (0.1, 0.2, 0.3, 0.4)
+SATURATIONS_OF_ISSUE = (0.25, 0.5, 0.75, 1.0)
 SATURATIONS = tuple(range(1, 65))
 EXPONENTS = tuple(i / 20 for i in range(31))
 
@@ -69,13 +70,15 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def fit_pace(evaluate: Callable[[Pace], list[tuple[float, float]]]) -> tuple[Pace, list[float]]:
-    """The grid point of SM_SHARES x MEMORY_SHARES with the least mean error; `evaluate(pace)` gives the
-    (predicted, measured) pairs of every fitted cell. Returns the best pace and its cells' errors."""
+    """The grid point of SM_SHARES x MEMORY_SHARES x SATURATIONS_OF_ISSUE with the least mean error;
+    `evaluate(pace)` gives the (predicted, measured) pairs of every fitted cell. Returns the best pace and its
+    cells' errors."""
     def loss(p: Pace) -> float:
         e = errors(evaluate(p))
         return sum(e) / len(e)
 
-    best = min((Pace(sm, mem) for sm in SM_SHARES for mem in MEMORY_SHARES), key=loss)
+    best = min((Pace(sm, mem, sat) for sm in SM_SHARES for mem in MEMORY_SHARES for sat in SATURATIONS_OF_ISSUE),
+               key=loss)
     return best, errors(evaluate(best))
 
 

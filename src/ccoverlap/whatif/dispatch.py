@@ -194,10 +194,8 @@ class _Sim:
     # --- pace ------------------------------------------------------------------------------------
     def _rate(self, cid: int) -> float:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
-        if self.is_comm[i]:
-            return self.pace.pace(1, 1, self.active > 1)
-        now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items() if not self.is_comm[j])
-        return self.pace.pace(self.alone_warps[i], now, self.active > 1)
+        now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
+        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1)
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:

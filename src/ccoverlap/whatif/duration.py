@@ -6,15 +6,15 @@ The model, stated once (docs/whatif.md, "The model"):
   CTAs per SM run faster (below), so one CTA's work is `alone_us / waves` microseconds at full pace (`waves`
   counting the partial wave at its pace): simulated alone, every launch takes its time alone. For one wave
   that is the whole launch: a 16-CTA collective's CTA lasts as long as the collective alone.
-* A compute CTA's pace is `(W_alone / W) ** sm_share / (1 + memory_share x others)`:
-  - SM issue share: W is the compute warps resident on its SM now (every compute kernel's, its own included),
-    W_alone the warps its own kernel's CTAs held there alone (blocks per SM alone x its warps). Fewer CTAs than
-    alone (a wave's tail) run faster, more (another compute kernel beside it) slower; `sm_share` 0 is no
-    interference, 1 is the SM's issue shared evenly by warps;
+* A CTA's pace is `(max(W_alone, S) / max(W, S)) ** sm_share / (1 + memory_share x others)`:
+  - SM issue share: W is the warps resident on its SM now (every kernel's, its own included), W_alone the
+    warps its own kernel's CTAs held there alone (blocks per SM alone x its warps), S = `saturation` x the SM's
+    warp slots the warps that saturate its issue. Above S, fewer warps than alone (a wave's tail, a padded
+    kernel) run faster and more (another kernel beside it) slower; below S nobody is in anyone's way.
+    `sm_share` 0 is no interference, 1 is the SM's issue shared evenly by warps;
   - memory-system share: `others` is 1 while any other kernel runs anywhere on the GPU (HBM and L2 are shared
     by every SM), else 0.
-* A communication CTA is bound by memory and links, not by issue: its pace is `1 / (1 + memory_share x others)`.
-* `sm_share` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is fitted
+* `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is fitted
   per program.
 
 A kernel of many waves is simulated in coarser CTAs (consecutive CTAs merged so at most `max_waves` waves
@@ -36,13 +36,16 @@ class Pace:
 
     sm_share: float = 0.5
     memory_share: float = 0.1
+    saturation: float = 0.5
     max_waves: int = 6
     min_cta_us: float = 50.0
 
-    def pace(self, alone_warps: int, warps_now: int, others_running: bool) -> float:
+    def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool) -> float:
         """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
-        `warps_now` compute warps now."""
-        return (alone_warps / max(warps_now, 1)) ** self.sm_share / (1 + self.memory_share * others_running)
+        `warps_now` warps now."""
+        floor = self.saturation * device.max_warps_per_sm
+        return ((max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share
+                / (1 + self.memory_share * others_running))
 
     def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[int, float]:
         """(CTAs simulated, work of each in us at full pace) for kernel `k`: its grid now, each CTA doing the work
@@ -63,8 +66,8 @@ class Pace:
         full, left = divmod(fp.grid, per_sm * device.sm_count)
         if not left or not full:  # one partial wave alone is the reference pace itself
             return full or 1
-        tail = min(per_sm, -(-left // device.sm_count)) / per_sm
-        return full + tail ** self.sm_share
+        warps = -(-fp.threads // device.warp_size)
+        return full + 1 / self.pace(per_sm * warps, min(per_sm, -(-left // device.sm_count)) * warps, device, False)
 
     def alone_warps(self, device: DeviceLimits, k: Kernel, warp: int) -> int:
         """Warps of its kernel one SM held when `alone_us` was measured."""
