@@ -216,3 +216,28 @@ def test_the_tuner_orders_its_arms_by_predicted_gain_and_prunes_below_the_noise_
     ordered, pruned = space.by_prediction(arms + [knob], {"priority": 0.02, "shape": 0.10, fewer: -0.3}, 0.01)
     assert [space.arm_strategy(a) for a in ordered] == ["shape", "priority", None]
     assert list(pruned) == [fewer] and "below the noise floor of 1%" in pruned[fewer]
+
+
+def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
+    import json
+
+    import kineto_synth as ks
+    from ccoverlap.doctor.record import alone_trace
+    from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
+
+    kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
+               ks.K("compute_a", 160, 500, launch_ts=110)]
+    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [45, 250, 480]), [])
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy", "--json", "-"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["strategy"] for p in out["predictions"]] == ["default", "priority", "nccl-cta-policy"]
+    base, _, none = out["predictions"]
+    assert base["status"] == "ok" and base["vs_capture"] == 1.0 and none["status"] == "no model: nccl-cta-policy"
+    assert base["step_us"] >= 45 + 480  # compute_a twice on one stream, each at least its time alone
+    assert out["label"] == "predicted for the captured GPU"
+    assert main(["whatif", str(tmp_path / "cap"), "--device", "a100", "--json", "-"]) == 0
+    moved = json.loads(capsys.readouterr().out)
+    assert moved["predicted_for"] == "a100" and moved["label"].startswith("predicted, assumptions: predicted for a100")
+    assert main(["whatif", str(tmp_path / "cap"), "--world", "64", "--capture-busbw", "280", "--json", "-"]) == 2
+    assert "--capture-world" in capsys.readouterr().err

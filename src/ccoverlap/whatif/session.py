@@ -126,8 +126,9 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
     cal, cal_note = calibration.load(step.device.name)
     if cfg.busbw or cfg.world:
         world = cfg.capture_world or cap.world
-        if not world:
-            raise UsageError("--world/--busbw need --capture-world: the trace does not say how many ranks ran")
+        if not world or world < 2:
+            raise UsageError(f"--world/--busbw need --capture-world (2 or more): the trace says {world or 'nothing'} "
+                             "of the ranks the collectives ran across")
         if not cfg.capture_busbw:
             raise UsageError("--world/--busbw need --capture-busbw: the bus bandwidth the capture ran at is not in a trace")
         step, note = presets.collectives(step, cfg.capture_busbw, cfg.busbw or cfg.capture_busbw, world, cfg.world or world)
