@@ -26,7 +26,6 @@ from ccoverlap.control import levers
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.output import write_json
 from ccoverlap.whatif import calibration, predict, session
-from ccoverlap.whatif.duration import Pace
 
 TARGET = 0.10  # the issue's: predicted total and comm completion within 10%
 OWN, LIBRARY = ("fma", "elementwise", "sparse"), ("gemm", "attention", "transformer")

@@ -33,10 +33,6 @@ class Result:
     kernels: tuple[KernelTimes, ...]
     step_us: float  # the last end, from the step's start (0)
 
-    def span(self, indices) -> tuple[float, float]:
-        ks = [self.kernels[i] for i in indices]
-        return (min(k.start_us for k in ks), max(k.end_us for k in ks)) if ks else (0.0, 0.0)
-
 
 class _Sim:
     def __init__(self, step: Step, pace: Pace, gpcs: int):
@@ -170,7 +166,7 @@ class _Sim:
         self.n_left -= self.pending[i]
         self.pending[i], self.dispatched[i] = 0, True
 
-    def dispatch(self, t: float, sms=None) -> None:
+    def dispatch(self, t: float) -> None:
         self._mark_ready(t)
         for i in self.rank:
             if not self.pending[i]:
@@ -181,10 +177,8 @@ class _Sim:
                 self.pending[i], self.dispatched[i], self.start[i] = 0, True, t
                 heapq.heappush(self.heap, (t + self.step.kernels[i].alone_us, -1 - i, 0))
                 continue
-            allowed = self._allowed(i)
-            targets = allowed if sms is None else [s for s in sms if s in allowed]
             first = self.start[i] is None
-            done = self._fill(i, targets, t)
+            done = self._fill(i, self._allowed(i), t)
             if not done and first and self._persistent(i):
                 self._regrid(i)
                 done = True
