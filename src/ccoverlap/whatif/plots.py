@@ -18,10 +18,11 @@ def predictions(report: dict, path: Path) -> Path:
     ax.barh(y, steps, color=COLORS["compute"], xerr=err, ecolor=COLORS["edge"], label="predicted step")
     ax.barh(y, exposed, left=[s - e for s, e in zip(steps, exposed)], color=COLORS["exposed"], label="exposed communication")
     if rows:
-        ax.axvline(steps[0], color=COLORS["reference"], linestyle="--", linewidth=1, label="as captured (simulated)")
+        ax.axvline(steps[0], color=COLORS["reference"], linestyle="--", linewidth=1, label="default (simulated)")
     ax.set_yticks(list(y), names, fontsize=SMALL_SIZE)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
-    ax.set_title(f"{report['predicted_for']}: {report['label']}"[:120], fontsize=TITLE_SIZE)
+    said = "predicted, with the assumptions listed beside it" if report["assumptions"] else report["label"]
+    ax.set_title(f"{report['source'][-60:]}\n{report['predicted_for']}: {said}", fontsize=TITLE_SIZE)
     ax.legend(fontsize=SMALL_SIZE, loc="lower right")
     return save_png(fig, path)
