@@ -53,6 +53,8 @@ def one(root: Path, bench: dict, busbw: str) -> list[dict]:
             entry["predicted_ms"] = rows[levers.DEFAULT]["step_ms"] * p.vs(base)
             entry["error"] = entry["predicted_ms"] / r["step_ms"] - 1
             entry["within_target"] = abs(entry["error"]) <= TARGET
+            if p.link_bound_step_us:  # the other end: collectives bound by their link
+                entry["predicted_link_bound_ms"] = rows[levers.DEFAULT]["step_ms"] * p.link_bound_step_us / base.step_us
         out.append(entry)
     return out
 
@@ -93,7 +95,8 @@ def main() -> int:
             continue
         print(f"{r['busbw_gbps']:5g} {r['lever']:28} measured {r['measured_ms']:7.2f} ({r['measured_vs_default']:.3f}x, "
               f"{r['verdict']}) predicted {r['predicted_ms']:7.2f} ({r['predicted_vs_default']:.3f}x) "
-              f"{100 * r['error']:+5.1f}%  simulated step {r['simulated_step_ms']:.2f}")
+              f"{100 * r['error']:+5.1f}%  simulated step {r['simulated_step_ms']:.2f}"
+              + (f"  link-bound {r['predicted_link_bound_ms']:.2f}" if "predicted_link_bound_ms" in r else ""))
     print(json.dumps(ranked))
     return 0
 

@@ -244,3 +244,12 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "predicted for the captured GPU" in capsys.readouterr().out
     assert main(["whatif", str(tmp_path / "cap"), "--world", "64", "--capture-busbw", "280", "--json", "-"]) == 2
     assert "--capture-world" in capsys.readouterr().err
+
+
+def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
+    cal = calibration.Calibration(STILL, transforms.CommLaw(32, 1.0), 0.0, 0.0)
+    p = predict.one(FULL, levers.strategy("nccl-ctas=4"), cal)
+    # CTA-bound: 4 CTAs take 4x as long (2000 us), from the second wave's end; link-bound: 500 us, as before
+    assert p.step_us == pytest.approx(2000.0 + 2000.0) and p.link_bound_step_us == pytest.approx(2500.0)
+    assert p.interval == (pytest.approx(2500.0), pytest.approx(4000.0)) and "link" in p.notes[-1]
+    assert predict.one(FULL, levers.strategy("priority"), cal).link_bound_step_us is None

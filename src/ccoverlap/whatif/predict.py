@@ -20,6 +20,7 @@ class Prediction:
     comm_start_delay_us: float | None = None  # summed over comm kernels: first CTA's start - its launch, deps done
     exposed_comm_us: float | None = None  # communication time not covered by compute
     interval: tuple[float, float] | None = None  # step_us's interval from the calibration's measured error
+    link_bound_step_us: float | None = None  # fewer or smaller comm CTAs: the step if collectives are link-bound
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vs(self, base: Prediction) -> float | None:
@@ -69,8 +70,16 @@ def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) 
     out = transforms.apply(step, strategy, cal.law)
     m = measures(out.step, simulate(out.step, cal.pace, gpcs))
     err = cal.error_p90 if cal.error_p90 == cal.error_p90 else 0.0  # NaN: uncalibrated, no interval
-    return Prediction(strategy.name, "ok", **m, interval=(m["step_us"] * (1 - err), m["step_us"] * (1 + err)),
-                      notes=out.notes)
+    lo, hi = m["step_us"] * (1 - err), m["step_us"] * (1 + err)
+    link = None
+    notes = out.notes
+    if transforms.reshapes_comm(strategy):  # CTA-bound (the law) or link-bound: a trace does not say which
+        bound = transforms.apply(step, strategy, transforms.LINK_BOUND).step
+        link = simulate(bound, cal.pace, gpcs).step_us
+        lo, hi = min(lo, link * (1 - err)), max(hi, link * (1 + err))
+        notes += (f"collectives taken as bound by their CTAs; bound by their link they would keep their time "
+                  f"and the step take {link / 1000:.3f} ms (the interval spans both)",)
+    return Prediction(strategy.name, "ok", **m, interval=(lo, hi), link_bound_step_us=link, notes=notes)
 
 
 def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8) -> list[Prediction]:

@@ -40,6 +40,11 @@ class CommLaw:
         return self.rate(*old) / self.rate(*new)
 
 
+#: a collective bound by its link, not its CTAs: its time alone does not change with its shape (a trace does
+#: not say which binds; `predict` gives both ends)
+LINK_BOUND = CommLaw(saturation=1e-9)
+
+
 @dataclass(frozen=True)
 class Transformed:
     step: Step
@@ -150,6 +155,11 @@ TRANSFORMS: dict[str, Transform] = {
     "green": green, "nccl-ctas": _env_lever("nccl-ctas"), "nccl-threads": _env_lever("nccl-threads"),
     "nccl-cluster": _env_lever("nccl-cluster"), "max-connections": max_connections,
 }
+
+
+def reshapes_comm(strategy: levers.Strategy) -> bool:
+    """Does the strategy change the communication kernels' CTAs or threads (so the comm law matters)?"""
+    return any(levers.BY_NAME[name].whatif in ("nccl-ctas", "nccl-threads") for name, _ in strategy.levers)
 
 
 def no_model(strategy: levers.Strategy) -> list[str]:
