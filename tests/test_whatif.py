@@ -253,3 +253,21 @@ def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
     assert p.step_us == pytest.approx(2000.0 + 2000.0) and p.link_bound_step_us == pytest.approx(2500.0)
     assert p.interval == (pytest.approx(2500.0), pytest.approx(4000.0)) and "link" in p.notes[-1]
     assert predict.one(FULL, levers.strategy("priority"), cal).link_bound_step_us is None
+
+
+def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+    import kineto_synth as ks
+    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.whatif import session
+    from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
+
+    kernels = [ks.K("compute_a", 100, 500, launch_ts=90, grid=2 * 8 * 132), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS)]
+    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [480, 250]), [])
+    gains = session.gains(tmp_path / "cap", None, ["priority", "nccl-ctas", "nccl-cta-policy"])
+    assert set(gains) == {"priority", "nccl-ctas"}  # no model: left out
+    cal, _ = calibration.load("NVIDIA H200")
+    cap = session.capture(tmp_path / "cap")
+    p = predict.one(cap.step, levers.strategy("nccl-ctas"), cal)
+    best = min(p.step_us, p.link_bound_step_us)
+    assert gains["nccl-ctas"] == pytest.approx(1 - best / predict.one(cap.step, levers.strategy("default"), cal).step_us)

@@ -164,10 +164,13 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
 
 def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, float]:
     """Predicted gain (share of the step, positive is faster) of each named strategy over the capture, for the
-    tuner: strategies without a model are left out. UsageError where the capture cannot be simulated."""
+    tuner: at the better of the two ends where a trace cannot tell which binds (collectives bound by their CTAs
+    or by their link), so a lever is pruned only where even its best case gains too little; strategies without
+    a model are left out. UsageError where the capture cannot be simulated."""
     cap = capture(root, comm_regex)
     cal, _ = calibration.load(cap.step.device.name)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = predict.predict(cap.step, known, cal, _gpcs(cap.step))
-    base = rows[0]
-    return {p.strategy: 1 - p.vs(base) for p in rows[1:] if p.status == "ok" and p.vs(base)}
+    base = rows[0].step_us
+    return {p.strategy: 1 - min(p.step_us, p.link_bound_step_us or p.step_us) / base
+            for p in rows[1:] if p.status == "ok" and base}
