@@ -53,7 +53,7 @@ def test_strategy_variables_reach_the_proxies_as_they_reach_nccl():
 def test_each_collective_takes_the_launch_nccl_makes_for_it(kind, nbytes, launch, threads, ctas):
     shape = emulate.Emulation(world=8).shape(kind, nbytes)
     assert (shape.launch, shape.threads, shape.ctas, shape.cluster, shape.dynamic_smem) == (launch, threads, ctas, 4, 82240)
-    assert set(emulate.FOOTPRINTS) == set(emulate.RING_FACTORS)  # every collective that moves bytes has one
+    assert set(emulate.FOOTPRINTS) == set(nccl.RING_FACTORS)  # every collective that moves bytes has one
 
 
 def test_the_small_message_threshold_scales_with_the_ranks_as_nccls_ll_threshold():

@@ -32,22 +32,10 @@ from ccoverlap.model import nccl
 from ccoverlap.util.errors import check_range
 
 
-#: bytes one rank sends per byte of the collective's largest buffer, for a ring of n ranks
-RING_FACTORS = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0 if n > 1 else 0.0,
-    "scatter": lambda n: (n - 1) / n,
-    "gather": lambda n: (n - 1) / n,
-}
-
-
 def ring_bytes(kind: str, nbytes: int, world: int) -> int:
     """Bytes a ring collective moves through each rank; `nbytes` is its largest buffer (the full
     all-gather output, the full reduce-scatter input)."""
-    return int(nbytes * RING_FACTORS[kind](world))
+    return int(nbytes * nccl.RING_FACTORS[kind](world))
 
 
 @dataclass(frozen=True)

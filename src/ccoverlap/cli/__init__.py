@@ -8,9 +8,9 @@ import sys
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
 
-from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run, tune
+from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
 
-COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, tune)
+COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, whatif, tune)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.
@@ -27,6 +27,7 @@ Start with:
   ccoverlap lab --quick               one GPU: every strategy side by side
   ccoverlap run --mode auto -- torchrun ...   shape an unmodified program
   ccoverlap doctor -- torchrun ...            profile an unmodified program: why is communication exposed?
+  ccoverlap whatif DIR                        predict each lever's effect from that capture (here, on other GPUs)
   ccoverlap tune -- torchrun ...              find its fastest levers; keep them only if faster beyond noise, same result
   ccoverlap run --config policy.json -- torchrun ...   apply what tune found
 """

@@ -163,6 +163,7 @@ class Lever:
     not_in: Mapping[str, str] = field(default_factory=dict)  # scope -> why the lever has no effect there
     tries: tuple[str, ...] = ()  # the values `ccoverlap tune` tries, most promising first (none: the default)
     mark: Mark | None = None  # what it leaves in the launches; None: nothing the interposer can see
+    whatif: str | None = None  # its transformation of a captured step (ccoverlap.whatif.transforms); None: no model
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -218,6 +219,7 @@ LEVERS: tuple[Lever, ...] = (
         platforms=("cuda", "rocm"),
         mark=Mark("communication launched on streams of raised priority (< 0)",
                   _on_comm(lambda s, _v: min(s.comm_priorities) < 0)),
+        whatif="priority",
     ),
     Lever(
         "shape", "occupancy shaping: compute blocks padded with dynamic shared memory so comm CTAs fit beside them",
@@ -227,6 +229,7 @@ LEVERS: tuple[Lever, ...] = (
         planner="the pad planner: smallest pad that lets the comm CTA fit, drain by grid; infeasible when registers bind",
         platforms=("cuda", "rocm"), needs=_needs_interposer,
         mark=Mark("compute launches padded", lambda s, _v: s.padded > 0),
+        whatif="shape",
     ),
     Lever(
         "carveout-hint", "compute kernels ask for a larger shared-memory carveout, so a comm CTA finds its shared memory",
@@ -236,6 +239,7 @@ LEVERS: tuple[Lever, ...] = (
         planner="fixes cause carveout: occupancy.fits_beside with the resident's hint set",
         needs=_needs_interposer,
         mark=Mark("the carveout hint set on compute kernels", lambda s, _v: s.carveout_set > 0),
+        whatif="carveout-hint",
     ),
     Lever(
         "sm-carveout", "cuBLAS GEMMs leave N SMs free for communication",
@@ -244,6 +248,7 @@ LEVERS: tuple[Lever, ...] = (
         cost="GEMMs run on N fewer SMs",
         planner="partitions SMs for library GEMMs (the only compute it reaches)",
         needs=lambda h: None if h.sm_carveout or h.platform != "cuda" else "this torch has no SM carveout",
+        whatif="sm-carveout",
     ),
     Lever(
         "green", "compute confined to a green context that leaves N SMs to communication",
@@ -254,6 +259,7 @@ LEVERS: tuple[Lever, ...] = (
         needs=lambda h: None if h.green_contexts or h.platform != "cuda" else "this torch has no green contexts",
         not_in={"process": _NO_GREEN_STREAM},
         mark=Mark("compute launched in a green context", lambda s, _v: bool(s.sm_limits)),
+        whatif="green",
     ),
     Lever(
         "nccl-cluster", "NCCL's CTAs launched in thread-block clusters of this size (default 4 on sm_90)",
@@ -263,6 +269,7 @@ LEVERS: tuple[Lever, ...] = (
         nccl_min=(2, 17, 1), needs=_needs_sm90,
         mark=Mark("communication launched in clusters of at most {value}",
                   _on_comm(lambda s, v: max(s.comm_clusters) <= max(int(v), 1))),
+        whatif="nccl-cluster",
     ),
     Lever(
         "nccl-cta-policy", "NCCL chooses its CTAs for sharing the GPU: EFFICIENCY (fewest CTAs), ZERO (copy engines)",
@@ -280,6 +287,7 @@ LEVERS: tuple[Lever, ...] = (
         nccl_min=(2, 17, 1), tries=("4", "2", "8"),
         mark=Mark("communication launched with at most {value} CTAs",
                   _on_comm(lambda s, v: s.comm_grid[1] <= int(v))),
+        whatif="nccl-ctas",
     ),
     Lever(
         "nccl-threads", "threads per NCCL CTA (ring Simple adds a sync warp; send/recv keeps 640)",
@@ -288,6 +296,7 @@ LEVERS: tuple[Lever, ...] = (
         planner="a smaller CTA in threads and registers, so it can fit beside compute",
         mark=Mark("communication CTAs of at most {value} threads (+ NCCL's sync warp)",
                   _on_comm(lambda s, v: s.comm_threads[1] <= int(v) + 32)),
+        whatif="nccl-threads",
     ),
     Lever(
         "max-connections", "hardware work queues per device: 1 serialises launches, so launch order decides",
@@ -295,6 +304,7 @@ LEVERS: tuple[Lever, ...] = (
         cost="false dependencies between streams",
         planner="none: it orders launches, it does not make room",
         not_in={"lab": _ONE_PROCESS},
+        whatif="max-connections",
     ),
 )
 BY_NAME: Mapping[str, Lever] = MappingProxyType({lever.name: lever for lever in LEVERS})
@@ -403,6 +413,7 @@ def table(host: Host) -> list[dict]:
             "nccl_min": _version(lv.nccl_min) if lv.nccl_min else None,
             "applies": {s: lv.applies(host, s) or "yes" for s in SCOPES},
             "mark": lv.mark.what if lv.mark else None,
+            "whatif": lv.whatif or "no model",
         }
         for lv in LEVERS
     ]

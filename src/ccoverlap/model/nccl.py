@@ -50,6 +50,17 @@ OBSERVED_LAUNCHES: dict[str, KernelFootprint] = {
 #: NCCL picks one kernel per collective and dispatches the protocol inside it.)
 PROTOCOLS: dict[str, str] = {"allreduce": "LL", "allgather": "SIMPLE", "allgather-small": "LL", "sendrecv": "P2P"}
 
+#: bytes one rank sends per byte of the collective's largest buffer, for a ring of n ranks
+RING_FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0 if n > 1 else 0.0,
+    "scatter": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+}
+
 # --- NCCL 2.28.9's launch knobs, as it reads them -----------------------------------------------------------
 
 WARP = 32

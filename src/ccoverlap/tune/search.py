@@ -60,11 +60,12 @@ class Advice:
     recommended: tuple[str, ...]  # strategy terms, best first
     line: str
     lever_headroom_pct: float | None = None  # what the doctor's levers reach together, a share of the step
+    predicted: dict[str, float] | None = None  # strategy -> the what-if simulator's gain (share of the step)
 
     def to_dict(self) -> dict:
         return {"comm_seen": self.comm_seen, "headroom_ms": self.headroom_ms, "headroom_pct": self.headroom_pct,
                 "lever_headroom_pct": self.lever_headroom_pct, "recommended": list(self.recommended),
-                "verdict": self.line}
+                "verdict": self.line, "predicted_gain": self.predicted}
 
 
 class CommandFailed(Exception):
@@ -231,6 +232,13 @@ class Search:
                     for name, _ in arm.levers:
                         self.skipped.setdefault(name, why)
                 arms = [a for a in arms if not a.levers]
+            elif self.advice.predicted:
+                arms, pruned = space.by_prediction(arms, self.advice.predicted, NOTHING_TO_GAIN_PCT / 100)
+                if not self.cfg.levers:
+                    for name, reason in pruned.items():
+                        self.skipped.setdefault(name, reason)
+                else:  # levers the user chose are tried, in the predicted order
+                    arms += [a for a in self.arms if space.arm_strategy(a) in pruned]
         return arms
 
     @staticmethod

@@ -85,7 +85,22 @@ def advice(trial, comm_regex: str | None):
     diagnoses = [r.diagnosis for r in result.ranks]
     v = verdict(diagnoses)
     return Advice(any(d.comm for d in diagnoses), v.headroom_ms, v.headroom_pct,
-                  tuple(r.lever for r in v.recommendations), v.line, v.lever_headroom_pct)
+                  tuple(r.lever for r in v.recommendations), v.line, v.lever_headroom_pct,
+                  predicted_gains(trial.folder, comm_regex))
+
+
+def predicted_gains(folder, comm_regex: str | None) -> dict[str, float] | None:
+    """The what-if simulator's gain for every lever value the tuner may try, from the doctor's capture; None
+    (and why, on stderr) where it cannot simulate it."""
+    from ccoverlap.control import levers
+    from ccoverlap.whatif import session as whatif
+
+    names = [levers.Strategy(((lv.name, v),)).name for lv in levers.LEVERS for v in lv.candidates]
+    try:
+        return whatif.gains(folder, comm_regex, names) or None
+    except (UsageError, ValueError, RuntimeError) as exc:
+        warn(f"no what-if predictions ({exc}): candidates in the doctor's order")
+        return None
 
 
 def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:

@@ -57,6 +57,26 @@ def ordered(arms: Sequence[TunedPolicy], recommended: Sequence[str]) -> list[Tun
     return [arm for _, arm in sorted(enumerate(arms), key=key)]
 
 
+def arm_strategy(arm: TunedPolicy) -> str | None:
+    """The strategy name of a single-lever arm (None for a knob's arm)."""
+    return None if arm.knobs or len(arm.levers) != 1 else levers.Strategy(arm.levers).name
+
+
+def by_prediction(arms: Sequence[TunedPolicy], gains: Mapping[str, float], floor: float
+                  ) -> tuple[list[TunedPolicy], dict[str, str]]:
+    """Arms the what-if simulator predicted for, best predicted gain first (the others after them, in their
+    order), and those whose predicted gain is below `floor` (a share of the step) pruned: lever -> why."""
+    known = [a for a in arms if arm_strategy(a) in gains]
+    rest = [a for a in arms if arm_strategy(a) not in gains]
+    known.sort(key=lambda a: -gains[arm_strategy(a)])
+    pruned = {}
+    for a in known:
+        if gains[arm_strategy(a)] < floor:
+            pruned[arm_strategy(a)] = (f"predicted gain {100 * gains[arm_strategy(a)]:+.1f}% of the step, below the "
+                                       f"noise floor of {100 * floor:g}% (ccoverlap whatif on the doctor's run)")
+    return [a for a in known if arm_strategy(a) not in pruned] + rest, pruned
+
+
 def combine(base: TunedPolicy, arm: TunedPolicy) -> TunedPolicy | None:
     """`base` with `arm`'s lever or knob added; None where they touch the same lever, knob or variable."""
     mine = {name for name, _ in base.levers} | {name for name, _ in base.knobs}

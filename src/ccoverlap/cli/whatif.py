@@ -1,0 +1,75 @@
+"""`ccoverlap whatif`: predict each lever's effect from one doctor capture, on this GPU or another."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import add_options, from_args
+from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table, print_text, write_json
+from ccoverlap.whatif.config import WhatIfConfig
+
+EPILOG = """\
+DIR is a `ccoverlap doctor` capture (its traces and the alone window beside
+them: each launch's time alone). The first analysed step of its lowest rank is
+simulated CTA by CTA under the residency rules, stream priorities and hardware
+queues, each CTA at its alone pace slowed by what shares its SM and the memory
+system (parameters fitted once per GPU on the lab: docs/whatif.md); each lever
+is a transformation of that step. The interval is the fit's 90th-percentile error
+(and, for another GPU, both ends of its roofline ratio). Levers without a model
+say so. Predictions for another GPU, bus bandwidth or world size are labelled
+with their assumptions: they are predictions, never measurements.
+
+examples:
+  ccoverlap whatif ccoverlap-doctor-20261202-120000
+  ccoverlap whatif DIR --lever priority --lever priority+shape --device a100
+  ccoverlap whatif DIR --busbw 40 --capture-busbw 280 --world 64 --json -
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "whatif", help="predict each lever's effect from one doctor capture (here, on other GPUs, other networks)",
+        description="Simulate the captured step block by block and under each lever; print per lever the "
+        "predicted step, when communication starts, the exposed communication and the change against the capture.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="a `ccoverlap doctor` output folder")
+    add_options(p, WhatIfConfig)
+    p.set_defaults(run=run)
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1000:.3f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = from_args(WhatIfConfig, args).validate()
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory (give a `ccoverlap doctor` output folder)")
+    for flag, path in (("--json", None if cfg.json == "-" else cfg.json), ("--plot", cfg.plot)):
+        if path is not None:
+            check_writable(path, flag)
+    check_distinct({"--json": None if cfg.json == "-" else cfg.json, "--plot": cfg.plot})
+    from ccoverlap.whatif import session
+
+    report = session.run(cfg, root)
+    if cfg.json == "-":
+        print_json(report)
+    else:
+        if cfg.json:
+            write_json(cfg.json, report)
+        print_table(
+            f"{report['source']}: {report['label']}",
+            ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "vs capture"],
+            [[p["strategy"], _ms(p["step_us"]), f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
+              _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), f"{p['vs_capture']:.3f}x"]
+             if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", ""] for p in report["predictions"]],
+            caption="; ".join(report["notes"]) or None)
+    if cfg.plot:
+        from ccoverlap.whatif import plots
+
+        plots.predictions(report, Path(cfg.plot))
+        if cfg.json != "-":
+            print_text(f"wrote {cfg.plot}")
+    return 0

@@ -1,0 +1,259 @@
+"""Event-driven, block-level dispatch of one Step onto the SMs.
+
+Which kernel's CTAs go next: among kernels that may dispatch (launched; their stream's previous kernel, their
+event dependencies and, in `serial` steps, the kernel launched before them done; the kernel ahead of them in
+their hardware queue fully dispatched, streams taking the `queues` queues in turn), the most urgent stream
+priority first, then launch order. A kernel whose next CTA finds no room holds every kernel after it: a later
+grid of equal priority waits until the earlier one is fully dispatched, and a pending higher-priority CTA takes
+the next room that fits it (both measured on the H200: docs/lab.md, NOTES). CTAs go round-robin over the SMs a
+kernel may use, most free first; clusters to SMs of one modelled GPC at once. Each CTA then runs at the pace
+`duration.Pace` gives it, recomputed whenever what shares its SM, or what runs on the GPU, changes.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from ccoverlap.whatif import residency
+from ccoverlap.whatif.duration import Pace
+from ccoverlap.whatif.step import Step
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class KernelTimes:
+    ready_us: float  # when it was launched with its stream's previous kernel and its dependencies done
+    start_us: float  # its first CTA's start
+    end_us: float  # its last CTA's end
+
+
+@dataclass(frozen=True)
+class Result:
+    kernels: tuple[KernelTimes, ...]
+    step_us: float  # the last end, from the step's start (0)
+
+
+class _Sim:
+    def __init__(self, step: Step, pace: Pace, gpcs: int):
+        self.step, self.pace, self.dev = step, pace, step.device
+        ks = step.kernels
+        self.copy = [k.footprint is None for k in ks]
+        self.fps = [k.footprint for k in ks]
+        self.hints = [k.hint for k in ks]
+        self.is_comm = [k.comm for k in ks]
+        self.warps = [0 if c else -(-k.footprint.threads // self.dev.warp_size) for k, c in zip(ks, self.copy)]
+        plan = [(1, k.alone_us) if c else pace.blocks(self.dev, k) for k, c in zip(ks, self.copy)]
+        self.pending = [n if c else -(-n // max(k.footprint.cluster, 1)) * max(k.footprint.cluster, 1)
+                        for (n, _), k, c in zip(plan, ks, self.copy)]
+        self.work = [w for _, w in plan]
+        self.alone_warps = [0 if c else pace.alone_warps(self.dev, k, self.dev.warp_size) for k, c in zip(ks, self.copy)]
+        self.running = [0] * len(ks)
+        self.left = list(self.pending)  # CTAs not yet finished
+        self.sms = [residency.SM() for _ in range(self.dev.sm_count)]
+        self.on_sm: list[set[int]] = [set() for _ in self.sms]  # CTA ids per SM
+        self.ctas: dict[int, list] = {}  # id -> [kernel, sm, remaining work, last update, rate, version]
+        self.heap: list = []
+        self.next_id = 0
+        self.gpc = residency.gpc_size(self.dev, gpcs)
+        self.ready = [None] * len(ks)
+        self.waiting = list(range(len(ks)))
+        self.start = [None] * len(ks)
+        self.end = [None] * len(ks)
+        self.dispatched = [False] * len(ks)
+        order: dict[int, int] = {}
+        for k in ks:
+            order.setdefault(k.stream, len(order))
+        self.queue = [order[k.stream] % max(step.queues, 1) for k in ks]
+        self.prev_stream = [max((j for j in range(i) if ks[j].stream == k.stream), default=-1) for i, k in enumerate(ks)]
+        self.prev_queue = [max((j for j in range(i) if self.queue[j] == self.queue[i]), default=-1) for i in range(len(ks))]
+        self.rank = sorted(range(len(ks)), key=lambda i: (step.priorities.get(ks[i].stream, 0), i))
+        self.active = 0  # kernels with CTAs resident
+
+    # --- readiness --------------------------------------------------------------------------------
+    def _done(self, j: int) -> bool:
+        return j < 0 or self.end[j] is not None
+
+    def _mark_ready(self, t: float) -> None:
+        """Note when each kernel is launched with its stream's previous kernel and its dependencies done."""
+        for i in self.waiting[:]:
+            k = self.step.kernels[i]
+            if k.release_us > t + EPS:
+                continue
+            waits = [self.prev_stream[i], *k.deps] + ([i - 1] if self.step.serial else [])
+            if all(self._done(j) for j in waits):
+                self.ready[i] = t
+                self.waiting.remove(i)
+
+    def may_dispatch(self, i: int) -> bool:
+        """Ready, with the kernel ahead of it in its hardware queue fully dispatched."""
+        return self.ready[i] is not None and (self.prev_queue[i] < 0 or self.dispatched[self.prev_queue[i]])
+
+    # --- placement -------------------------------------------------------------------------------
+    def _allowed(self, i: int) -> range:
+        lo, hi = self.step.kernels[i].sms or (0, self.dev.sm_count)
+        return range(lo, min(hi, self.dev.sm_count))
+
+    def _admits(self, s: int, i: int) -> bool:
+        return residency.admits(self.dev, self.sms[s], i, self.fps[i], self.fps, self.hints)
+
+    def _place_one(self, i: int, s: int, t: float) -> None:
+        residency.place(self.dev, self.sms[s], i, self.fps[i], self.hints[i])
+        cid = self.next_id
+        self.next_id += 1
+        self.ctas[cid] = [i, s, self.work[i], t, 0.0, 0]
+        self.on_sm[s].add(cid)
+        self.pending[i] -= 1
+        if self.running[i] == 0:
+            self.active += 1
+            self._global_change = True
+        self.running[i] += 1
+        if self.start[i] is None:
+            self.start[i] = t
+        if self.pending[i] == 0:
+            self.dispatched[i] = True
+        self._touched.add(s)
+
+    def _fill(self, i: int, sms, t: float) -> bool:
+        """Place kernel i's CTAs on `sms`, round-robin; True when none is left pending."""
+        cluster = max(self.fps[i].cluster, 1)
+        if cluster > 1:
+            return self._fill_clusters(i, sms, t, cluster)
+        candidates = sorted(sms, key=lambda s: len(self.on_sm[s]))
+        while self.pending[i] and candidates:
+            still = []
+            for s in candidates:
+                if not self.pending[i]:
+                    break
+                if self._admits(s, i):
+                    self._place_one(i, s, t)
+                    still.append(s)
+            candidates = still
+        return not self.pending[i]
+
+    def _fill_clusters(self, i: int, sms, t: float, cluster: int) -> bool:
+        allowed = set(self._allowed(i))
+        gpcs = sorted({s // self.gpc for s in sms})
+        progress = True
+        while self.pending[i] and progress:
+            progress = False
+            for g in gpcs:
+                if not self.pending[i]:
+                    break
+                free = [s for s in range(g * self.gpc, min((g + 1) * self.gpc, self.dev.sm_count))
+                        if s in allowed and self._admits(s, i)]
+                if len(free) >= cluster:
+                    for s in sorted(free, key=lambda s: len(self.on_sm[s]))[:cluster]:
+                        self._place_one(i, s, t)
+                    progress = True
+        return not self.pending[i]
+
+    def _persistent(self, i: int) -> bool:
+        """A library's persistent grid: exactly one full wave of the whole device (blocks per SM alone x SMs);
+        its tiles go to the CTAs that run (a tile scheduler), so CTAs that find no room hand their work over."""
+        k = self.step.kernels[i]
+        return (not self.copy[i] and not self.is_comm[i] and self.fps[i].cluster == 1
+                and self.fps[i].grid == residency.alone_per_sm(self.dev, k.footprint, k.hint) * self.dev.sm_count)
+
+    def _regrid(self, i: int) -> None:
+        placed = [cid for cid, c in self.ctas.items() if c[0] == i]
+        if not placed or not self.pending[i]:
+            return
+        scale = (len(placed) + self.pending[i]) / len(placed)
+        for cid in placed:
+            self.ctas[cid][2] *= scale
+        self.left[i] -= self.pending[i]
+        self.n_left -= self.pending[i]
+        self.pending[i], self.dispatched[i] = 0, True
+
+    def dispatch(self, t: float) -> None:
+        self._mark_ready(t)
+        for i in self.rank:
+            if not self.pending[i]:
+                continue
+            if not self.may_dispatch(i):
+                continue
+            if self.copy[i]:  # a copy engine's: no SM, never in the way
+                self.pending[i], self.dispatched[i], self.start[i] = 0, True, t
+                heapq.heappush(self.heap, (t + self.step.kernels[i].alone_us, -1 - i, 0))
+                continue
+            first = self.start[i] is None
+            done = self._fill(i, self._allowed(i), t)
+            if not done and first and self._persistent(i):
+                self._regrid(i)
+                done = True
+            if not done:
+                return  # head of line: nothing after it dispatches
+
+    # --- pace ------------------------------------------------------------------------------------
+    def _rate(self, cid: int) -> float:
+        i, s = self.ctas[cid][0], self.ctas[cid][1]
+        now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
+        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1)
+
+    def _repace(self, cids, t: float) -> None:
+        for cid in cids:
+            c = self.ctas[cid]
+            c[2] -= (t - c[3]) * c[4]
+            c[3] = t
+            c[4] = self._rate(cid)
+            c[5] += 1
+            heapq.heappush(self.heap, (t + max(c[2], 0.0) / c[4], cid, c[5]))
+
+    def run(self) -> Result:
+        t = 0.0
+        releases = sorted({k.release_us for k in self.step.kernels})
+        self.n_left = sum(self.left)
+        self._touched, self._global_change = set(), False
+        while self.n_left:
+            self.dispatch(t)
+            self._settle(t)
+            self._touched, self._global_change = set(), False
+            nxt = [r for r in releases if r > t + EPS]
+            t_cta = self.heap[0][0] if self.heap else float("inf")
+            t_rel = nxt[0] if nxt else float("inf")
+            if t_cta == float("inf") and t_rel == float("inf"):
+                raise RuntimeError("the simulated step is stuck: a kernel never finds room (a footprint no SM holds)")
+            if t_rel < t_cta:
+                t = t_rel
+                continue
+            t = t_cta
+            while self.heap and self.heap[0][0] <= t + EPS:
+                _, cid, version = heapq.heappop(self.heap)
+                if cid < 0:
+                    self.left[-1 - cid], self.end[-1 - cid] = 0, t
+                    self.n_left -= 1
+                    continue
+                c = self.ctas.get(cid)
+                if c is None or c[5] != version:
+                    continue
+                self._finish(cid, t)
+                self.n_left -= 1
+        return Result(tuple(KernelTimes(r, s, e) for r, s, e in zip(self.ready, self.start, self.end)),
+                      max((e for e in self.end if e is not None), default=0.0))
+
+    def _finish(self, cid: int, t: float) -> None:
+        i, s = self.ctas.pop(cid)[:2]
+        self.on_sm[s].discard(cid)
+        residency.leave(self.sms[s], i)
+        self.running[i] -= 1
+        self.left[i] -= 1
+        self._touched.add(s)
+        if self.running[i] == 0:
+            self.active -= 1
+            self._global_change = True
+        if self.left[i] == 0:
+            self.end[i] = t
+
+    def _settle(self, t: float) -> None:
+        """Re-pace the CTAs whose sharing changed (every one, where a kernel started or ended)."""
+        if self._global_change:
+            cids = list(self.ctas)
+        else:
+            cids = [cid for s in self._touched for cid in self.on_sm[s]]
+        self._repace(cids, t)
+
+
+def simulate(step: Step, pace: Pace, gpcs: int = 8) -> Result:
+    """The step's kernels' ready, start and end times (us) under the dispatch and pace models."""
+    return _Sim(step, pace, gpcs).run()

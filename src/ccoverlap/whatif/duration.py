@@ -1,0 +1,76 @@
+"""How long a CTA runs: its kernel's time alone per wave, slowed by what it shares.
+
+The model, stated once (docs/whatif.md, "The model"):
+
+* A kernel alone runs its full waves of `blocks per SM alone x SMs` CTAs and a last partial one, whose fewer
+  CTAs per SM run faster (below), so one CTA's work is `alone_us / waves` microseconds at full pace (`waves`
+  counting the partial wave at its pace): simulated alone, every launch takes its time alone. For one wave
+  that is the whole launch: a 16-CTA collective's CTA lasts as long as the collective alone.
+* A CTA's pace is `(max(W_alone, S) / max(W, S)) ** sm_share / (1 + memory_share x others)`:
+  - SM issue share: W is the warps resident on its SM now (every kernel's, its own included), W_alone the
+    warps its own kernel's CTAs held there alone (blocks per SM alone x its warps), S = `saturation` x the SM's
+    warp slots the warps that saturate its issue. Above S, fewer warps than alone (a wave's tail, a padded
+    kernel) run faster and more (another kernel beside it) slower; below S nobody is in anyone's way.
+    `sm_share` 0 is no interference, 1 is the SM's issue shared evenly by warps;
+  - memory-system share: `others` is 1 while any other kernel runs anywhere on the GPU (HBM and L2 are shared
+    by every SM), else 0.
+* `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is fitted
+  per program.
+
+A kernel of many waves is simulated in coarser CTAs (consecutive CTAs merged so at most `max_waves` waves
+remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work): the same footprint, total
+work and residency, a coarser tail.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.whatif.residency import alone_per_sm
+from ccoverlap.whatif.step import Kernel
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The slowdown model's parameters (fitted by `calibration`)."""
+
+    sm_share: float = 0.5
+    memory_share: float = 0.1
+    saturation: float = 0.5
+    max_waves: int = 6
+    min_cta_us: float = 50.0
+
+    def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool) -> float:
+        """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
+        `warps_now` warps now."""
+        floor = self.saturation * device.max_warps_per_sm
+        return ((max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share
+                / (1 + self.memory_share * others_running))
+
+    def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[int, float]:
+        """(CTAs simulated, work of each in us at full pace) for kernel `k`: its grid now, each CTA doing the work
+        of one CTA of the launch as measured alone (`Kernel.measured`: a padded kernel's CTAs do the same work,
+        in more waves)."""
+        basis, hint = k.measured
+        work = k.alone_us / self.waves(device, basis, hint) * basis.grid / k.footprint.grid  # regridded: same work
+        grid = k.footprint.grid
+        now = -(-grid // (alone_per_sm(device, k.footprint, k.hint) * device.sm_count))
+        waves_kept = max(1, min(self.max_waves, int(k.alone_us // self.min_cta_us)))
+        merge = -(-now // waves_kept) if now > waves_kept else 1
+        return -(-grid // merge), work * merge
+
+    def waves(self, device: DeviceLimits, fp, hint: int | None) -> float:
+        """How many CTA durations a launch alone lasts: its full waves, and a last partial wave whose CTAs, fewer
+        per SM (`ceil(left / SMs)` of `per_sm`), run faster by the SM-issue share."""
+        per_sm = alone_per_sm(device, fp, hint)
+        full, left = divmod(fp.grid, per_sm * device.sm_count)
+        if not left or not full:  # one partial wave alone is the reference pace itself
+            return full or 1
+        warps = -(-fp.threads // device.warp_size)
+        return full + 1 / self.pace(per_sm * warps, min(per_sm, -(-left // device.sm_count)) * warps, device, False)
+
+    def alone_warps(self, device: DeviceLimits, k: Kernel, warp: int) -> int:
+        """Warps of its kernel one SM held when `alone_us` was measured."""
+        basis, hint = k.measured
+        per_sm = min(alone_per_sm(device, basis, hint), -(-basis.grid // device.sm_count))
+        return per_sm * -(-basis.threads // warp)

@@ -1,0 +1,28 @@
+"""The what-if chart: predicted step per strategy with its interval, the capture as simulated as the reference."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ccoverlap.util.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
+
+
+def predictions(report: dict, path: Path) -> Path:
+    rows = [p for p in report["predictions"] if p["status"] == "ok"]
+    fig = new_figure(7, 0.35 * len(rows) + 1.4, tight=True)
+    ax = fig.add_subplot(1, 1, 1)
+    names = [p["strategy"] for p in rows]
+    steps = [p["step_us"] / 1000 for p in rows]
+    exposed = [p["exposed_comm_us"] / 1000 for p in rows]
+    err = [[(p["step_us"] - p["interval"][0]) / 1000 for p in rows], [(p["interval"][1] - p["step_us"]) / 1000 for p in rows]]
+    y = range(len(rows))
+    ax.barh(y, steps, color=COLORS["compute"], xerr=err, ecolor=COLORS["edge"], label="predicted step")
+    ax.barh(y, exposed, left=[s - e for s, e in zip(steps, exposed)], color=COLORS["exposed"], label="exposed communication")
+    if rows:
+        ax.axvline(steps[0], color=COLORS["reference"], linestyle="--", linewidth=1, label="default (simulated)")
+    ax.set_yticks(list(y), names, fontsize=SMALL_SIZE)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    said = "predicted, with the assumptions listed beside it" if report["assumptions"] else report["label"]
+    ax.set_title(f"{report['source'][-60:]}\n{report['predicted_for']}: {said}", fontsize=TITLE_SIZE)
+    ax.legend(fontsize=SMALL_SIZE, loc="lower right")
+    return save_png(fig, path)

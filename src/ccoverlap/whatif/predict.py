@@ -1,0 +1,88 @@
+"""Simulate a step as captured and under each strategy: predicted step, comm start delay, exposed comm."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ccoverlap.control import levers
+from ccoverlap.whatif import transforms
+from ccoverlap.whatif.calibration import Calibration
+from ccoverlap.whatif.dispatch import Result, simulate
+from ccoverlap.whatif.step import Step
+
+
+@dataclass(frozen=True)
+class Prediction:
+    strategy: str
+    status: str  # "ok", or why there is no prediction ("no model: lever")
+    step_us: float | None = None
+    comm_done_us: float | None = None  # the last communication kernel's end, from its launch (its stream reaching it)
+    comm_start_delay_us: float | None = None  # summed over comm kernels: first CTA's start - its launch, deps done
+    exposed_comm_us: float | None = None  # communication time not covered by compute
+    interval: tuple[float, float] | None = None  # step_us's interval from the calibration's measured error
+    link_bound_step_us: float | None = None  # fewer or smaller comm CTAs: the step if collectives are link-bound
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def vs(self, base: Prediction) -> float | None:
+        """Predicted step over `base`'s (the capture as simulated)."""
+        return self.step_us / base.step_us if self.step_us and base.step_us else None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def exposed(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
+    """Length of the union of `comm` spans that no `compute` span covers."""
+    total = 0.0
+    cover = _union(compute)
+    for a, b in _union(comm):
+        covered = sum(max(0.0, min(b, d) - max(a, c)) for c, d in cover)
+        total += (b - a) - covered
+    return total
+
+
+def measures(step: Step, result: Result) -> dict:
+    ks = result.kernels
+    comm = [i for i in step.comm]
+    compute = [i for i, k in enumerate(step.kernels) if not k.comm and k.footprint is not None]
+    return {
+        "step_us": result.step_us,
+        "comm_done_us": (ks[last].end_us - ks[last].ready_us) if (last := max(comm, key=lambda i: ks[i].end_us, default=None)) is not None else None,
+        "comm_start_delay_us": sum(ks[i].start_us - ks[i].ready_us for i in comm) if comm else None,
+        "exposed_comm_us": exposed([(ks[i].start_us, ks[i].end_us) for i in comm],
+                                   [(ks[i].start_us, ks[i].end_us) for i in compute]),
+    }
+
+
+def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) -> Prediction:
+    if missing := transforms.no_model(strategy):
+        return Prediction(strategy.name, f"no model: {', '.join(missing)}")
+    out = transforms.apply(step, strategy, cal.law)
+    m = measures(out.step, simulate(out.step, cal.pace, gpcs))
+    err = cal.error_p90 if cal.error_p90 == cal.error_p90 else 0.0  # NaN: uncalibrated, no interval
+    lo, hi = m["step_us"] * (1 - err), m["step_us"] * (1 + err)
+    link = None
+    notes = out.notes
+    if transforms.reshapes_comm(strategy):  # CTA-bound (the law) or link-bound: a trace does not say which
+        bound = transforms.apply(step, strategy, transforms.LINK_BOUND).step
+        link = simulate(bound, cal.pace, gpcs).step_us
+        lo, hi = min(lo, link * (1 - err)), max(hi, link * (1 + err))
+        notes += (f"collectives taken as bound by their CTAs; bound by their link they would keep their time "
+                  f"and the step take {link / 1000:.3f} ms (the interval spans both)",)
+    return Prediction(strategy.name, "ok", **m, interval=(lo, hi), link_bound_step_us=link, notes=notes)
+
+
+def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8) -> list[Prediction]:
+    """The step as captured (`default`) first, then each strategy."""
+    names = [levers.DEFAULT] + [s.name for s in strategies if s.name != levers.DEFAULT]
+    return [one(step, levers.strategy(n), cal, gpcs) for n in names]

@@ -1,0 +1,102 @@
+"""One captured step as data: its kernels in launch order, each with what the simulator needs.
+
+A kernel's `alone_us` is the whole launch's time with the GPU to itself (the doctor's alone window, or the
+lab's compute-alone and comm-alone runs); its footprint carries grid and cluster. Dependencies are what it
+waited for besides its stream's previous kernel (CUDA events), as doctor/analysis/deps.py resolves them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import DeviceLimits
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One launch. `sms` confines it to SMs [lo, hi) (an SM partition: green contexts, sm-carveout). A memory copy
+    or set (`footprint` None) takes a copy engine, no SM: it lasts its time alone once its stream reaches it."""
+
+    name: str
+    footprint: KernelFootprint | None
+    alone_us: float
+    stream: int
+    comm: bool = False
+    deps: tuple[int, ...] = ()  # indices of earlier kernels it waits for through events
+    release_us: float = 0.0  # when its launch call ended, from the step's start (it cannot start before)
+    hint: int | None = None  # preferred shared-memory carveout, percent (None: not set)
+    sms: tuple[int, int] | None = None
+    basis: KernelFootprint | None = None  # the footprint `alone_us` was measured with, no hint (None: `footprint`)
+
+    @property
+    def measured(self) -> tuple[KernelFootprint | None, int | None]:
+        """(footprint, hint) under which `alone_us` was measured."""
+        return (self.footprint, self.hint) if self.basis is None else (self.basis, None)
+
+    def __post_init__(self):
+        if self.alone_us <= 0:
+            raise ValueError(f"kernel {self.name!r}: alone time {self.alone_us} us must be > 0")
+
+
+@dataclass(frozen=True)
+class Step:
+    """Kernels in launch order; streams' priorities (CUDA's: lower is more urgent; absent: 0); hardware queues
+    (CUDA_DEVICE_MAX_CONNECTIONS, CUDA's default 8); `serial`: each kernel waits for the one launched before
+    it (the no-overlap baseline)."""
+
+    device: DeviceLimits
+    kernels: tuple[Kernel, ...]
+    priorities: dict[int, int] = field(default_factory=dict)
+    queues: int = 8
+    serial: bool = False
+
+    def replace(self, **changes) -> Step:
+        return dataclasses.replace(self, **changes)
+
+    def with_kernels(self, fn) -> Step:
+        """The step with `fn(kernel)` in place of each kernel."""
+        return self.replace(kernels=tuple(fn(k) for k in self.kernels))
+
+    @property
+    def comm(self) -> tuple[int, ...]:
+        return tuple(i for i, k in enumerate(self.kernels) if k.comm)
+
+
+def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dict[int, float] | None = None,
+               streams: set[int] | None = None) -> tuple[Step, list[str]]:
+    """The first analysed step of a trace as a Step, and what was left out. Times alone are `alone`
+    (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches without one
+    are left out and named: never guessed. `streams`: only these streams' kernels (None: all). Kineto does not
+    record the cluster: communication kernels get `comm_cluster` (the caller's knowledge), compute kernels 1."""
+    from ccoverlap.doctor.analysis.contention import windows
+    from ccoverlap.doctor.analysis.deps import graph
+    from ccoverlap.doctor.analysis.trace import KernelClass, analysed_indices
+
+    g = graph(trace)
+    steps = windows(trace, analysed_indices(trace))
+    if not steps:
+        return Step(device, ()), ["no analysed step in the trace"]
+    _, idx = steps[0]
+    alone = (trace.alone_us or {}) if alone is None else alone
+    notes, keep, where = [], [], {}
+    for i in idx:
+        k = trace.kernels[i]
+        if streams is not None and k.stream not in streams:
+            continue
+        if k.correlation not in alone:
+            notes.append(f"{k.name[:60]}: no time alone (left out)")
+            continue
+        where[i] = len(keep)
+        keep.append(i)
+    t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
+    kernels = []
+    for i in keep:
+        k = trace.kernels[i]
+        comm = k.kind is KernelClass.COMMUNICATION
+        fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
+            k.footprint, cluster=comm_cluster if comm else 1)
+        deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
+        kernels.append(Kernel(k.name, fp, alone[k.correlation], k.stream, comm, deps,
+                              max(0.0, min(g.release[i], k.ts) - t0)))
+    return Step(device, tuple(kernels)), notes

@@ -1,0 +1,182 @@
+"""Each lever as a transformation of a captured step; the lever's `whatif` field (control/levers.py) names
+its entry here, and a lever without one has no model: it is said so, never guessed.
+
+What a transformation may not know it says in its `Transformed.notes`. Collective durations under another CTA
+or thread count come from the communication bandwidth law (`CommLaw`, fitted by `calibration`), always as a
+ratio to the captured time alone, so a real collective keeps its own measured time at its own shape.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ccoverlap.control import levers
+from ccoverlap.model import nccl
+from ccoverlap.model.planner import plan
+from ccoverlap.whatif.step import Kernel, Step
+
+#: cuBLAS/cuBLASLt and CUTLASS GEMM kernels: what torch's SM carveout reaches
+GEMM = re.compile(r"gemm|cutlass|xmma|nvjet|cublas", re.IGNORECASE)
+#: the protocol NCCL_NTHREADS is read for when a trace does not say (ring Simple: the large messages' protocol)
+PROTOCOL = "SIMPLE"
+
+
+@dataclass(frozen=True)
+class CommLaw:
+    """A collective's bandwidth by shape, alone: each CTA moves `per_cta` (relative units) scaled by
+    (threads / 640) ** `thread_exponent`, up to `saturation` CTAs' worth; its time alone is inversely
+    proportional. Fitted on the lab's proxy (`calibration`)."""
+
+    saturation: float = 16.0  # CTAs at 640 threads at which the bandwidth stops growing
+    thread_exponent: float = 1.0
+
+    def rate(self, ctas: int, threads: int) -> float:
+        return min(ctas * (threads / nccl.NCCL_THREADS) ** self.thread_exponent, self.saturation)
+
+    def time_ratio(self, old: tuple[int, int], new: tuple[int, int]) -> float:
+        """Time alone at shape `new` over time alone at `old`, shapes (CTAs, threads)."""
+        return self.rate(*old) / self.rate(*new)
+
+
+#: a collective bound by its link, not its CTAs: its time alone does not change with its shape (a trace does
+#: not say which binds; `predict` gives both ends)
+LINK_BOUND = CommLaw(saturation=1e-9)
+
+
+@dataclass(frozen=True)
+class Transformed:
+    step: Step
+    notes: tuple[str, ...] = ()
+
+
+Transform = Callable[[Step, str, CommLaw], Transformed]
+
+
+def _comm(step: Step, fn: Callable[[Kernel], Kernel]) -> Step:
+    return step.with_kernels(lambda k: fn(k) if k.comm else k)
+
+
+def _compute(step: Step, fn: Callable[[Kernel], Kernel]) -> Step:
+    return step.with_kernels(lambda k: k if k.comm or k.footprint is None else fn(k))
+
+
+def priority(step: Step, _value: str, _law: CommLaw) -> Transformed:
+    greatest = step.device.stream_priority_range[1]
+    comm_streams = {step.kernels[i].stream for i in step.comm}
+    return Transformed(step.replace(priorities={**step.priorities, **{s: greatest for s in comm_streams}}))
+
+
+def shape(step: Step, _value: str, _law: CommLaw) -> Transformed:
+    """Each compute kernel padded as the interposer's auto plan pads it against each communication footprint
+    of the step (the largest feasible pad; drain by grid); infeasible plans leave it as it is."""
+    comms = {step.kernels[i].footprint for i in step.comm}
+    notes = []
+
+    def pad(k: Kernel) -> Kernel:
+        pads = []
+        for c in comms:
+            p = plan(step.device, k.footprint, c, drain=None)
+            if p.feasible:
+                pads.append(p.pad_bytes)
+        if not pads:
+            notes.append(f"{k.name[:40]}: no feasible pad")
+            return k
+        return dataclasses.replace(k, footprint=k.footprint.padded(max(pads)), basis=k.measured[0])
+
+    return Transformed(_compute(step, pad), tuple(dict.fromkeys(notes)))
+
+
+def carveout_hint(step: Step, value: str, _law: CommLaw) -> Transformed:
+    return Transformed(_compute(step, lambda k: dataclasses.replace(k, hint=int(value), basis=k.measured[0])))
+
+
+def _sms(step: Step, value: str) -> int:
+    ctas = max((step.kernels[i].footprint.grid for i in step.comm), default=0)
+    return levers.comm_sms(ctas, step.device.sm_count) if value == "auto" else int(value)
+
+
+def sm_carveout(step: Step, value: str, _law: CommLaw) -> Transformed:
+    """cuBLAS GEMMs on `sm_count - N` SMs: a grid of one CTA per SM or more (persistent) shrinks to the SMs
+    left, each CTA doing the share of the work the removed ones did; other kernels are not reached."""
+    n = _sms(step, value)
+    left = step.device.sm_count - n
+
+    def confine(k: Kernel) -> Kernel:
+        if not GEMM.search(k.name):
+            return k
+        fp = k.footprint
+        grid = fp.grid
+        if grid >= step.device.sm_count and grid % step.device.sm_count == 0:
+            per = grid // step.device.sm_count
+            fp = dataclasses.replace(fp, grid=per * left)
+        return dataclasses.replace(k, footprint=fp, sms=(0, left), basis=k.measured[0])
+
+    gemms = sum(1 for k in step.kernels if not k.comm and k.footprint and GEMM.search(k.name))
+    return Transformed(_compute(step, confine), () if gemms else ("no GEMM kernel in the step: the SM carveout reaches none",))
+
+
+def green(step: Step, value: str, _law: CommLaw) -> Transformed:
+    """Every compute kernel confined to `sm_count - N` SMs, its grid unchanged (libraries size their grids for
+    the whole device); communication keeps every SM."""
+    left = step.device.sm_count - _sms(step, value)
+    return Transformed(_compute(step, lambda k: dataclasses.replace(k, sms=(0, left))))
+
+
+def _nccl_shape(step: Step, env: dict[str, str], law: CommLaw) -> Transformed:
+    knobs = nccl.Knobs.from_env(env)
+
+    def reshape(k: Kernel) -> Kernel:
+        fp = k.footprint
+        ctas = knobs.channels(fp.grid) if "NCCL_MAX_CTAS" in env or "NCCL_MIN_CTAS" in env else fp.grid
+        threads = knobs.threads(PROTOCOL, fp.threads) if "NCCL_NTHREADS" in env else fp.threads
+        cluster = nccl.cluster_dim(knobs.cluster if "NCCL_CGA_CLUSTER_SIZE" in env else fp.cluster, ctas)
+        ratio = law.time_ratio((fp.grid, fp.threads), (ctas, threads))
+        new = dataclasses.replace(fp, grid=ctas, threads=threads, cluster=cluster)
+        return dataclasses.replace(k, footprint=new, alone_us=k.alone_us * ratio, basis=None)
+
+    return Transformed(_comm(step, reshape), knobs.notes)
+
+
+def _env_lever(name: str) -> Transform:
+    def t(step: Step, value: str, law: CommLaw) -> Transformed:
+        return _nccl_shape(step, dict(levers.BY_NAME[name].setting(value).env), law)
+    t.__doc__ = f"{name}: the communication kernels' shape as NCCL reads its variable (model/nccl.Knobs)"
+    return t
+
+
+def max_connections(step: Step, value: str, _law: CommLaw) -> Transformed:
+    return Transformed(step.replace(queues=int(value)))
+
+
+TRANSFORMS: dict[str, Transform] = {
+    "priority": priority, "shape": shape, "carveout-hint": carveout_hint, "sm-carveout": sm_carveout,
+    "green": green, "nccl-ctas": _env_lever("nccl-ctas"), "nccl-threads": _env_lever("nccl-threads"),
+    "nccl-cluster": _env_lever("nccl-cluster"), "max-connections": max_connections,
+}
+
+
+def reshapes_comm(strategy: levers.Strategy) -> bool:
+    """Does the strategy change the communication kernels' CTAs or threads (so the comm law matters)?"""
+    return any(levers.BY_NAME[name].whatif in ("nccl-ctas", "nccl-threads") for name, _ in strategy.levers)
+
+
+def no_model(strategy: levers.Strategy) -> list[str]:
+    """The strategy's levers without a what-if model."""
+    return [name for name, _ in strategy.levers if levers.BY_NAME[name].whatif is None]
+
+
+def apply(step: Step, strategy: levers.Strategy, law: CommLaw) -> Transformed:
+    """The step under `strategy` (no-overlap: every kernel after the one launched before it). A lever without
+    a model is a ValueError: callers check `no_model` first."""
+    if strategy.no_overlap:
+        return Transformed(step.replace(serial=True))
+    notes: list[str] = []
+    for name, value in strategy.levers:
+        key = levers.BY_NAME[name].whatif
+        if key is None:
+            raise ValueError(f"{name} has no what-if model")
+        out = TRANSFORMS[key](step, value, law)
+        step, notes = out.step, notes + list(out.notes)
+    return Transformed(step, tuple(dict.fromkeys(notes)))

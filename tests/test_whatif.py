@@ -1,0 +1,273 @@
+"""The what-if simulator on synthetic steps with hand-computed answers, its transformations, presets and CLI."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ccoverlap.cli import main
+from ccoverlap.control import levers
+from ccoverlap.model.footprint import KernelFootprint as F
+from ccoverlap.model.limits import get_device
+from ccoverlap.model.planner import plan
+from ccoverlap.whatif import calibration, predict, presets, transforms
+from ccoverlap.whatif.dispatch import simulate
+from ccoverlap.whatif.duration import Pace
+from ccoverlap.whatif.step import Kernel, Step
+
+H200 = get_device("h200")
+STILL = Pace(sm_share=0.0, memory_share=0.0)  # every CTA at its alone pace: times are hand-computable
+NCCL = F(640, 96, 22592, 82240, 16, 1, "comm")  # one CTA needs an SM nearly to itself (61,440 registers)
+
+
+def compute(grid: int, us: float, regs: int = 32, stream: int = 1, **kw) -> Kernel:
+    return Kernel("fma", F(256, regs, 0, 0, grid), us, stream, **kw)
+
+
+def comm(fp: F = NCCL, us: float = 500.0, **kw) -> Kernel:
+    return Kernel("comm", fp, us, 2, comm=True, release_us=1.0, **kw)
+
+
+def run(step: Step, pace: Pace = STILL, gpcs: int = 8):
+    return simulate(step, pace, gpcs)
+
+
+def test_one_kernel_alone_takes_its_time_alone():
+    r = run(Step(H200, (compute(2 * 8 * 132, 2000.0),)))  # 8 blocks per SM: two full waves
+    assert r.kernels[0].start_us == 0 and r.step_us == pytest.approx(2000.0)
+
+
+def test_two_kernels_sharing_the_sms_share_the_memory_system():
+    a = compute(132, 100.0, stream=1)  # one block per SM each: both fit beside each other
+    b = compute(132, 100.0, stream=2)
+    assert run(Step(H200, (a, b))).step_us == pytest.approx(100.0)  # no interference
+    shared = run(Step(H200, (a, b)), Pace(0.0, 0.5))
+    assert shared.kernels[0].end_us == pytest.approx(150.0) and shared.kernels[1].end_us == pytest.approx(150.0)
+
+
+def test_a_tail_runs_faster_with_the_sm_shared_by_warps_and_alone_a_launch_takes_its_time_alone():
+    # 8 + 1 blocks per SM: the ninth wave's CTAs have an SM each to themselves, 8x the issue at sm_share 1
+    # where 8 warps saturate it,
+    # so a CTA's work is 900 / (1 + 1/8) = 800 us; at sm_share 0 it is 900 / 2
+    tail = compute(9 * 132, 900.0)
+    assert Pace(1.0, 0.0, saturation=0.125).blocks(H200, tail) == (9 * 132, pytest.approx(800.0))
+    assert Pace(1.0, 0.0, saturation=0.5).blocks(H200, tail) == (9 * 132, pytest.approx(600.0))  # 2x, not 8x
+    assert Pace(0.0, 0.0).blocks(H200, tail) == (9 * 132, pytest.approx(450.0))
+    for pace in (Pace(1.0, 0.0), Pace(0.0, 0.0), Pace(0.5, 0.3)):
+        assert run(Step(H200, (tail,)), pace).step_us == pytest.approx(900.0)
+
+
+def test_a_comm_cta_waits_for_the_carveout_unless_the_resident_asks_for_shared_memory():
+    resident = Kernel("resident", F(128, 8, 0, 0, 132), 2000.0, 1)  # 0 B of shared memory: the SM takes 0 KB
+    newcomer = comm(F(256, 32, 0, 64 * 1024, 16), 500.0)
+    r = run(Step(H200, (resident, newcomer)))
+    assert r.kernels[1].start_us == pytest.approx(2000.0) and r.kernels[1].end_us == pytest.approx(2500.0)
+    hinted = run(Step(H200, (dataclasses.replace(resident, hint=100), newcomer)))
+    assert hinted.kernels[1].start_us == pytest.approx(1.0) and hinted.step_us == pytest.approx(2000.0)
+
+
+FULL = Step(H200, (compute(2 * 8 * 132, 2000.0), comm()))  # two full waves of compute, then NCCL's CTAs
+
+
+def test_equal_priority_waits_for_the_earlier_grid_priority_takes_the_next_free_sms():
+    r = run(FULL)
+    assert r.kernels[1].ready_us == pytest.approx(1.0)
+    assert r.kernels[1].start_us == pytest.approx(2000.0) and r.step_us == pytest.approx(2500.0)
+    p = run(FULL.replace(priorities={2: -5}))
+    assert p.kernels[1].start_us == pytest.approx(1000.0) and p.kernels[1].end_us == pytest.approx(1500.0)
+    # the 16 SMs comm took held 128 second-wave compute blocks back until it ended
+    assert p.kernels[0].end_us == pytest.approx(2500.0)
+
+
+def test_one_hardware_queue_keeps_priority_from_jumping_the_queue():
+    one = run(FULL.replace(priorities={2: -5}, queues=1))
+    assert one.kernels[1].start_us == pytest.approx(2000.0)
+
+
+def test_serial_steps_wait_for_the_kernel_before():
+    r = run(FULL.replace(serial=True))
+    assert r.kernels[1].ready_us == pytest.approx(2000.0) and r.step_us == pytest.approx(2500.0)
+
+
+def test_a_cluster_needs_its_size_of_free_sms_in_one_gpc():
+    busy = compute(130, 1000.0, regs=255, sms=(0, 130))  # SMs 130 and 131 left free, both in the last GPC
+    fours = run(Step(H200, (busy, comm(dataclasses.replace(NCCL, grid=4, cluster=4)))))
+    assert fours.kernels[1].start_us == pytest.approx(1000.0)
+    twos = run(Step(H200, (busy, comm(dataclasses.replace(NCCL, grid=4, cluster=2)))))
+    # the first pair starts at once, the second on the SMs the first leaves at 501
+    assert twos.kernels[1].start_us == pytest.approx(1.0) and twos.kernels[1].end_us == pytest.approx(1001.0)
+
+
+def test_a_persistent_grid_hands_the_work_of_the_ctas_that_find_no_room_to_those_that_run():
+    gemm = Kernel("nvjet_gemm", F(384, 168, 0, 188636, 132), 1400.0, 1, sms=(0, 116))
+    r = run(Step(H200, (gemm,)))
+    assert r.step_us == pytest.approx(1400.0 * 132 / 116)
+
+
+def test_a_copy_takes_no_sm_and_its_stream_waits_for_it():
+    copy = Kernel("Memcpy DtoD", None, 50.0, 1)
+    r = run(Step(H200, (copy, compute(132, 100.0))))
+    assert r.kernels[1].start_us == pytest.approx(50.0) and r.step_us == pytest.approx(150.0)
+
+
+def test_exposed_communication_is_what_no_compute_covers():
+    assert predict.exposed([(0, 10), (5, 20)], [(2, 8), (15, 30)]) == pytest.approx(20 - 6 - 5)
+
+
+# --- levers as transformations -------------------------------------------------------------------------------
+
+LAW = transforms.CommLaw(saturation=32, thread_exponent=1.0)
+
+
+def strategy(step: Step, name: str) -> Step:
+    return transforms.apply(step, levers.strategy(name), LAW).step
+
+
+def test_every_lever_names_a_transformation_or_has_no_model():
+    for lv in levers.LEVERS:
+        assert lv.whatif is None or lv.whatif in transforms.TRANSFORMS
+    assert levers.BY_NAME["nccl-cta-policy"].whatif is None
+    p = predict.one(FULL, levers.strategy("nccl-cta-policy"), calibration.load(None)[0])
+    assert p.status == "no model: nccl-cta-policy" and p.step_us is None
+
+
+def test_transformations_change_what_their_lever_changes():
+    assert strategy(FULL, "priority").priorities == {2: H200.stream_priority_range[1]}
+    assert strategy(FULL, "max-connections").queues == 1
+    assert strategy(FULL, "no-overlap").serial
+    pad = plan(H200, FULL.kernels[0].footprint, NCCL, drain=None).pad_bytes
+    shaped = strategy(FULL, "shape").kernels[0]
+    assert pad > 0 and shaped.footprint.dynamic_smem == pad and shaped.measured[0] == FULL.kernels[0].footprint
+    c = strategy(FULL, "nccl-ctas=4").kernels[1]
+    assert c.footprint.grid == 4 and c.alone_us == pytest.approx(500.0 * 16 / 4)
+    t = strategy(FULL, "nccl-threads=256").kernels[1]
+    assert t.footprint.threads == 288 and t.alone_us == pytest.approx(500.0 * 640 / 288)
+    clustered = FULL.with_kernels(lambda k: dataclasses.replace(k, footprint=dataclasses.replace(k.footprint, cluster=4)) if k.comm else k)
+    assert strategy(clustered, "nccl-cluster").kernels[1].footprint.cluster == 1
+    assert strategy(FULL, "carveout-hint=60").kernels[0].hint == 60
+    assert strategy(FULL, "green=16").kernels[0].sms == (0, 116) and strategy(FULL, "green=16").kernels[1].sms is None
+
+
+def test_the_sm_carveout_reaches_gemms_only():
+    gemm = Kernel("sm90_xmma_gemm_bf16", F(384, 168, 0, 188636, 132), 1400.0, 1)
+    out = strategy(Step(H200, (gemm, comm())), "sm-carveout=16").kernels[0]
+    assert out.sms == (0, 116) and out.footprint.grid == 116
+    assert strategy(FULL, "sm-carveout=16").kernels[0].sms is None
+
+
+def test_the_comm_law_is_fitted_from_a_sweep():
+    sweep = [{"ctas": c, "threads": t, "alone_ms": 16 / min(c * t / 640, 24)} for c in (1, 4, 16, 32) for t in (640, 288)]
+    law = calibration.fit_law(sweep)
+    assert law.saturation == 24 and law.thread_exponent == pytest.approx(1.0)
+
+
+def test_the_shipped_calibration_is_the_h200s_and_says_so_elsewhere():
+    cal, note = calibration.load("NVIDIA H200")
+    assert note is None and cal.provenance["measured"]["gpu"] == "NVIDIA H200"
+    _, other = calibration.load("NVIDIA A100-SXM4-80GB")
+    assert "H200" in other
+
+
+# --- other GPUs and networks --------------------------------------------------------------------------------
+
+def test_a_preset_scales_compute_by_the_roofline_ratios_and_says_it_predicts():
+    gemm = Kernel("nvjet_gemm", F(384, 168, 0, 188636, 132), 1000.0, 1)
+    moved = presets.to_device(Step(H200, (gemm, comm())), "a100")
+    lo, hi = sorted((989 / 312, 4800 / 2039))
+    mid, low, high = (s.kernels[0].alone_us for s in moved.steps)
+    assert (low, high, mid) == pytest.approx((1000 * lo, 1000 * hi, 1000 * (lo + hi) / 2))
+    a100 = get_device("a100")
+    assert moved.steps[0].device == a100 and moved.steps[0].kernels[1].alone_us == 500.0
+    assert moved.steps[0].kernels[0].footprint.dynamic_smem <= a100.smem_per_block_optin
+    assert "predicted for a100, not measured" in moved.assumptions[0]
+
+
+def test_collectives_follow_the_allreduce_cost_model():
+    step = Step(H200, (comm(us=2000.0),))
+    same, _ = presets.collectives(step, 100.0, 100.0, 8, 8)
+    assert same.kernels[0].alone_us == pytest.approx(2000.0)
+    slow, note = presets.collectives(step, 100.0, 50.0, 8, 8)
+    lat = 2 * 3 * presets.LINK_LATENCY_US  # a tree of 8 ranks: 2 log2(8) steps
+    assert slow.kernels[0].alone_us == pytest.approx(2 * (2000.0 - lat) + lat) and "predicted" in note
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, says", [
+    (["whatif", "/nonexistent-capture"], "is not a directory"),
+    (["whatif", ".", "--device", "b200"], "--device b200: valid"),
+    (["whatif", ".", "--busbw", "40"], "--busbw needs --capture-busbw"),
+    (["whatif", ".", "--lever", "warp-drive"], "unknown lever"),
+    (["whatif", ".", "--world", "1"], "--world 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err
+
+
+def test_the_tuner_orders_its_arms_by_predicted_gain_and_prunes_below_the_noise_floor():
+    from ccoverlap.control.policy import TunedPolicy
+    from ccoverlap.tune import space
+
+    arms = [TunedPolicy.of(levers.strategy(n)) for n in ("priority", "shape", "nccl-ctas=4")]
+    knob = TunedPolicy.of(levers.DEFAULT, {"NCCL_ALGO": "Ring"})
+    fewer = levers.strategy("nccl-ctas=4").name  # "nccl-ctas": its default value goes unsaid
+    ordered, pruned = space.by_prediction(arms + [knob], {"priority": 0.02, "shape": 0.10, fewer: -0.3}, 0.01)
+    assert [space.arm_strategy(a) for a in ordered] == ["shape", "priority", None]
+    assert list(pruned) == [fewer] and "below the noise floor of 1%" in pruned[fewer]
+
+
+def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
+    import json
+
+    import kineto_synth as ks
+    from ccoverlap.doctor.record import alone_trace
+    from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
+
+    kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
+               ks.K("compute_a", 160, 500, launch_ts=110)]
+    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [45, 250, 480]), [])
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy", "--json", "-"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["strategy"] for p in out["predictions"]] == ["default", "priority", "nccl-cta-policy"]
+    base, _, none = out["predictions"]
+    assert base["status"] == "ok" and base["vs_capture"] == 1.0 and none["status"] == "no model: nccl-cta-policy"
+    assert base["step_us"] >= 45 + 480  # compute_a twice on one stream, each at least its time alone
+    assert out["label"] == "predicted for the captured GPU"
+    assert main(["whatif", str(tmp_path / "cap"), "--device", "a100", "--json", "-"]) == 0
+    moved = json.loads(capsys.readouterr().out)
+    assert moved["predicted_for"] == "a100" and moved["label"].startswith("predicted, assumptions: predicted for a100")
+    png = tmp_path / "whatif.png"
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "predicted for the captured GPU" in capsys.readouterr().out
+    assert main(["whatif", str(tmp_path / "cap"), "--world", "64", "--capture-busbw", "280", "--json", "-"]) == 2
+    assert "--capture-world" in capsys.readouterr().err
+
+
+def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
+    cal = calibration.Calibration(STILL, transforms.CommLaw(32, 1.0), 0.0, 0.0)
+    p = predict.one(FULL, levers.strategy("nccl-ctas=4"), cal)
+    # CTA-bound: 4 CTAs take 4x as long (2000 us), from the second wave's end; link-bound: 500 us, as before
+    assert p.step_us == pytest.approx(2000.0 + 2000.0) and p.link_bound_step_us == pytest.approx(2500.0)
+    assert p.interval == (pytest.approx(2500.0), pytest.approx(4000.0)) and "link" in p.notes[-1]
+    assert predict.one(FULL, levers.strategy("priority"), cal).link_bound_step_us is None
+
+
+def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+    import kineto_synth as ks
+    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.whatif import session
+    from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
+
+    kernels = [ks.K("compute_a", 100, 500, launch_ts=90, grid=2 * 8 * 132), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS)]
+    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [480, 250]), [])
+    gains = session.gains(tmp_path / "cap", None, ["priority", "nccl-ctas", "nccl-cta-policy"])
+    assert set(gains) == {"priority", "nccl-ctas"}  # no model: left out
+    cal, _ = calibration.load("NVIDIA H200")
+    cap = session.capture(tmp_path / "cap")
+    p = predict.one(cap.step, levers.strategy("nccl-ctas"), cal)
+    best = min(p.step_us, p.link_bound_step_us)
+    assert gains["nccl-ctas"] == pytest.approx(1 - best / predict.one(cap.step, levers.strategy("default"), cal).step_us)
