@@ -271,3 +271,21 @@ def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little
     p = predict.one(cap.step, levers.strategy("nccl-ctas"), cal)
     best = min(p.step_us, p.link_bound_step_us)
     assert gains["nccl-ctas"] == pytest.approx(1 - best / predict.one(cap.step, levers.strategy("default"), cal).step_us)
+
+
+def test_an_event_signals_later_than_the_stream_moves_on_so_a_one_wave_successor_takes_the_sms_first():
+    """The known-answer carveout program's order: a collective waits on an event for A; A's own stream's next
+    kernel B, one wave on every SM, is already queued and starts as A ends; the collective is ready
+    EVENT_LATENCY_US later and finds no SM with room until B ends, high priority or not (nothing to preempt)."""
+    from ccoverlap.whatif.dispatch import EVENT_LATENCY_US
+
+    a = compute(132, 300.0, regs=255, stream=1)  # 255 registers x 256 threads: a block fills an SM's registers
+    b = compute(132, 3000.0, regs=255, stream=1, release_us=1.0)
+    c = Kernel("comm", NCCL, 500.0, 2, comm=True, release_us=2.0, deps=(0,))
+    for priorities in ({}, {2: -1}):
+        r = run(Step(H200, (a, b, c), priorities=priorities))
+        assert r.kernels[1].start_us == pytest.approx(300.0)  # B as A ends
+        assert r.kernels[2].ready_us == pytest.approx(300.0 + EVENT_LATENCY_US)
+        assert r.kernels[2].start_us == pytest.approx(3300.0) and r.step_us == pytest.approx(3800.0)
+    alone = run(Step(H200, (a, c)))  # without B the collective starts once the event's signal is there
+    assert alone.kernels[1].start_us == pytest.approx(300.0 + EVENT_LATENCY_US)
