@@ -216,6 +216,10 @@ def test_the_tuner_orders_its_arms_by_predicted_gain_and_prunes_below_the_noise_
     ordered, pruned = space.by_prediction(arms + [knob], {"priority": 0.02, "shape": 0.10, fewer: -0.3}, 0.01)
     assert [space.arm_strategy(a) for a in ordered] == ["shape", "priority", None]
     assert list(pruned) == [fewer] and "below the noise floor of 1%" in pruned[fewer]
+    # a lever the doctor recommended (it measured the wait) stays first and is not pruned, whatever the prediction
+    ordered, pruned = space.by_prediction(arms + [knob], {"priority": 0.02, "shape": 0.10, fewer: -0.3}, 0.01,
+                                          recommended=("nccl-ctas=4",))
+    assert [space.arm_strategy(a) for a in ordered] == [fewer, "shape", "priority", None] and not pruned
 
 
 def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):

@@ -233,7 +233,8 @@ class Search:
                         self.skipped.setdefault(name, why)
                 arms = [a for a in arms if not a.levers]
             elif self.advice.predicted:
-                arms, pruned = space.by_prediction(arms, self.advice.predicted, NOTHING_TO_GAIN_PCT / 100)
+                arms, pruned = space.by_prediction(arms, self.advice.predicted, NOTHING_TO_GAIN_PCT / 100,
+                                                   self.advice.recommended)
                 if not self.cfg.levers:
                     for name, reason in pruned.items():
                         self.skipped.setdefault(name, reason)

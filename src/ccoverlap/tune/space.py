@@ -62,10 +62,15 @@ def arm_strategy(arm: TunedPolicy) -> str | None:
     return None if arm.knobs or len(arm.levers) != 1 else levers.Strategy(arm.levers).name
 
 
-def by_prediction(arms: Sequence[TunedPolicy], gains: Mapping[str, float], floor: float
-                  ) -> tuple[list[TunedPolicy], dict[str, str]]:
-    """Arms the what-if simulator predicted for, best predicted gain first (the others after them, in their
-    order), and those whose predicted gain is below `floor` (a share of the step) pruned: lever -> why."""
+def by_prediction(arms: Sequence[TunedPolicy], gains: Mapping[str, float], floor: float,
+                  recommended: Sequence[str] = ()) -> tuple[list[TunedPolicy], dict[str, str]]:
+    """The doctor's recommended levers first, as `ordered` puts them and never pruned (the doctor measured them;
+    the simulator missed measured gains on known-answer programs, docs/whatif.md); then the arms the what-if
+    simulator predicted for, best predicted gain first, those below `floor` (a share of the step) pruned
+    (lever -> why); then the others in their order."""
+    doctors = {_lever(term) for term in recommended}
+    first = [a for a in arms if not a.knobs and a.levers[0][0] in doctors]
+    arms = [a for a in arms if a not in first]
     known = [a for a in arms if arm_strategy(a) in gains]
     rest = [a for a in arms if arm_strategy(a) not in gains]
     known.sort(key=lambda a: -gains[arm_strategy(a)])
@@ -74,7 +79,7 @@ def by_prediction(arms: Sequence[TunedPolicy], gains: Mapping[str, float], floor
         if gains[arm_strategy(a)] < floor:
             pruned[arm_strategy(a)] = (f"predicted gain {100 * gains[arm_strategy(a)]:+.1f}% of the step, below the "
                                        f"noise floor of {100 * floor:g}% (ccoverlap whatif on the doctor's run)")
-    return [a for a in known if arm_strategy(a) not in pruned] + rest, pruned
+    return first + [a for a in known if arm_strategy(a) not in pruned] + rest, pruned
 
 
 def combine(base: TunedPolicy, arm: TunedPolicy) -> TunedPolicy | None:
