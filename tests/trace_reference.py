@@ -16,7 +16,7 @@ from pathlib import Path
 import ijson
 
 from ccoverlap.doctor.analysis.trace import (_COLLECTIVE_ARGS, _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS,
-                                             _WAIT_CALLS, Classifier,
+                                             _WAIT_CALLS, Call, Classifier,
                                              KernelClass, StreamWait, Trace, KernelEvent, _call, _device, _rank,
                                              _scalar)
 from ccoverlap.model import _native
