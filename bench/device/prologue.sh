@@ -1,6 +1,7 @@
 # Sourced by the one-call device scripts: multicast off (shared machines), unbuffered output, $OUT, the
-# carried wheels (ijson, which the trace parser needs, is not in the device image), ccoverlap built in place,
-# and the GPU's name, driver, clocks and temperature on the log.
+# carried wheels (msgspec and orjson, which the trace reader and the JSON output need, are not in the device image;
+# make them with `pip download msgspec orjson ijson rich -d .whl --only-binary :all: --python-version 3.12` and
+# carry .whl), ccoverlap built in place, and the GPU's name, driver, clocks and temperature on the log.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/ccoverlap-out}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
