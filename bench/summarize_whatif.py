@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 
 from ccoverlap.control import levers
+from ccoverlap.gpu.provenance import source_commit
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.output import write_json
 from ccoverlap.whatif import calibration, predict, session
@@ -65,13 +65,6 @@ def _pairs(cells) -> list[tuple[float, float]]:
 
 def _fit(cases, law, families):
     return calibration.fit_pace(lambda pace: _pairs(_cells(cases, pace, law, families)))
-
-
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def tables(result: dict) -> str:
@@ -149,11 +142,11 @@ def main() -> int:
     cal = calibration.Calibration(pace, law, calibration.quantile(errs, 0.5), calibration.quantile(errs, 0.9),
                                   device.name, {
         "fitted_on": [str(args.lab), str(args.capture)], "measured": record["provenance"],
-        "fitted_at_commit": _commit(), "date": dt.date.today().isoformat(), "cells": len(errs) // 2,
+        "fitted_at_commit": source_commit(), "date": dt.date.today().isoformat(), "cells": len(errs) // 2,
         "method": calibration.__doc__.split("\n\n")[0]})
     result = {
         "provenance": {"measured": record["provenance"], "capture": capture["provenance"],
-                       "predicted_at_commit": _commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(),
+                       "predicted_at_commit": source_commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(),
                        "method": "predicted_ms: the pace model fitted on the other half of the families (the lab's "
                        "own kernels against the library's); predicted_in_sample_ms: fitted on all cells; the comm "
                        "law fitted on the proxy's sweep"},

@@ -14,23 +14,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 
 from ccoverlap.control import levers
+from ccoverlap.gpu.provenance import source_commit
 from ccoverlap.util.output import write_json
 from ccoverlap.whatif import calibration, predict, session
 
 TARGET = 0.05
-
-
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def one(root: Path, bench: dict, busbw: str) -> list[dict]:
@@ -84,7 +77,7 @@ def main() -> int:
         ranked[str(busbw)] = {
             "beyond_noise": [r["lever"] for r in beyond],
             "same_side_of_default": all((r["measured_vs_default"] < 1) == (r["predicted_vs_default"] < 1) for r in beyond)}
-    result = {"provenance": {"measured": provenance, "predicted_at_commit": _commit(),
+    result = {"provenance": {"measured": provenance, "predicted_at_commit": source_commit(),
                              "date": dt.datetime.now(dt.timezone.utc).isoformat(),
                              "method": __doc__.split("\n\n")[1].replace("\n", " ")},
               "ranking": ranked, "rows": rows}

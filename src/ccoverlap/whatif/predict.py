@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.control import levers
+from ccoverlap.doctor.analysis import intervals
 from ccoverlap.whatif import transforms
 from ccoverlap.whatif.calibration import Calibration
 from ccoverlap.whatif.dispatch import Result, simulate
@@ -31,24 +32,9 @@ class Prediction:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 def exposed(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
     """Length of the union of `comm` spans that no `compute` span covers."""
-    total = 0.0
-    cover = _union(compute)
-    for a, b in _union(comm):
-        covered = sum(max(0.0, min(b, d) - max(a, c)) for c, d in cover)
-        total += (b - a) - covered
-    return total
+    return intervals.length(intervals.subtract(intervals.merge(comm), intervals.merge(compute)))
 
 
 def measures(step: Step, result: Result) -> dict:
