@@ -55,6 +55,7 @@ class Task:
     processes: Mapping[int, Process] | None  # rank -> what the doctor knows of its process (ROOT's own traces)
     baseline: Mapping[int, Trace] | None  # rank -> the baseline's trace (in one process only: see analyze)
     keep_trace: bool
+    read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def first(task: Task) -> Part:
     path, classifier = task.path, _classifier(task.comm_regex)
     mb = path.stat().st_size / 1e6 if path.exists() else 0.0
     try:
-        trace = read_trace(path, classifier)
+        trace = task.read or read_trace(path, classifier)
     except UsageError as exc:
         return Part(path, mb, skipped=Problem(path, f"skipped: {exc}"))
     notes = tuple(Problem(path, note) for note in trace.notes)
@@ -124,8 +125,9 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     problems: list[Problem] = []
     base, base_problems = (_baseline(baseline, found, classifier) if baseline is not None else (None, []))
     in_process = jobs <= 1 or base is not None or keep_traces
+    read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
     tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == root.name else None, base,
-                         keep_traces)) for name, files in found.items() for path in files]
+                         keep_traces, read.get(path))) for name, files in found.items() for path in files]
     with _Pace(len(tasks), progress) as pace:
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
