@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kineto_synth as ks
-from ccoverlap.doctor.analysis import analyze, metrics
-from ccoverlap.doctor.analysis.intervals import intersection, length, merge, subtract
-from ccoverlap.doctor.analysis.metrics import exposed_intervals, rank_metrics
-from ccoverlap.doctor.analysis.trace import Classifier, KernelClass, analysed_kernels, device_limits, read_trace, short_name
+from ccoverlap.analysis import analyze, metrics
+from ccoverlap.analysis.intervals import intersection, length, merge, subtract
+from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
+from ccoverlap.analysis.trace import Classifier, KernelClass, analysed_kernels, device_limits, read_trace, short_name
 from ccoverlap.cli import main
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import PRESETS

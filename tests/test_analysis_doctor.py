@@ -1,4 +1,4 @@
-"""Why a collective started late (`ccoverlap.doctor.analysis.contention`, `deps`, `replay`, `recommend`): constructed
+"""Why a collective started late (`ccoverlap.analysis.contention`, `deps`, `replay`, `recommend`): constructed
 traces with known answers (and alone windows, where a time alone matters), the breakdown invariant, the replay by
 mechanism, and the real H200 fixture."""
 from __future__ import annotations
@@ -11,15 +11,15 @@ import pytest
 
 import kineto_synth as ks
 from ccoverlap.control import levers
-from ccoverlap.doctor.analysis import analyze
-from ccoverlap.doctor.analysis.alone import with_alone
-from ccoverlap.doctor.analysis.contention import COMM_SLOWED, COMPUTE_SLOWED, PARTS, RESOURCE_CAUSES, SM_WAIT, Cause, diagnose
-from ccoverlap.doctor.analysis.deps import graph
-from ccoverlap.doctor.analysis.intervals import length
-from ccoverlap.doctor.analysis.metrics import exposed_intervals, rank_metrics
-from ccoverlap.doctor.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
-from ccoverlap.doctor.analysis.replay import Node, makespan, replay
-from ccoverlap.doctor.analysis.trace import KernelClass, analysed_kernels, read_trace
+from ccoverlap.analysis import analyze
+from ccoverlap.analysis.alone import with_alone
+from ccoverlap.analysis.contention import COMM_SLOWED, COMPUTE_SLOWED, PARTS, RESOURCE_CAUSES, SM_WAIT, Cause, diagnose
+from ccoverlap.analysis.deps import graph
+from ccoverlap.analysis.intervals import length
+from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
+from ccoverlap.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
+from ccoverlap.analysis.replay import Node, makespan, replay
+from ccoverlap.analysis.trace import KernelClass, analysed_kernels, read_trace
 from ccoverlap.cli import main
 from ccoverlap.model.occupancy import CARVEOUT, Resource
 from hta_reference import TRACES

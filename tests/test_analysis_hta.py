@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ccoverlap.doctor.analysis import analyze
+from ccoverlap.analysis import analyze
 from hta_reference import RECORDED, TRACES, hta_numbers, trace_folders
 
 RECORDED_NUMBERS = json.loads(RECORDED.read_text())

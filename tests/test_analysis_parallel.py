@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import kineto_synth as ks
-from ccoverlap.doctor.analysis import analyze
+from ccoverlap.analysis import analyze
 from ccoverlap.util.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 
 import kineto_synth as ks
 import trace_reference
-from ccoverlap.doctor.analysis.trace import Classifier, read_trace
+from ccoverlap.analysis.trace import Classifier, read_trace
 from ccoverlap.util.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,13 +12,13 @@ import kineto_synth as ks
 from ccoverlap.control import levers
 from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.doctor import capture, record
-from ccoverlap.doctor.analysis import analyze
-from ccoverlap.doctor.analysis.alone import match, with_alone
-from ccoverlap.doctor.analysis.contention import Cause, diagnose
-from ccoverlap.doctor.analysis.metrics import rank_metrics
-from ccoverlap.doctor.analysis.recommend import verdict
-from ccoverlap.doctor.analysis.rules import findings
-from ccoverlap.doctor.analysis.trace import read_trace
+from ccoverlap.analysis import analyze
+from ccoverlap.analysis.alone import match, with_alone
+from ccoverlap.analysis.contention import Cause, diagnose
+from ccoverlap.analysis.metrics import rank_metrics
+from ccoverlap.analysis.recommend import verdict
+from ccoverlap.analysis.rules import findings
+from ccoverlap.analysis.trace import read_trace
 from ccoverlap.doctor.config import DoctorConfig
 from hta_reference import TRACES
 from test_analysis import good_trace_files
@@ -219,7 +219,7 @@ def test_compute_in_a_green_context_leaves_sms_idle_and_clusters_the_cause(tmp_p
 
 
 def test_mangled_names_in_the_stats_meet_the_traces_demangled_ones():
-    from ccoverlap.doctor.analysis.contention import demangled
+    from ccoverlap.analysis.contention import demangled
 
     assert demangled("_Z3fooi") == "foo(int)" and demangled("known_green") == "known_green"
 

@@ -1,5 +1,5 @@
 """The trace reader as it was before issue 22 (ijson, streamed), kept for the tests only: the typed reader of
-ccoverlap.doctor.analysis.trace must build the same Trace from every recorded trace (tests/test_analysis_reader.py).
+ccoverlap.analysis.trace must build the same Trace from every recorded trace (tests/test_analysis_reader.py).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import ijson
 
-from ccoverlap.doctor.analysis.trace import (_COLLECTIVE_ARGS, _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS,
+from ccoverlap.analysis.trace import (_COLLECTIVE_ARGS, _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS,
                                              _WAIT_CALLS, Call, Classifier,
                                              KernelClass, StreamWait, Trace, KernelEvent, _call, _device, _rank,
                                              _scalar)

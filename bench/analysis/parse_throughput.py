@@ -28,8 +28,8 @@ import kineto_synth  # noqa: E402
 PARSE = """
 import sys, time
 from pathlib import Path
-from ccoverlap.doctor.analysis.metrics import rank_metrics
-from ccoverlap.doctor.analysis.trace import read_trace
+from ccoverlap.analysis.metrics import rank_metrics
+from ccoverlap.analysis.trace import read_trace
 
 def hwm():  # this process's peak RSS (ru_maxrss would include the parent's, inherited across exec)
     line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))

@@ -191,8 +191,8 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
 def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
     """The recorded run judged again: each doctor folder analysed as `ccoverlap doctor` does, at this commit."""
     from ccoverlap.doctor import record
-    from ccoverlap.doctor.analysis import analyze
-    from ccoverlap.doctor.analysis.summary import document
+    from ccoverlap.analysis import analyze
+    from ccoverlap.analysis.summary import document
     from ccoverlap.gpu import provenance
 
     recorded = json.loads(run.read_text())

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from ccoverlap.doctor.analysis.summary import document, print_ranks, write_html
+from ccoverlap.analysis.summary import document, print_ranks, write_html
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_json, print_table
@@ -53,9 +53,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccoverlap.doctor.analysis import analyze
-    from ccoverlap.doctor.analysis.recommend import verdict
-    from ccoverlap.doctor.analysis.trace import short_name
+    from ccoverlap.analysis import analyze
+    from ccoverlap.analysis.recommend import verdict
+    from ccoverlap.analysis.trace import short_name
 
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:

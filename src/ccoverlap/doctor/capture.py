@@ -18,7 +18,7 @@ Python's own signal handlers use): the main thread does it between two bytecodes
 Right after the window, the alone window records the same number of steps again with every kernel launch
 made alone (the launch interposer's serialized launches: each starts on an idle device and ends before the
 next starts), to rank<r>_trace.alone.gz: the doctor matches its launches to the first window's and so knows
-what each launch takes alone (doctor/analysis/alone.py). Without the interposer in the process it is skipped,
+what each launch takes alone (analysis/alone.py). Without the interposer in the process it is skipped,
 and the record says why.
 
 A process that ends inside the window writes what the profiler recorded: at exit (atexit: a normal end,

@@ -13,7 +13,7 @@ from ccoverlap.control.interposer import built
 from ccoverlap.control.launch import Launch, found
 from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
-from ccoverlap.doctor.analysis.summary import document, print_ranks, write_html
+from ccoverlap.analysis.summary import document, print_ranks, write_html
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, unwritable, write_json
@@ -218,7 +218,7 @@ def _row(r: record.RankRecord) -> list:
 
 def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, record.Process]):
     """The analysis of `out`, and one line for each trace it could not use (its other notes go to stderr)."""
-    from ccoverlap.doctor.analysis import analyze
+    from ccoverlap.analysis import analyze
 
     try:
         result = analyze(out, None, comm_regex, processes=processes)

@@ -65,8 +65,8 @@ def _progress(cfg: TuneConfig):
 
 def advice(trial, comm_regex: str | None):
     """The doctor's view of its profiled run of the default; None where it has none (and why, on stderr)."""
-    from ccoverlap.doctor.analysis import analyze
-    from ccoverlap.doctor.analysis.recommend import verdict
+    from ccoverlap.analysis import analyze
+    from ccoverlap.analysis.recommend import verdict
     from ccoverlap.tune.search import Advice
 
     from ccoverlap.doctor import record

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.control import levers
-from ccoverlap.doctor.analysis import intervals
+from ccoverlap.analysis import intervals
 from ccoverlap.whatif import transforms
 from ccoverlap.whatif.calibration import Calibration
 from ccoverlap.whatif.dispatch import Result, simulate

@@ -2,7 +2,7 @@
 
 A kernel's `alone_us` is the whole launch's time with the GPU to itself (the doctor's alone window, or the
 lab's compute-alone and comm-alone runs); its footprint carries grid and cluster. Dependencies are what it
-waited for besides its stream's previous kernel (CUDA events), as doctor/analysis/deps.py resolves them.
+waited for besides its stream's previous kernel (CUDA events), as analysis/deps.py resolves them.
 """
 from __future__ import annotations
 
@@ -69,9 +69,9 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches without one
     are left out and named: never guessed. `streams`: only these streams' kernels (None: all). Kineto does not
     record the cluster: communication kernels get `comm_cluster` (the caller's knowledge), compute kernels 1."""
-    from ccoverlap.doctor.analysis.contention import windows
-    from ccoverlap.doctor.analysis.deps import graph
-    from ccoverlap.doctor.analysis.trace import KernelClass, analysed_indices
+    from ccoverlap.analysis.contention import windows
+    from ccoverlap.analysis.deps import graph
+    from ccoverlap.analysis.trace import KernelClass, analysed_indices
 
     g = graph(trace)
     steps = windows(trace, analysed_indices(trace))

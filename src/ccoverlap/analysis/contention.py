@@ -28,10 +28,10 @@ from enum import Enum
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
-from ccoverlap.doctor.analysis.deps import Graph, graph
-from ccoverlap.doctor.analysis.intervals import Interval, covered, merge
-from ccoverlap.doctor.analysis.replay import makespan
-from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
+from ccoverlap.analysis.deps import Graph, graph
+from ccoverlap.analysis.intervals import Interval, covered, merge
+from ccoverlap.analysis.replay import makespan
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
@@ -426,7 +426,7 @@ class _Rank:
 @dataclass(frozen=True)
 class Pending:
     """One rank's first pass, compact (no trace): what `finish` needs once the other ranks' collectives are in.
-    Worker processes return it (doctor.analysis.parallel)."""
+    Worker processes return it (analysis.parallel)."""
 
     rank: int
     comm: tuple[CommWait, ...]  # skew and the ranks' fewest time alone still to come

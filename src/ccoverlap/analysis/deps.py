@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ccoverlap.doctor.analysis.trace import KernelEvent, Trace
+from ccoverlap.analysis.trace import KernelEvent, Trace
 from ccoverlap.util.text import shorten
 
 #: A producer ending this long (us) after its consumer started is not what the consumer waited for.

@@ -14,12 +14,12 @@ import tempfile
 from pathlib import Path
 
 from ccoverlap import __version__
-from ccoverlap.doctor.analysis import Analysis
-from ccoverlap.doctor.analysis.contention import PARTS, Cause
-from ccoverlap.doctor.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
-from ccoverlap.doctor.analysis.plots import strategy_bars_png, timeline_png
-from ccoverlap.doctor.analysis.recommend import verdict
-from ccoverlap.doctor.analysis.trace import analysed_kernels, device_limits, short_name
+from ccoverlap.analysis import Analysis
+from ccoverlap.analysis.contention import PARTS, Cause
+from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
+from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
+from ccoverlap.analysis.recommend import verdict
+from ccoverlap.analysis.trace import analysed_kernels, device_limits, short_name
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}

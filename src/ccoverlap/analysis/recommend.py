@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ccoverlap.control import levers
-from ccoverlap.doctor.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
+from ccoverlap.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
                                                   CommWait, Mechanism, RankDiagnosis, dispatching, holds_every_sm)
-from ccoverlap.doctor.analysis.trace import short_name
+from ccoverlap.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside
 from ccoverlap.model.planner import NCCL_SIMPLE_EXTRA_WARP, plan

@@ -17,8 +17,8 @@ import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ccoverlap.doctor.analysis.contention import windows
-from ccoverlap.doctor.analysis.trace import KernelClass, KernelEvent, Trace, analysed_indices, short_name
+from ccoverlap.analysis.contention import windows
+from ccoverlap.analysis.trace import KernelClass, KernelEvent, Trace, analysed_indices, short_name
 
 #: Two alone-window kernels overlapping by more than this (us) did not run alone.
 OVERLAP_US = 1.0

@@ -4,7 +4,7 @@ A torch.profiler / Kineto Chrome trace is decoded once (msgspec, into typed
 structs that hold only the fields read: a cpu_op's shapes are skipped, never
 built) into a `Trace`: the GPU activities of one rank with what the analyses
 need and nothing else; every analysis is a pure function of the model
-(ccoverlap.doctor.analysis.metrics).
+(ccoverlap.analysis.metrics).
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ class Trace:
     # correlation -> (stream, event id), from Kineto's cuda_event records where the trace has them
     graph_calls: frozenset[int] = frozenset()  # correlations of the calls that replayed a CUDA graph
     # Each launch's measured time alone (us), by its correlation: from the doctor's alone window, matched launch
-    # by launch (doctor/analysis/alone.py); None where no alone window was measured. A launch missing from it was
+    # by launch (analysis/alone.py); None where no alone window was measured. A launch missing from it was
     # not matched: its time alone is unknown, never inferred from other launches.
     alone_us: Mapping[int, float] | None = field(default=None, repr=False)
 

@@ -18,10 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ccoverlap.doctor.analysis.alone import Match, with_alone
-from ccoverlap.doctor.analysis.contention import Pending, across_ranks, first_pass
-from ccoverlap.doctor.analysis.metrics import Measured, RankMetrics, measure
-from ccoverlap.doctor.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
+from ccoverlap.analysis.alone import Match, with_alone
+from ccoverlap.analysis.contention import Pending, across_ranks, first_pass
+from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
+from ccoverlap.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
                                              read_traces, unlaunched)
 from ccoverlap.doctor.record import alone_trace
 from ccoverlap.util.errors import UsageError
@@ -132,7 +132,7 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
         else:
-            from ccoverlap.doctor.analysis.parallel import run
+            from ccoverlap.analysis.parallel import run
 
             parts = run(first, [task for _, task in tasks], jobs, pace)
     by_strategy: dict[str, list[Part]] = {}

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ccoverlap.control import levers
-from ccoverlap.doctor.analysis.contention import RankDiagnosis, diagnose
-from ccoverlap.doctor.analysis.intervals import Interval, covered, intersection, length, merge, subtract
-from ccoverlap.doctor.analysis.recommend import Verdict, verdict
-from ccoverlap.doctor.analysis.rules import Finding, findings
-from ccoverlap.doctor.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
+from ccoverlap.analysis.contention import RankDiagnosis, diagnose
+from ccoverlap.analysis.intervals import Interval, covered, intersection, length, merge, subtract
+from ccoverlap.analysis.recommend import Verdict, verdict
+from ccoverlap.analysis.rules import Finding, findings
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import occupancy
@@ -321,7 +321,7 @@ def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
 @dataclass(frozen=True)
 class Measured:
     """One rank's metrics as far as its own trace tells (all but the judged ones): compact, without the trace,
-    what a worker process returns (doctor.analysis.parallel)."""
+    what a worker process returns (analysis.parallel)."""
 
     strategy: str
     rank: int
