@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ccoverlap.control import levers
 from ccoverlap.control.launch import found
+from ccoverlap.control.policy import is_tuning_variable
 from ccoverlap.tune.config import TuneConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, print_text, warn, write_json
@@ -128,6 +129,7 @@ def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
                 caption="ratio of median step times, 95% interval from a bootstrap over runs and steps")
     for line in report.verdict_lines(outcome):
         print_text(line)
-    print_text(f"policy: {policy_path} (apply: ccoverlap run --config {policy_path} -- {' '.join(cmd)})")
+    allow = "".join(f" --allow-env {name}" for name, _ in best.knobs if not is_tuning_variable(name))
+    print_text(f"policy: {policy_path} (apply: ccoverlap run --config {policy_path}{allow} -- {' '.join(cmd)})")
     print_text(f"json: {json_path}" + (f"; chart: {chart}" if chart else ""))
     return 0
