@@ -226,7 +226,7 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
     import json
 
     import kineto_synth as ks
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
     kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
@@ -261,7 +261,7 @@ def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
 
 def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
     import kineto_synth as ks
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
     from ccoverlap.whatif import session
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
