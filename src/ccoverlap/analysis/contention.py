@@ -40,7 +40,7 @@ from ccoverlap.model.occupancy import CARVEOUT, Beside, Resource, beside, occupa
 
 if TYPE_CHECKING:
     from ccoverlap.control.interposer import LaunchStats
-    from ccoverlap.doctor.record import Process
+    from ccoverlap.analysis.process import Process
 
 
 class Cause(str, Enum):

@@ -4,14 +4,15 @@ of the mechanisms it can remove taken away, and the levers are ranked by that ga
 `LEVERS_FOR` is the one table from a mechanism (a cause's SM-wait, a slowdown beside the other side) to the
 levers of the registry (ccoverlap.control.levers) that remove it, each with the condition under which it can
 for one collective (the occupancy model applied to the footprints the trace recorded, and the order of the
-launches). Where no lever can, the time is headroom beyond any lever, and the verdict says what would take it
+launches); `REMEDIES` is the same turned round, by lever, checked against the registry at import (a lever
+that removes nothing known says so in NO_REMEDY). Where no lever can, the time is headroom beyond any lever, and the verdict says what would take it
 (an SM partition, or nothing known). Below NOTHING_TO_GAIN_PCT of the step, the verdict is "nothing to gain
 here".
 """
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ccoverlap.control import levers
@@ -114,6 +115,30 @@ LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     COMM_SLOWED: (),
     COMPUTE_SLOWED: (Remedy("nccl-ctas", nccl=True),),
 }
+#: the levers of the registry that remove no mechanism the diagnosis finds, and why
+NO_REMEDY = {
+    "sm-carveout": levers.NotApplicable("it does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13 (NOTES)"),
+    "green": levers.NotApplicable("an SM partition: named where a blocker holds every SM, as beyond any lever"),
+    "nccl-cta-policy": levers.NotApplicable("no mechanism the diagnosis finds is known to yield to it"),
+}
+
+
+def _by_lever(table: dict[str, tuple[Remedy, ...]], none: dict[str, levers.NotApplicable]) -> dict:
+    """`table` turned round: lever name -> its (mechanism, remedy) pairs, levers and pairs in the table's order
+    (the verdict's order among equal gains), then the levers of `none`."""
+    out: dict[str, list[tuple[str, Remedy]]] = {}
+    for key, remedies in table.items():
+        for r in remedies:
+            for name, _ in levers.strategy(r.lever).levers:
+                out.setdefault(name, []).append((key, r))
+    if both := sorted(set(out) & set(none)):
+        raise TypeError(f"NO_REMEDY names levers that LEVERS_FOR has remedies for: {', '.join(both)}")
+    return {name: tuple(pairs) for name, pairs in out.items()} | none
+
+
+#: lever -> the mechanisms it removes, as (mechanism, remedy) pairs, or NotApplicable(why)
+REMEDIES: Mapping[str, tuple[tuple[str, Remedy], ...] | levers.NotApplicable] = levers.mechanisms(
+    "remedy", _by_lever(LEVERS_FOR, NO_REMEDY))
 
 
 @dataclass(frozen=True)
@@ -238,9 +263,9 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     unknown = "" if known else ("; what communication and compute lose beside each other is unknown "
                                 "(no alone window: ccoverlap doctor measures each launch alone)")
 
-    levers_of: dict[str, list[tuple[str, Remedy]]] = {}
-    for key, remedies in LEVERS_FOR.items():
-        for r in remedies:
+    levers_of: dict[str, list[tuple[str, Remedy]]] = {}  # strategy term (nccl-cluster=1) -> what it removes
+    for pairs in REMEDIES.values():
+        for key, r in () if isinstance(pairs, levers.NotApplicable) else pairs:
             levers_of.setdefault(r.lever, []).append((key, r))
 
     def shares(d: RankDiagnosis, lever: str) -> list[Mechanism]:

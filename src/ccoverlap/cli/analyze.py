@@ -10,6 +10,7 @@ from ccoverlap.analysis.summary import document, print_ranks, write_html
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_json, print_table
+from ccoverlap.analysis import analyze, short_name, verdict
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -53,10 +54,6 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.trace import short_name
-
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
