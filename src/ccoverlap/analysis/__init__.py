@@ -23,7 +23,7 @@ from ccoverlap.analysis.alone import Match, with_alone
 from ccoverlap.analysis.contention import Pending, across_ranks, first_pass
 from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
 from ccoverlap.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
-                                      read_traces, shown, trace_limit, unlaunched)
+                                      read_traces, printable, trace_limit, unlaunched)
 from ccoverlap.doctor.record import alone_trace
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress
@@ -135,8 +135,9 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     limit = trace_limit(1 if in_process else jobs, max_trace_mb)
     base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
-    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == root.name else None, base,
-                         keep_traces, read.get(path), limit)) for name, files in found.items() for path in files]
+    own = printable(root.name)
+    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == own else None, base, keep_traces,
+                         read.get(path), limit)) for name, files in found.items() for path in files]
     with _Pace(len(tasks), progress) as pace:
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
@@ -146,7 +147,7 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
             try:
                 parts = run(first, [task for _, task in tasks], jobs, pace)
             except WorkerDied as exc:
-                raise UsageError(f"a worker process died reading {shown(exc.task.path)}: {exc.why}; nothing "
+                raise UsageError(f"a worker process died reading {printable(exc.task.path)}: {exc.why}; nothing "
                                  "was written") from None
     by_strategy: dict[str, list[Part]] = {}
     for (name, _), part in zip(tasks, parts, strict=True):

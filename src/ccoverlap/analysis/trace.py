@@ -251,7 +251,7 @@ def trace_limit(jobs: int = 1, mb: float = 0.0) -> int:
     return max(int(avail * MEMORY_SHARE / max(jobs, 1)), 64 << 20)
 
 
-def shown(path: Path | str) -> str:
+def printable(path: Path | str) -> str:
     """A path as text that prints anywhere: bytes that are not UTF-8 (a name's surrogate escapes) as \\xNN."""
     text = str(path)
     try:
@@ -284,7 +284,7 @@ def _load(path: Path, limit: int) -> bytes | bytearray:
         os.set_blocking(fd, True)
         if not path.name.endswith(".gz"):
             if before.st_size > limit:
-                raise UsageError(_too_large(f"{before.st_size / 1e6:.1f} MB", limit))
+                raise UsageError(_too_large(_size(before.st_size), limit))
             text = raw.read(before.st_size)  # what is there now: a file still growing is caught below
         else:
             text = bytearray()
@@ -292,13 +292,18 @@ def _load(path: Path, limit: int) -> bytes | bytearray:
                 while chunk := fh.read(_CHUNK):
                     text += chunk
                     if len(text) > limit:
-                        raise UsageError(_too_large(f"{before.st_size / 1e6:.1f} MB compressed, more than "
-                                                    f"{len(text) / 1e6:.1f} MB decompressed", limit))
+                        raise UsageError(_too_large(f"{_size(before.st_size)} compressed, more than "
+                                                    f"{_size(len(text))} decompressed", limit))
         after = os.fstat(fd)
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         raise UsageError(f"changed while it was read ({before.st_size} -> {after.st_size} bytes): read it once "
                          "it is complete")
     return text
+
+
+def _size(n: int) -> str:
+    return next(f"{n / scale:.1f} {unit}" for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
+                if n >= scale or scale == 1)
 
 
 def _too_large(size: str, limit: int) -> str:
@@ -731,7 +736,7 @@ def trace_files(folder: Path, problems: list[Problem] | None = None) -> list[Pat
             return sorted(Path(e.path) for e in entries if e.name.endswith(TRACE_SUFFIXES))
     except OSError as exc:
         if problems is None:
-            raise UsageError(f"{shown(folder)}: cannot list it ({exc.strerror or _short(exc)})") from None
+            raise UsageError(f"{printable(folder)}: cannot list it ({exc.strerror or _short(exc)})") from None
         problems.append(Problem(folder, f"left out: cannot list it ({exc.strerror or _short(exc)})"))
         return []
 
@@ -750,8 +755,8 @@ def _folders(root: Path, problems: list[Problem]) -> list[Path]:
 
 
 def discover(root: Path, problems: list[Problem] | None = None) -> dict[str, list[Path]]:
-    """Strategy name -> trace files: ROOT's own files, and one strategy per subfolder with traces; subfolders that
-    cannot be read are added to `problems` (where given).
+    """Strategy name (its folder's name, printable) -> trace files: ROOT's own files, and one strategy per
+    subfolder with traces; subfolders that cannot be read are added to `problems` (where given).
 
     `ccoverlap bench --trace` writes one folder per strategy, each with
     rank{r}_trace.json.gz, so its output folder is analysed as it is.
@@ -759,13 +764,14 @@ def discover(root: Path, problems: list[Problem] | None = None) -> dict[str, lis
     problems = [] if problems is None else problems
     try:
         if not stat.S_ISDIR(os.stat(root).st_mode):
-            raise UsageError(f"{shown(root)} is not a directory")
-        found = {root.name: trace_files(root)} | {d.name: trace_files(d, problems) for d in _folders(root, problems)}
+            raise UsageError(f"{printable(root)} is not a directory")
+        found = {printable(root.name): trace_files(root)} | {printable(d.name): trace_files(d, problems)
+                                                         for d in _folders(root, problems)}
     except OSError as exc:
-        raise UsageError(f"{shown(root)}: cannot read it ({exc.strerror or _short(exc)})") from None
+        raise UsageError(f"{printable(root)}: cannot read it ({exc.strerror or _short(exc)})") from None
     found = {name: files for name, files in found.items() if files}
     if not found:
-        raise UsageError(f"{shown(root)}: no trace files (*.json, *.json.gz) in it or in its subfolders")
+        raise UsageError(f"{printable(root)}: no trace files (*.json, *.json.gz) in it or in its subfolders")
     return found
 
 
@@ -777,7 +783,7 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{shown(self.path)}: {self.message}"
+        return f"{printable(self.path)}: {self.message}"
 
 
 def read_traces(files: list[Path], classifier: Classifier, limit: int | None = None) -> tuple[dict[int, Trace], list[Problem]]:

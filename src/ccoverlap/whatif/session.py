@@ -30,6 +30,7 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
     """The first analysed step of the lowest rank of the doctor capture under ROOT, with its alone window."""
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.trace import device_limits
+    from ccoverlap.doctor.record import alone_trace
     from ccoverlap.model import nccl
 
     a = analyze(root, comm_regex=comm_regex)
@@ -39,6 +40,9 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
     rank = min(a.strategies[name])
     trace = a.strategies[name][rank]
     if not trace.alone_us:
+        alone = alone_trace(trace.path)
+        if bad := next((p for p in a.problems if p.path == alone), None):  # there, but unreadable: say why
+            raise UsageError(f"{bad}: each launch's time alone is what the simulator starts from")
         raise UsageError(f"{root}: the trace has no alone window matched (capture it with `ccoverlap doctor`): "
                          "each launch's time alone is what the simulator starts from")
     device = device_limits(trace.device) or get_device("h200")
