@@ -21,6 +21,7 @@ Showing an analysis (JSON, table, HTML report) is `analysis.summary`.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,8 +34,8 @@ from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
-                                      analysed_kernels, device_limits, discover, read_trace, read_traces, short_name,
-                                      unlaunched)
+                                      analysed_kernels, device_limits, discover, printable, read_trace, read_traces,
+                                      short_name, trace_limit, unlaunched)
 from ccoverlap.analysis import parallel
 from ccoverlap.analysis.process import Process
 from ccoverlap.util.errors import UsageError
@@ -70,6 +71,7 @@ class Task:
     baseline: Mapping[int, Trace] | None  # rank -> the baseline's trace (in one process only: see analyze)
     keep_trace: bool
     read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
+    limit: int | None = None  # the largest decompressed trace read, in bytes (trace.trace_limit)
 
 
 @dataclass(frozen=True)
@@ -94,12 +96,17 @@ class Part:
 def first(task: Task) -> Part:
     """Read one trace and analyse its rank as far as the rank alone tells (its alone window included)."""
     path, classifier = task.path, _classifier(task.comm_regex)
-    mb = path.stat().st_size / 1e6 if path.exists() else 0.0
     try:
-        trace = task.read or read_trace(path, classifier)
+        mb = path.stat().st_size / 1e6
+    except OSError:
+        mb = 0.0
+    try:
+        trace = task.read or read_trace(path, classifier, task.limit)
     except UsageError as exc:
         return Part(path, mb, skipped=Problem(path, f"skipped: {exc}"))
     notes = tuple(Problem(path, note) for note in trace.notes)
+    if why := trace.left_out.withheld():  # a verdict only from input that was read
+        return Part(path, mb, skipped=Problem(path, f"skipped, no verdict: {why}"), notes=notes)
     gap = None
     if missing := unlaunched(trace):
         kinds = ", ".join(sorted({k.kind.value for k in missing}))
@@ -109,7 +116,7 @@ def first(task: Task) -> Part:
         return Part(path, mb, trace.rank, trace.world_size, notes=notes, unlaunched=gap, empty=True)
     alone: list[Problem] = []
     process = (task.processes or {}).get(trace.rank)
-    trace, match = _with_alone(trace, classifier, alone, process.alone if process else None)
+    trace, match = _with_alone(trace, classifier, alone, task.limit, process.alone if process else None)
     pending = first_pass(trace, task.comm_cluster, process)
     base = task.baseline.get(trace.rank) if task.baseline else None
     measured = measure(task.strategy, trace, base, pending.provisional())
@@ -124,7 +131,7 @@ def _classifier(comm_regex: str | None) -> Classifier:
 
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
             comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None, jobs: int = 1,
-            keep_traces: bool = True, progress: bool = False) -> Analysis:
+            keep_traces: bool = True, progress: bool = False, max_trace_mb: float = 0.0) -> Analysis:
     """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics and diagnoses.
 
     `comm_cluster`: the communication kernels' cluster size, where the caller knows it; `processes`: rank -> what
@@ -132,21 +139,28 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     own traces). The traces record neither: without them NCCL's default cluster is assumed, and said.
     `jobs`: worker processes for the first passes (1: this process). A baseline, and traces kept, need every
     rank's model in this process: with either, the first passes run here. `progress`: files done and MB/s on
-    stderr (util.output.Progress: a bar on a terminal, else a line every few seconds).
+    stderr (util.output.Progress: a bar on a terminal, else a line every few seconds). `max_trace_mb`: the
+    largest decompressed trace read (0: trace.trace_limit's share of the memory per worker).
     """
     classifier = _classifier(comm_regex)
-    found = discover(root)
     problems: list[Problem] = []
-    base, base_problems = (_baseline(baseline, found, classifier) if baseline is not None else (None, []))
-    in_process = jobs <= 1 or base is not None or keep_traces
+    found = discover(root, problems)
+    in_process = jobs <= 1 or baseline is not None or keep_traces
+    limit = trace_limit(1 if in_process else jobs, max_trace_mb)
+    base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
-    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == root.name else None, base,
-                         keep_traces, read.get(path))) for name, files in found.items() for path in files]
+    own = printable(root.name)
+    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == own else None, base, keep_traces,
+                         read.get(path), limit)) for name, files in found.items() for path in files]
     with _Pace(len(tasks), progress) as pace:
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
         else:
-            parts = parallel.run(first, [task for _, task in tasks], jobs, pace)
+            try:
+                parts = parallel.run(first, [task for _, task in tasks], jobs, pace)
+            except parallel.WorkerDied as exc:
+                raise UsageError(f"a worker process died reading {printable(exc.task.path)}: {exc.why}; nothing "
+                                 "was written") from None
     by_strategy: dict[str, list[Part]] = {}
     for (name, _), part in zip(tasks, parts, strict=True):
         by_strategy.setdefault(name, []).append(part)
@@ -212,10 +226,10 @@ def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:
     """One strategy's usable parts by rank, in file order; unusable files and duplicate ranks become problems."""
     ranks: dict[int, Part] = {}
     for part in parts:
+        problems += part.notes
         if part.skipped is not None:
             problems.append(part.skipped)
             continue
-        problems += part.notes
         if part.rank in ranks:
             problems.append(Problem(part.path, f"skipped: rank {part.rank} again (already read from "
                                     f"{ranks[part.rank].path.name})"))
@@ -225,17 +239,22 @@ def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:
 
 
 def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem],
-                path: Path | None = None) -> tuple[Trace, Match | None]:
+                limit: int | None, path: Path | None = None) -> tuple[Trace, Match | None]:
     """`trace` with its launches' times alone from its alone window (one line where it is bad): `path`, the one the
     doctor recorded, else the one beside the trace by its name (util.tracefiles), where either exists."""
     path = path or alone_trace(trace.path)
-    if not path.exists():
-        return trace, None
     try:
-        alone = read_trace(path, classifier)
+        os.stat(path)
+    except FileNotFoundError:
+        return trace, None
+    except OSError:
+        pass  # read_trace says what
+    try:
+        alone = read_trace(path, classifier, limit)
     except UsageError as exc:
         problems.append(Problem(path, f"alone window skipped: {exc}"))
         return trace, None
+    problems += [Problem(path, f"alone window: {line}") for line in alone.notes if line.startswith("left out")]
     trace, m = with_alone(trace, alone)
     if note := m.note():
         problems.append(Problem(path, note))
@@ -263,15 +282,17 @@ def _spans(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _baseline(path: Path, found: dict, classifier: Classifier) -> tuple[dict[int, Trace], list[Problem]]:
+def _baseline(path: Path, found: dict, classifier: Classifier, limit: int) -> tuple[dict[int, Trace], list[Problem]]:
     """The baseline's traces by rank, and its problems; where it is one of the analysed folders (read again then,
     without its alone windows, which no baseline figure reads), the ranks that folder analyses, and no problems
     (that folder's own say them)."""
-    runs = discover(path)
+    bad: list[Problem] = []
+    runs = discover(path, bad)
     if len(runs) > 1:
         raise UsageError(f"--baseline {path} holds several strategies ({', '.join(runs)}): name one of its folders")
     (files,) = runs.values()
-    traces, bad = read_traces(files, classifier)
+    traces, unread = read_traces(files, classifier, limit)
+    bad += unread
     if any([p.resolve() for p in ours] == [p.resolve() for p in files] for ours in found.values()):
         return {rank: t for rank, t in traces.items() if analysed_kernels(t)}, []  # as that folder's ranks
     return traces, [Problem(p.path, f"(baseline) {p.message}") for p in bad]

@@ -19,7 +19,7 @@ from ccoverlap.analysis.contention import RankDiagnosis, diagnose
 from ccoverlap.analysis.intervals import Interval, covered, intersection, length, merge, subtract
 from ccoverlap.analysis.recommend import Verdict, verdict
 from ccoverlap.analysis.rules import Finding, findings
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits, printable
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import occupancy
@@ -343,7 +343,7 @@ def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: Rank
     """The trace's part of `rank_metrics`; `diagnosis` may be the rank's provisional one (contention.Pending): the
     rules read only what the rank's own trace tells of its collectives."""
     times = RankTimes.of(trace, baseline)
-    return Measured(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS if not m.judged},
+    return Measured(strategy, trace.rank, printable(trace.path), {m.key: m.value(times) for m in METRICS if not m.judged},
                     times.padded, findings(trace, diagnosis, times.overlap_us,
                                            diagnosis.process.env if diagnosis.process else None), trace.alone_us)
 

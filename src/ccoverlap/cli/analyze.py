@@ -6,9 +6,11 @@ import os
 import sys
 from pathlib import Path
 
+from ccoverlap.analysis.config import AnalyzeConfig
 from ccoverlap.analysis.summary import document, print_ranks, write_html
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import add_options, from_args
 from ccoverlap.util.output import print_json, print_table
 from ccoverlap.analysis import analyze, short_name, verdict
 
@@ -50,6 +52,7 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
                    "--baseline and --report run in one process: both need every rank's trace model")
+    add_options(p, AnalyzeConfig)
     p.set_defaults(run=run)
 
 
@@ -57,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
+    cfg = from_args(AnalyzeConfig, args)
     result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs, keep_traces=bool(args.report),
-                     progress=True)
+                     progress=True, max_trace_mb=cfg.max_trace_mb)
     for problem in result.problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)
     if not result.ranks:

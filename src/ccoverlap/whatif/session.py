@@ -9,6 +9,7 @@ from ccoverlap.control import levers
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.tracefiles import alone_trace
 from ccoverlap.whatif import calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.step import Kernel, Step, from_trace
@@ -37,6 +38,9 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
     rank = min(a.strategies[name])
     trace = a.strategies[name][rank]
     if not trace.alone_us:
+        alone = alone_trace(trace.path)
+        if bad := next((p for p in a.problems if p.path == alone), None):  # there, but unreadable: say why
+            raise UsageError(f"{bad}: each launch's time alone is what the simulator starts from")
         raise UsageError(f"{root}: the trace has no alone window matched (capture it with `ccoverlap doctor`): "
                          "each launch's time alone is what the simulator starts from")
     device = device_limits(trace.device) or get_device("h200")
