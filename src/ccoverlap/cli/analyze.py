@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from ccoverlap.analysis.summary import document, print_ranks, write_html
+from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import print_json, print_table
+from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -20,6 +20,7 @@ the exit code is 2 only when nothing could be analysed.
 
 examples:
   ccoverlap analyze runs/ --baseline runs/default --report runs/report.html
+  ccoverlap analyze runs/priority --perfetto priority.json   then open it in ui.perfetto.dev
   ccoverlap analyze runs/priority --json | jq '.ranks[].comp_comm_overlap_pct'
 """
 
@@ -40,6 +41,10 @@ def register(sub) -> None:
     p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
+    p.add_argument("--perfetto", type=Path, metavar="PATH",
+                   help="write the annotated trace: every rank's captured trace plus lanes of the findings (exposed "
+                   "communication, each collective's SM wait with its cause and blocker, the lever recommended), "
+                   "for ui.perfetto.dev or chrome://tracing")
     p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
                    "communication, besides NCCL's and RCCL's")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
@@ -55,18 +60,25 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.trace import short_name
+    from ccoverlap.analysis.trace import discover, short_name
 
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
-    result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs, keep_traces=bool(args.report),
-                     progress=True)
+    if args.perfetto:
+        check_writable(args.perfetto, "--perfetto")
+    check_distinct({"--report": args.report, "--perfetto": args.perfetto})
+    if args.perfetto and args.perfetto.resolve() in {p.resolve() for folder in (args.dir, args.baseline) if folder
+                                                      for files in discover(folder).values() for p in files}:
+        raise UsageError(f"--perfetto {args.perfetto}: is one of the traces to analyse; give a new file")
+    result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs,
+                     keep_traces=bool(args.report or args.perfetto), progress=True)
     for problem in result.problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)
     if not result.ranks:
         raise UsageError(f"nothing could be analysed in {args.dir}")
-    written = write_html(result, args.report) if args.report else []
+    trace = write_perfetto(result, args.perfetto) if args.perfetto else None
+    written = write_html(result, args.report, trace) if args.report else []
     if args.json:
         print_json(document(result, args.baseline, written, rows=args.rows))
         return 0
@@ -80,4 +92,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict {name}: {verdict([r.diagnosis for r in result.ranks if r.strategy == name]).line}")
     if written:
         print(f"report: {written[0]}")
+    if trace:
+        print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
