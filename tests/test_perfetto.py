@@ -107,3 +107,22 @@ def test_cli_links_the_trace_from_the_report_and_refuses_an_input(tmp_path, caps
     before = target.read_bytes()
     assert main(["analyze", str(tmp_path / "ex"), "--perfetto", str(target)]) == 2
     assert "is one of the traces to analyse" in capsys.readouterr().err and target.read_bytes() == before
+
+
+def test_doctor_writes_the_annotated_trace_of_every_rank(tmp_path, capsys):
+    import shutil
+
+    from ccoverlap.doctor.config import DoctorConfig
+    from ccoverlap.doctor.session import diagnose
+    from test_doctor import gpu_record
+
+    out = tmp_path / "out"
+    for rank in (0, 1):
+        gpu_record(out, rank)
+        shutil.copy(TRACES / "h200" / "default" / f"rank{rank}_trace.json.gz", out / f"rank{rank}_trace.json.gz")
+    cfg = DoctorConfig(out=str(out), report=str(tmp_path / "r.html"), perfetto=str(tmp_path / "t.json"))
+    assert diagnose(out, cfg, ["python", "train.py"], 0) == []
+    assert f"annotated trace: {tmp_path / 't.json'}" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert [r["rank"] for r in doc["ccoverlap"]["ranks"]] == [0, 1]
+    assert 'href="t.json"' in (tmp_path / "r.html").read_text()

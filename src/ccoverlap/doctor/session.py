@@ -13,7 +13,7 @@ from ccoverlap.control.interposer import built
 from ccoverlap.control.launch import Launch, found
 from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
-from ccoverlap.analysis.summary import document, print_ranks, write_html
+from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, unwritable, write_json
@@ -79,9 +79,15 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         failures += unusable
         why_none = None if result is not None and result.ranks else "no trace could be analysed: " + "; ".join(unusable)
     written: list[Path] = []
+    trace = None  # the annotated trace, where written
+    if cfg.perfetto and not why_none:
+        try:
+            trace = write_perfetto(result, Path(cfg.perfetto))
+        except UsageError as exc:
+            failures.append(str(exc))
     if cfg.report and not why_none:
         try:
-            written = write_html(result, Path(cfg.report))
+            written = write_html(result, Path(cfg.report), trace)
         except UsageError as exc:
             failures.append(str(exc))
     if cfg.json:
@@ -96,14 +102,15 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         except OSError as exc:
             failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
             cfg = replace(cfg, json=None)
-    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written)
+    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written, trace)
     return failures
 
 
 def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, result, why_none: str | None,
-         cfg: DoctorConfig, written: list[Path]) -> None:
+         cfg: DoctorConfig, written: list[Path], trace: Path | None = None) -> None:
     """The terminal's part: what was captured, the step times, the analysis and its verdicts, the files
-    written (`written`: the report's; cfg.json: None where it could not be written)."""
+    written (`written`: the report's; `trace`: the annotated trace; cfg.json: None where it could not be
+    written)."""
     print(_captured(out, records, traces, code))
     if any(r.steps for r in records):
         print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
@@ -116,6 +123,9 @@ def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, re
         print(f"no overlap analysis: {why_none}" + ("; step times above" if any(r.steps for r in records) else ""))
     if cfg.report:
         print(f"report: {written[0]}" if written else f"no report written to {cfg.report}: {why_none or 'it could not be written'}")
+    if cfg.perfetto:
+        print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)" if trace
+              else f"no annotated trace written to {cfg.perfetto}: {why_none or 'it could not be written'}")
     if cfg.json:
         print(f"json: {cfg.json}")
 
