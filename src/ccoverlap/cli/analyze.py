@@ -73,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--perfetto {args.perfetto}: is one of the traces to analyse; give a new file")
     result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs,
                      keep_traces=bool(args.report or args.perfetto), progress=True)
+    if not result.ranks:
+        return _cpu(args, result.problems)
     for problem in result.problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)
-    if not result.ranks:
-        raise UsageError(f"nothing could be analysed in {args.dir}")
     trace = write_perfetto(result, args.perfetto) if args.perfetto else None
     written = write_html(result, args.report, trace) if args.report else []
     if args.json:
@@ -94,4 +94,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {written[0]}")
     if trace:
         print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def _cpu(args: argparse.Namespace, problems: list) -> int:
+    """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
+    from ccoverlap.analysis import cpu
+
+    strategies, cpu_problems = cpu.analyze_folders(args.dir, args.comm_regex)
+    if not strategies:
+        for problem in problems:
+            print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+        raise UsageError(f"nothing could be analysed in {args.dir}")
+    for problem in cpu_problems:
+        print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+    for flag, path in (("--report", args.report), ("--perfetto", args.perfetto)):
+        if path:
+            print(f"ccoverlap analyze: {flag} {path} not written: the traces hold no GPU kernels (the CPU "
+                  "timeline's figures are below)", file=sys.stderr)
+    if args.json:
+        print_json(cpu.document(strategies) | {"problems": [str(p) for p in cpu_problems]})
+        return 0
+    cpu.print_cpu(strategies, "ccoverlap analyze: CPU timeline (no GPU kernels), ms per rank")
     return 0
