@@ -67,7 +67,8 @@ def annotate(ranks: Sequence[Rank]) -> dict:
 
 
 def _captured(raw: Iterable[dict], pids: Mapping, number: int, r: Rank) -> list[dict]:
-    """The rank's own events, renumbered, with its processes and GPU lanes renamed."""
+    """The rank's own events, renumbered, with its processes and GPU lanes renamed; `number`: the rank's index
+    in the file."""
     labels = {e.get("pid"): (e.get("args") or {}).get("labels") for e in raw
               if e.get("ph") == "M" and e.get("name") == "process_labels"}
     lanes = _lanes(raw, r.trace)
@@ -79,7 +80,7 @@ def _captured(raw: Iterable[dict], pids: Mapping, number: int, r: Rank) -> list[
             continue
         e = dict(e, pid=pids[pid])
         if e.get("ph") in _FLOWS and "id" in e:  # correlation ids are per process: kept apart across ranks
-            e["id"] = f"{number}:{e['id']}"
+            e["id"] = _flow_id(e["id"], number)
         out.append(e)
     for pid, new in pids.items():
         what = labels.get(pid) or ("GPU" if any(p == pid for p, _ in lanes) else f"process {pid}")
@@ -90,6 +91,14 @@ def _captured(raw: Iterable[dict], pids: Mapping, number: int, r: Rank) -> list[
         if pid in pids and name is not None:
             out.append(_meta("thread_name", pids[pid], tid, name=name))
     return out
+
+
+def _flow_id(flow, number: int) -> int | str:
+    """A flow id unique across ranks: the rank's index in the high bits of Kineto's integer ids (viewers read
+    integer ids; below 2**53, JavaScript's exact integers, for up to 2**21 ranks), else a prefixed string."""
+    if type(flow) is int and 0 <= flow < 1 << 32:
+        return number << 32 | flow
+    return f"{number}:{flow}"
 
 
 def _lanes(raw: Iterable[dict], trace: Trace) -> dict[tuple, str]:
