@@ -15,7 +15,7 @@ PACKAGE = Path(ccoverlap.__file__).parent
 #: those of lower layers only, none of its own layer's other packages. "ccoverlap" is the package's own front
 #: (ccoverlap/__init__.py: the model's names, __version__, enable).
 LAYERS = (
-    ("util",),
+    ("util", "examples"),
     ("gpu",),
     ("model",),
     ("control",),

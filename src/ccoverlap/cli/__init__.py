@@ -8,10 +8,10 @@ import sys
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
 
-from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
+from . import analyze, bench, doctor, example, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
 from ccoverlap import __version__
 
-COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, whatif, tune)
+COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, whatif, tune, example)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.
@@ -31,6 +31,7 @@ Start with:
   ccoverlap whatif DIR                        predict each lever's effect from that capture (here, on other GPUs)
   ccoverlap tune -- torchrun ...              find its fastest levers; keep them only if faster beyond noise, same result
   ccoverlap run --config policy.json -- torchrun ...   apply what tune found
+  ccoverlap example ex                        a recorded H200 capture to try analyze and whatif on
 """
 
 

@@ -32,6 +32,10 @@ class DoctorConfig:
         "metavar": "PATH", "help": "write the analysis, the step times and what was captured as JSON"})
     report: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "write the HTML report (a timeline per rank; its PNGs in <name>_files/ beside it)"})
+    perfetto: str | None = field(default=None, metadata={
+        "metavar": "PATH", "help": "write the annotated trace: every rank's captured trace plus lanes of the findings "
+        "(exposed communication, each collective's SM wait with its cause and blocker, the lever recommended), for "
+        "ui.perfetto.dev or chrome://tracing"})
     comm_regex: str | None = field(default=None, metadata={
         "metavar": "RE", "help": "also count kernels whose name matches RE (POSIX extended) as communication, "
         "besides NCCL's and RCCL's"})
