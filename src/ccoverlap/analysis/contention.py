@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from ccoverlap.analysis.deps import Graph, graph
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
+from ccoverlap.analysis.steps import Shape, shape, windows
 from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
@@ -164,6 +165,7 @@ class StepDiagnosis:
     measured_end: float
     replayed_end: float  # the same graph replayed with every known mechanism removed
     exposed: dict[str, float]  # PARTS -> us
+    shape: Shape | None = None  # its span, idle time and launch sequence (analysis.steps: is it typical?)
 
     @property
     def headroom_us(self) -> float:
@@ -358,7 +360,7 @@ class _Rank:
                          if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
                          and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
         return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
-                       tuple((name, min(kernels[i].ts for i in idx)) for name, idx in self.windows),
+                       tuple(shape(name, [kernels[i] for i in idx]) for name, idx in self.windows),
                        tuple(self._replay(idx, held) for _, idx in self.windows), compute_alone,
                        any(self.beside_comm.values()), self._compute_beside(), tuple(self.notes), self.device,
                        self.alone is not None, self.process)
@@ -431,7 +433,7 @@ class Pending:
     rank: int
     comm: tuple[CommWait, ...]  # skew and the ranks' fewest time alone still to come
     exposed: tuple[float, ...]  # per collective: its exposed time, not yet split into PARTS
-    windows: tuple[tuple[str, float], ...]  # per step: its name and its first kernel's start
+    windows: tuple[Shape, ...]  # per step: its name, first kernel's start, idle time and launch sequence
     replays: tuple[StepReplay, ...]
     compute_alone: Mapping[int, float]  # compute kernel index -> its time alone, where it ran longer beside comm
     compute_beside_any: bool  # some compute ran beside communication
@@ -456,12 +458,14 @@ class Pending:
         for c in comm:
             by_step[c.step].append(c)
         steps, later = [], []
-        for (name, first), replay in zip(self.windows, self.replays, strict=True):
+        for window, replay in zip(self.windows, self.replays, strict=True):
+            name, first = window.name, window.start_us
             replayed_end = replay.end(waits, durations)
             if replayed_end > replay.measured_end + 1e-6:
                 later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
             exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
-            steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed))
+            steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed,
+                                       window))
         notes = self.notes + ((f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
                                "headroom taken as 0 there",) if later else ())
         return RankDiagnosis(self.rank, tuple(comm), tuple(steps), self.compute_beside, notes, self.device, mechanisms,
@@ -532,24 +536,6 @@ def split_exposed(exposed: float, c: CommWait, skew_us: float, uncontended_us: f
     left -= skew
     slow = min(left, max(0.0, c.kernel.dur - uncontended_us - skew_us)) if uncontended_us else 0.0
     return {"sm_wait": sm, "slowdown": slow, "dependency": left - slow, "skew": skew}
-
-
-def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]]:
-    """The analysed kernels (indices into trace.kernels) by profiler step, launched in it; one window without
-    two or more steps (named after the one step, or 'trace'). Work launched before the first step joins it."""
-    starts: dict[str, float] = {}
-    for name, ts in trace.steps:
-        starts[name] = min(ts, starts.get(name, ts))
-    if len(starts) < 2:
-        return [(next(iter(starts), "trace"), list(analysed))] if analysed else []
-    order = sorted(starts.items(), key=lambda s: s[1])
-    bounds = [ts for _, ts in order]
-    groups: dict[int, list[int]] = defaultdict(list)
-    kernels, launches = trace.kernels, trace.launches
-    for i in analysed:
-        call = launches.get(kernels[i].correlation)
-        groups[max(bisect_right(bounds, call.ts if call else kernels[i].ts) - 1, 0)].append(i)
-    return [(order[n][0], groups[n]) for n in sorted(groups)]
 
 
 class _Running:
