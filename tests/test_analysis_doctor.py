@@ -13,7 +13,9 @@ import kineto_synth as ks
 from ccoverlap.control import levers
 from ccoverlap.analysis import analyze
 from ccoverlap.analysis.alone import with_alone
-from ccoverlap.analysis.contention import COMM_SLOWED, COMPUTE_SLOWED, PARTS, RESOURCE_CAUSES, SM_WAIT, Cause, diagnose
+from ccoverlap.analysis.contention import PARTS, diagnose
+from ccoverlap.analysis.mechanisms.base import COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, Cause
+from ccoverlap.analysis.mechanisms.sm_wait import RESOURCE_CAUSES
 from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.intervals import length
 from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics

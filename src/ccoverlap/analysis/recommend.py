@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 
 from ccoverlap.analysis import steps
 from ccoverlap.control import levers
-from ccoverlap.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
-                                                  CommWait, Mechanism, RankDiagnosis, dispatching, holds_every_sm)
+from ccoverlap.analysis.contention import CommWait, RankDiagnosis
+from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
+                                                Mechanism, holds_every_sm)
+from ccoverlap.analysis.mechanisms.dispatch import dispatching
 from ccoverlap.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside
