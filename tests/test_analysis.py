@@ -378,7 +378,7 @@ def test_metric_table_is_consistent():
 DOCTOR_METRICS = ["scheduling_headroom_ms", "compute_slowdown_beside_comm", "lever_headroom_ms"]
 DOCTOR_KEYS = ["comm_kernels", "exposed_comm_breakdown_ms", "headroom_by_mechanism_ms", "steps", "recommendations",
                "verdict", "findings", "launch_marks", "lever_marks", "alone_us",
-               "typical_steps", "left_out_steps"]
+               "typical_steps", "left_out_steps", "compute_slowed"]
 
 
 def test_json_keeps_the_published_key_order(capsys):

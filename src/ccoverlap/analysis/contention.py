@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.deps import Graph, graph
 from ccoverlap.analysis.mechanisms import found as mechanisms_found
-from ccoverlap.analysis.mechanisms import sm_wait
+from ccoverlap.analysis.mechanisms import compute_slowed, sm_wait
+from ccoverlap.analysis.mechanisms.compute_slowed import Slowed
 from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mechanism
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
@@ -141,6 +142,7 @@ class RankDiagnosis:
     replays: tuple[StepReplay, ...] = dataclasses.field(default=(), repr=False)
     alone_measured: bool = False  # an alone window gave (some of) its launches' times alone
     process: Process | None = None  # what the interposer saw this rank's process launch, its variables
+    compute_slowed: tuple[Slowed, ...] = ()  # compute slower beside communication than alone, why
 
     @property
     def launches(self) -> LaunchStats | None:
@@ -277,6 +279,7 @@ class _Rank:
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
         running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE])
+        self.running_comm = _Running([k for k in kernels if k.kind is KernelClass.COMMUNICATION])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i in self.analysed:
@@ -318,7 +321,10 @@ class _Rank:
         return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
                        tuple(shape(name, [kernels[i] for i in idx]) for name, idx in self.windows),
                        tuple(self._replay(idx, held) for _, idx in self.windows), compute_alone,
-                       any(self.beside_comm.values()), self._compute_beside(), tuple(self.notes), self.device,
+                       any(self.beside_comm.values()), self._compute_beside(),
+                       compute_slowed.slowed(kernels, [i for i in self.analysed if self.beside_comm.get(id(kernels[i]))],
+                                             self._alone, self.running_comm, self.device),
+                       tuple(self.notes), self.device,
                        self.alone is not None, self.process)
 
     def _replay(self, idx: list[int], held: set[int]) -> StepReplay:
@@ -394,6 +400,7 @@ class Pending:
     compute_alone: Mapping[int, float]  # compute kernel index -> its time alone, where it ran longer beside comm
     compute_beside_any: bool  # some compute ran beside communication
     compute_beside: tuple[float, float, str | None] | None
+    compute_slowed: tuple[Slowed, ...]
     notes: tuple[str, ...]
     device: DeviceLimits | None
     alone_measured: bool
@@ -425,13 +432,14 @@ class Pending:
         notes = self.notes + ((f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
                                "headroom taken as 0 there",) if later else ())
         return RankDiagnosis(self.rank, tuple(comm), tuple(steps), self.compute_beside, notes, self.device, mechanisms,
-                             self.replays, self.alone_measured, self.process)
+                             self.replays, self.alone_measured, self.process, self.compute_slowed)
 
     def provisional(self) -> RankDiagnosis:
         """The diagnosis as far as this rank alone tells: its collectives' waits and causes (what the rules read),
         no steps."""
         return RankDiagnosis(self.rank, self.comm, (), self.compute_beside, self.notes, self.device,
-                             alone_measured=self.alone_measured, process=self.process)
+                             alone_measured=self.alone_measured, process=self.process,
+                             compute_slowed=self.compute_slowed)
 
 def overlapping(kernels: Sequence[KernelEvent], merged: Sequence[Interval]) -> list[bool]:
     """For kernels sorted by start: does each overlap (for some time) the merged intervals? One sweep."""
@@ -458,12 +466,12 @@ def split_exposed(exposed: float, c: CommWait, skew_us: float, uncontended_us: f
 
 
 class _Running:
-    """Compute kernels by start, to find those running in an interval."""
+    """Kernels (compute, or communication) by start, to find those running in an interval."""
 
-    def __init__(self, compute: list[KernelEvent]):
-        self.kernels = compute
-        self.starts = [k.ts for k in compute]
-        self.longest = max((k.dur for k in compute), default=0.0)
+    def __init__(self, kernels: list[KernelEvent]):
+        self.kernels = kernels
+        self.starts = [k.ts for k in kernels]
+        self.longest = max((k.dur for k in kernels), default=0.0)
 
     def __call__(self, lo: float, hi: float, stream: int) -> list[KernelEvent]:
         """Those on other streams than `stream` running at some time in [lo, hi), longest overlap first."""

@@ -309,7 +309,8 @@ class RankMetrics:
                 "lever_marks": levers.marks_seen(d.launches) if d.launches else None,
                 "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()},
                 "typical_steps": list(self.verdict.typical),
-                "left_out_steps": [{"step": s, "reason": why} for s, why in self.verdict.left_out]}
+                "left_out_steps": [{"step": s, "reason": why} for s, why in self.verdict.left_out],
+                "compute_slowed": [s.to_dict() for s in d.compute_slowed]}
 
 
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,

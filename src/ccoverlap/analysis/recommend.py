@@ -20,6 +20,7 @@ from ccoverlap.control import levers
 from ccoverlap.analysis.contention import CommWait, RankDiagnosis
 from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
                                                 Mechanism, holds_every_sm)
+from ccoverlap.analysis.mechanisms import compute_slowed
 from ccoverlap.analysis.mechanisms.dispatch import dispatching
 from ccoverlap.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
@@ -43,6 +44,8 @@ class Remedy:
     lever: str
     fits: Fits | None = None
     nccl: bool = False  # one of NCCL's own knobs: it reaches NCCL's kernels only
+    price: Callable[[RankDiagnosis], Mechanism | None] | None = None  # the lever's whole effect, both sides, where
+    # it costs the other side too (compute_slowed.CommLever): replayed for its net, named only where that is a gain
 
     def applies(self, c: CommWait | None, device: DeviceLimits | None) -> bool:
         if self.nccl and c is not None and not _is_nccl(c):
@@ -99,8 +102,9 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 #: full multi-wave grid takes the comm CTAs in as its blocks retire (lab: 5.88 ms of SM-wait to 0.94 ms); the
 #: carveout hint lets a CTA's shared memory into an SM configured by a 0 B kernel (3.45 ms to 0.002 ms); clusters
 #: of 1 let the CTAs onto SMs left idle that clusters of 4 cannot take (green-cluster case); fewer NCCL CTAs give
-#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%); one hardware queue dispatches a
-#: collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
+#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%) but stretch the collective (NOTES: 8
+#: CTAs made a GEMM step 1.5x slower): priced on both sides, named only where the replay nets a gain
+#: (mechanisms/compute_slowed.py); one hardware queue dispatches a collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
 #: the hint). A collective slowed beside compute has no lever known to remove it (sm-carveout does not reach
 #: cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does an SM-wait behind a kernel no lever can make
 #: room beside: those are headroom beyond any lever.
@@ -116,7 +120,9 @@ LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
     SM_WAIT + Cause.DISPATCH_ORDER.value: (Remedy("priority"), FIRST),
     COMM_SLOWED: (),
-    COMPUTE_SLOWED: (Remedy("nccl-ctas", nccl=True),),
+    COMPUTE_SLOWED: tuple(Remedy(lv.lever, price=lv.price)
+                          for lv in [*map(compute_slowed.fewer_ctas, levers.BY_NAME["nccl-ctas"].candidates),
+                                     compute_slowed.smaller_ctas(levers.BY_NAME["nccl-threads"].default)]),
 }
 
 
@@ -181,6 +187,8 @@ def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
     m = d.mechanisms.get(key)
     if m is None:
         return None
+    if remedy.price is not None:
+        return remedy.price(d) if m.known else None
     if not m.waits:
         if not m.known or not m.durations or (remedy.nccl and not any(_is_nccl(c) for c in d.comm)):
             return None
@@ -233,7 +241,27 @@ class _Typical:
         return f" [median of {len(self.names)} typical step(s)" + (f"; left out: {left}]" if left else "]")
 
 
-def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typical: _Typical) -> str:
+def _compute_said(diagnoses: Sequence[RankDiagnosis]) -> str:
+    """Compute slowed beside communication, in words: how much, the kernel that lost most, and why."""
+    measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
+    alone = sum(d.compute_beside_comm[1] for d in diagnoses if d.compute_beside_comm)
+    ratio = f"{measured / alone:.2f}x" if alone > 0 else "longer than"
+    why = "; ".join(dict.fromkeys(w for d in diagnoses if (w := compute_slowed.story(d))))
+    return f"compute beside communication ran {ratio} its measured time alone" + (f" ({why})" if why else "")
+
+
+def _priced(diagnoses: Sequence[RankDiagnosis], lever: str, ms: float) -> str:
+    """A priced lever's two sides: how much longer the collectives take under it, and the replay's net."""
+    remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+    stretch = max((m.durations.get(c.index, c.kernel.dur) / c.kernel.dur for d in diagnoses
+                   if (m := remedy.price(d)) is not None for c in d.comm if c.kernel.dur > 0), default=1.0)
+    return (f"with {lever} the collectives take {stretch:.1f}x longer (their time scaled by the CTA threads taken "
+            f"away): the replay of both ends {ms:.3f} ms sooner" if ms >= 0 else
+            f"with {lever} the collectives take {stretch:.1f}x longer (their time scaled by the CTA threads taken "
+            f"away): the replay of both ends {-ms:.3f} ms later")
+
+
+def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typical: _Typical, lever: str) -> str:
     """Why a lever: the mechanism it takes away, with the collectives and their blockers (per typical step)."""
     per = max(len(diagnoses), 1) * max(len(typical.names), 1)
     waits = [c for d in diagnoses for c in d.comm
@@ -250,12 +278,7 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
         return (f"{100 * part / total:.0f}% of {what.most_common(1)[0][0]} SM-wait is {cause}{where} "
                 f"({total / 1000 / per:.3f} ms of wait per rank and step; the replay without it ends {ms:.3f} ms sooner)")
     if COMPUTE_SLOWED in keys:
-        measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
-        alone = sum(d.compute_beside_comm[1] for d in diagnoses if d.compute_beside_comm)
-        worst = Counter(d.compute_beside_comm[2] for d in diagnoses if d.compute_beside_comm and d.compute_beside_comm[2])
-        most = f" (most: {short_name(worst.most_common(1)[0][0])})" if worst else ""
-        ratio = f"{measured / alone:.2f}x" if alone > 0 else "longer than"
-        return f"compute beside communication ran {ratio} its measured time alone{most}; the replay without it ends {ms:.3f} ms sooner"
+        return f"{_compute_said(diagnoses)}; {_priced(diagnoses, lever, ms)}"
     return f"the replay without it ends {ms:.3f} ms sooner"
 
 
@@ -267,8 +290,22 @@ def _gains(diagnoses: Sequence[RankDiagnosis], typical: _Typical,
     return None if values is None else Spread.of(values)
 
 
+def _net(diagnoses: Sequence[RankDiagnosis], typical: _Typical, lever: str) -> float | None:
+    """A priced lever's net in the median typical step (ms; negative: the step ends later), not clamped at 0."""
+    remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+
+    def signed(d: RankDiagnosis) -> list[float] | None:
+        m = remedy.price(d)
+        if m is None:
+            return None
+        return [(r.measured_end - r.end(frozenset(), m.durations)) / 1000 for r in d.replays]
+
+    values = typical.values(diagnoses, signed)
+    return None if not values else statistics.median(values)
+
+
 def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str], by_mechanism: dict[str, float | None],
-            floor_ms: float, typical: _Typical) -> str:
+            floor_ms: float, typical: _Typical, nets: dict[str, float | None] | None = None) -> str:
     """In words, the headroom no lever reaches (mechanisms that cost at least `floor_ms`): what holds it, and what
     would take it."""
     out = []
@@ -288,6 +325,13 @@ def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str], by_mechanis
                    f"{key.removeprefix(SM_WAIT)} SM-wait behind {name}"
                    + (", which holds every SM: only an SM partition makes room beside it (a green context for the "
                       "compute, or a library's own SM count)" if held else ", which no lever can make room beside"))
+    if COMPUTE_SLOWED not in reachable and (by_mechanism.get(COMPUTE_SLOWED) or 0) >= floor_ms:
+        priced = [f"{lv}: the collectives longer, the step {-ms:.3f} ms later" if ms < 0 else
+                  f"{lv}: net {ms:.3f} ms" for lv, ms in (nets or {}).items() if ms is not None]
+        out.append(f"{_compute_said(diagnoses)}, {by_mechanism[COMPUTE_SLOWED]:.3f} ms of the step: nothing a lever "
+                   f"can do" + (f" ({'; '.join(priced)})" if priced else "")
+                   + "; an SM partition leaves a one-full-wave grid the same second wave, copy-engine collectives "
+                     "(NCCL's, where offered) are no lever here")
     if COMM_SLOWED not in reachable and (by_mechanism.get(COMM_SLOWED) or 0) >= floor_ms:
         out.append(f"collectives ran {by_mechanism[COMM_SLOWED]:.3f} ms slower than alone beside compute: no lever "
                    "is known to remove that")
@@ -338,18 +382,26 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         if gain is None or gain.median <= 0 or gain.median < floor:  # below the floor: noise, not a lever's worth
             continue
         taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
-        recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical),
+        recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical, lever),
                                    (gain.low, gain.high)))
     order = {lever: i for i, lever in enumerate(levers_of)}
     recs.sort(key=lambda r: (-round(r.gain_ms, 6), order[r.lever]))
 
-    def everything(d: RankDiagnosis) -> list[Mechanism]:
-        return [m for lever in levers_of for m in shares_of(d, lever)]
+    named = {r.lever for r in recs}
+    counted = [lv for lv in levers_of if lv in named or not any(r.price for _, r in levers_of[lv])]
+
+    def everything(d: RankDiagnosis) -> list[Mechanism]:  # a priced lever only where its net is a gain
+        return [m for lever in counted for m in shares_of(d, lever)]
 
     reach = (_gains(diagnoses, typical, everything) or Spread.of([])).median
     by_step = [g for d in diagnoses if (g := d.gain_by_step(everything(d))) is not None]
     lever_steps = tuple(sum(s) / len(by_step) / 1000 for s in zip(*by_step, strict=False)) if by_step else ()
-    reachable = {key for lever in levers_of for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
+    reachable = {key for lever in counted for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
+    tails = _gains(diagnoses, typical, lambda d: [compute_slowed.wave_tail(d)] if d.compute_slowed else [])
+    if any(s.cause == compute_slowed.WAVE_TAIL for d in diagnoses for s in d.compute_slowed) and tails is not None:
+        by_mechanism[COMPUTE_SLOWED + ":" + compute_slowed.WAVE_TAIL] = tails.median
+    nets = {lv: _net(diagnoses, typical, lv) for lv in levers_of if lv not in named and
+            any(r.price for _, r in levers_of[lv])}
     head_pct = statistics.median(shares) if shares else None
     reach_pct = pct(reach)
     shown = "-" if head_pct is None else f"{head_pct:.1f}%"
@@ -361,12 +413,12 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){of_steps}{unknown}{unrecoverable}"
         recs = []
     elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
-        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical) or "no lever removes the mechanisms found"
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets) or "no lever removes the mechanisms found"
         line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches "
                 f"{reach:.3f} ms: {beyond}{unknown}{unrecoverable}")
         recs = []
     else:
-        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical)
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
         top = recs[0]
         line = (f"headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); "
                 f"try {top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ccoverlap.analysis.mechanisms import sm_wait, slowed
+from ccoverlap.analysis.mechanisms import compute_slowed, slowed, sm_wait
 from ccoverlap.analysis.mechanisms.base import Mechanism
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ Finder = Callable[["Pending", "Sequence[CommWait]"], dict[str, Mechanism]]
 
 #: Every mechanism's finder, in the JSON's order: SM-wait by cause (dispatch order among the causes),
 #: collectives slowed beside compute, compute slowed beside collectives.
-MECHANISMS: tuple[Finder, ...] = (sm_wait.found, slowed.comm_found, slowed.compute_found)
+MECHANISMS: tuple[Finder, ...] = (sm_wait.found, slowed.comm_found, compute_slowed.found)
 
 
 def found(pending: Pending, comm: Sequence[CommWait]) -> dict[str, Mechanism]:
