@@ -14,7 +14,8 @@ from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.doctor import capture, record
 from ccoverlap.analysis import Process, analyze
 from ccoverlap.analysis.alone import match, with_alone
-from ccoverlap.analysis.contention import Cause, diagnose
+from ccoverlap.analysis.contention import diagnose
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import rank_metrics
 from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.rules import findings
@@ -219,7 +220,7 @@ def test_compute_in_a_green_context_leaves_sms_idle_and_clusters_the_cause(tmp_p
 
 
 def test_mangled_names_in_the_stats_meet_the_traces_demangled_ones():
-    from ccoverlap.analysis.contention import demangled
+    from ccoverlap.analysis.mechanisms.sm_wait import demangled
 
     assert demangled("_Z3fooi") == "foo(int)" and demangled("known_green") == "known_green"
 

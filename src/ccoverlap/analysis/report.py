@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
-from ccoverlap.analysis.contention import PARTS, Cause
+from ccoverlap.analysis.contention import PARTS
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
