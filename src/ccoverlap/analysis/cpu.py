@@ -14,6 +14,7 @@ levers that need one are named from control.levers.LEVERS.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +53,10 @@ class CpuRank:
 
 def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Trace | None:
     """The CPU timeline of a trace as a Trace (None: it has GPU work, or no communication on the CPU)."""
-    events = [e for e in doc.get("traceEvents") or () if isinstance(e, dict) and e.get("ph") == "X"
-              and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
-    if any(isinstance((e.get("args") or {}).get("stream"), int) and e.get("cat") == "kernel" for e in events):
+    raw = doc.get("traceEvents")
+    events = [e for e in raw if isinstance(e, dict) and e.get("ph") == "X" and _time(e.get("ts"))
+              and _time(e.get("dur"))] if isinstance(raw, list) else []
+    if any(e.get("cat") == "kernel" for e in events):  # GPU work, readable or not: never a CPU verdict
         return None
     comm = [e for e in events if str(e.get("name", "")).startswith(GLOO) or classifier.comm(str(e.get("name", "")))]
     if not comm:
@@ -73,6 +75,11 @@ def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Tr
     # each span its own "launch" at its start: the window rule (launched before the last step) reads it
     launches = {k.correlation: Call(k.ts, k.end, k.stream) for k in kernels}
     return Trace(path, rank, info.get("world_size"), None, kernels, steps, launches)
+
+
+def _time(v) -> bool:
+    """A usable time: a finite, non-negative number, not a bool."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
 def of_trace(trace: Trace) -> CpuRank:
