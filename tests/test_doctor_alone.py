@@ -219,7 +219,7 @@ def test_compute_in_a_green_context_leaves_sms_idle_and_clusters_the_cause(tmp_p
 
 
 def test_mangled_names_in_the_stats_meet_the_traces_demangled_ones():
-    from ccoverlap.analysis.contention import demangled
+    from ccoverlap.util.demangle import demangled
 
     assert demangled("_Z3fooi") == "foo(int)" and demangled("known_green") == "known_green"
 

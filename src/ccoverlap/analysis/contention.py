@@ -16,8 +16,6 @@ docs/analysis.md, "Why a collective started late".
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import dataclasses
 import math
 from bisect import bisect_left, bisect_right
@@ -25,13 +23,14 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.deps import Graph, graph
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
+from ccoverlap.util.demangle import demangled
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
@@ -619,34 +618,6 @@ def _sm_limits(launches: LaunchStats | None) -> dict[str, int]:
     """Kernel name as the trace writes it -> the SMs its context allowed (green contexts), from the interposer's
     stats (which name kernels as the driver does: C++ names mangled, Kineto's demangled)."""
     return {demangled(name): sms for name, sms in launches.sm_limits.items()} if launches else {}
-
-
-@cache
-def _cxa_demangle():
-    name = ctypes.util.find_library("stdc++")
-    try:
-        fn = ctypes.CDLL(name or "libstdc++.so.6").__cxa_demangle
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    fn.restype = ctypes.c_void_p
-    return fn
-
-
-@lru_cache(maxsize=4096)
-def demangled(name: str) -> str:
-    """A C++ symbol as Kineto shows it (abi::__cxa_demangle, as torch's profiler does); other names unchanged."""
-    fn = _cxa_demangle()
-    if fn is None or not name.startswith("_Z"):
-        return name
-    status = ctypes.c_int()
-    out = fn(name.encode(), None, None, ctypes.byref(status))
-    if status.value != 0 or not out:
-        return name
-    try:
-        return ctypes.string_at(out).decode(errors="replace")
-    finally:
-        ctypes.CDLL(None).free(ctypes.c_void_p(out))
 
 
 @lru_cache(maxsize=4096)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccoverlap.analysis.contention import (SM_WAIT_TOLERANCE_US, Cause, CommWait, RankDiagnosis, demangled,
-                                                  holds_every_sm)
+from ccoverlap.analysis.contention import SM_WAIT_TOLERANCE_US, Cause, CommWait, RankDiagnosis, holds_every_sm
 from ccoverlap.analysis.trace import KernelClass, Trace, analysed_kernels, short_name
+from ccoverlap.util.demangle import demangled
 
 #: Overlap below this share of the communication time counts as none.
 NO_OVERLAP_PCT = 1.0
