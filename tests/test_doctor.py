@@ -20,7 +20,7 @@ from test_interposer import clean_env
 from ccoverlap.control import startup
 from ccoverlap.cli import main
 from ccoverlap.doctor import record
-from ccoverlap.doctor.config import DoctorConfig
+from ccoverlap.doctor.config import CaptureConfig, DoctorConfig
 
 DATA = Path(__file__).parent / "data"
 TRAIN = str(DATA / "doctor_train.py")
@@ -223,9 +223,9 @@ def test_an_out_folder_with_files_is_refused(tmp_path, capsys):
 
 def test_the_hook_environment_keeps_the_users_pythonpath_and_the_capture_config():
     cfg = DoctorConfig(out="/x", steps=4)
-    env = startup.environ({startup.DOCTOR_ENV: cfg.capture()}, {"PYTHONPATH": "/a"})
+    env = startup.environ({startup.DOCTOR_ENV: cfg.capture().job()}, {"PYTHONPATH": "/a"})
     assert env["PYTHONPATH"].split(":") == [startup.HOOK_DIR, "/a"]
-    assert DoctorConfig(**json.loads(env[startup.DOCTOR_ENV])) == DoctorConfig(out="/x", steps=4)
+    assert CaptureConfig(**json.loads(env[startup.DOCTOR_ENV])) == DoctorConfig(out="/x", steps=4).capture()
 
 
 def gpu_record(folder: Path, rank: int) -> None:
@@ -289,7 +289,7 @@ def test_the_first_optimizer_to_step_sets_the_pace(tmp_path):
     pytest.importorskip("torch")
     from ccoverlap.doctor.capture import Capture
 
-    capture = Capture(DoctorConfig(out=str(tmp_path), skip=100))
+    capture = Capture(DoctorConfig(out=str(tmp_path), skip=100).capture())
 
     class Opt:
         pass
@@ -351,11 +351,11 @@ def test_whatever_goes_wrong_in_the_capture_is_one_line_never_the_programs_step(
     opt = Opt()
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    unwritable = Capture(DoctorConfig(out=str(blocked), skip=100))
+    unwritable = Capture(DoctorConfig(out=str(blocked), skip=100).capture())
     unwritable.post_step(opt, (), {})
     assert not unwritable.enabled and "cannot write in" in capfd.readouterr().err
 
-    broken = Capture(DoctorConfig(out=str(tmp_path / "out"), skip=100))
+    broken = Capture(DoctorConfig(out=str(tmp_path / "out"), skip=100).capture())
     broken.post_step(opt, (), {})
     broken.log.write = lambda line: 1 / 0
     broken.post_step(opt, (), {})  # the program's step goes on

@@ -64,7 +64,7 @@ def test_the_alone_window_follows_the_window_with_launches_serialized(tmp_path, 
     monkeypatch.setattr(capture, "_cuda_in_use", lambda: True)
     monkeypatch.setattr(capture, "_event", lambda: None)
     monkeypatch.setattr(interposer, "set_serialize", lambda on: switched.append(on) or (not on))
-    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3))
+    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3).capture())
     opt = FakeRecorder  # any object an optimizer's weak reference can point to
     for _ in range(12):
         c.pre_step(opt, (), {})
@@ -88,7 +88,7 @@ def test_without_the_interposer_there_is_no_alone_window_and_the_record_says_why
     monkeypatch.setattr(capture, "_event", lambda: None)
     monkeypatch.setattr(interposer, "set_serialize", lambda on: None)  # not preloaded
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3))
+    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3).capture())
     for _ in range(8):
         c.pre_step(FakeRecorder, (), {})
         c.post_step(FakeRecorder, (), {})
@@ -101,7 +101,7 @@ def test_alone_off_records_one_window(tmp_path, monkeypatch):
     monkeypatch.setattr(capture.profiling, "Recorder", FakeRecorder)
     monkeypatch.setattr(capture, "_cuda_in_use", lambda: True)
     monkeypatch.setattr(capture, "_event", lambda: None)
-    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3, alone="off"))
+    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3, alone="off").capture())
     for _ in range(8):
         c.pre_step(FakeRecorder, (), {})
         c.post_step(FakeRecorder, (), {})
@@ -220,7 +220,7 @@ def test_compute_in_a_green_context_leaves_sms_idle_and_clusters_the_cause(tmp_p
 
 
 def test_mangled_names_in_the_stats_meet_the_traces_demangled_ones():
-    from ccoverlap.analysis.mechanisms.sm_wait import demangled
+    from ccoverlap.util.demangle import demangled
 
     assert demangled("_Z3fooi") == "foo(int)" and demangled("known_green") == "known_green"
 

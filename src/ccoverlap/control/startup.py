@@ -22,7 +22,7 @@ from ccoverlap.model import nccl
 
 #: JSON of the start-up calls (name in levers.STARTUP_CALLS -> argument) for the hook to make
 STARTUP_ENV = "CCOVERLAP_STARTUP"
-#: JSON of the doctor's capture (doctor.config.DoctorConfig.capture())
+#: JSON of the doctor's capture (doctor.config.CaptureConfig.job())
 DOCTOR_ENV = "CCOVERLAP_DOCTOR"
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 from ccoverlap.util import profiling
-from ccoverlap.doctor.config import DoctorConfig
+from ccoverlap.doctor.config import CaptureConfig
 from ccoverlap.doctor.record import Identity, Log, identity
 
 #: how long the end of a process waits for the GPU to finish its last steps' events (never a device sync:
@@ -92,7 +92,7 @@ def _event():
 
 
 class Capture:
-    def __init__(self, cfg: DoctorConfig):
+    def __init__(self, cfg: CaptureConfig):
         self.cfg = cfg
         self.enabled = True
         self.log: Log | None = None
@@ -406,7 +406,7 @@ def install(config: dict) -> None:
     """Called by the start-up hook, once torch is imported: time every optimizer step, open the window."""
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-    cfg = DoctorConfig(**config)
+    cfg = CaptureConfig(**config)
     capture = Capture(cfg)
     register_optimizer_step_pre_hook(capture.pre_step)
     register_optimizer_step_post_hook(capture.post_step)

@@ -58,7 +58,7 @@ def observed(cfg: DoctorConfig, out: Path) -> tuple[Launch, str | None]:
     pass-through (no pad, no hint beyond what the caller's environment gives) writing its stats into `out`: its
     serialized launches make the alone window, its stats the marks levers leave. Where it is not built: the
     capture alone, and why."""
-    capture = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture()})
+    capture = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture().job()})
     if not built():
         return capture, "the launch interposer is not built (pip install -e .)"
     fields = {"stats": str(out.resolve() / record.STATS_NAME)} | ({"comm": cfg.comm_regex} if cfg.comm_regex else {})

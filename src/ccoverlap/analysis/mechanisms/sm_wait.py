@@ -2,11 +2,8 @@
 footprints of the compute running meanwhile), one mechanism per cause."""
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.mechanisms.base import SM_WAIT, SM_WAIT_TOLERANCE_US, Cause, Mechanism, fits_beside
@@ -15,6 +12,7 @@ from ccoverlap.analysis.trace import KernelEvent
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.nccl import DEFAULT_CLUSTER
 from ccoverlap.model.occupancy import CARVEOUT, Resource
+from ccoverlap.util.demangle import demangled
 
 if TYPE_CHECKING:
     from ccoverlap.analysis.contention import CommWait, Pending
@@ -89,33 +87,5 @@ def sm_limits(launches: LaunchStats | None) -> dict[str, int]:
     """Kernel name as the trace writes it -> the SMs its context allowed (green contexts), from the interposer's
     stats (which name kernels as the driver does: C++ names mangled, Kineto's demangled)."""
     return {demangled(name): sms for name, sms in launches.sm_limits.items()} if launches else {}
-
-
-@cache
-def _cxa_demangle():
-    name = ctypes.util.find_library("stdc++")
-    try:
-        fn = ctypes.CDLL(name or "libstdc++.so.6").__cxa_demangle
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    fn.restype = ctypes.c_void_p
-    return fn
-
-
-@lru_cache(maxsize=4096)
-def demangled(name: str) -> str:
-    """A C++ symbol as Kineto shows it (abi::__cxa_demangle, as torch's profiler does); other names unchanged."""
-    fn = _cxa_demangle()
-    if fn is None or not name.startswith("_Z"):
-        return name
-    status = ctypes.c_int()
-    out = fn(name.encode(), None, None, ctypes.byref(status))
-    if status.value != 0 or not out:
-        return name
-    try:
-        return ctypes.string_at(out).decode(errors="replace")
-    finally:
-        ctypes.CDLL(None).free(ctypes.c_void_p(out))
 
 
