@@ -14,6 +14,7 @@ levers that need one are named from control.levers.LEVERS.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +51,10 @@ class CpuRank:
 
 def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Trace | None:
     """The CPU timeline of a trace as a Trace (None: it has GPU work, or no communication on the CPU)."""
-    events = [e for e in doc.get("traceEvents") or () if isinstance(e, dict) and e.get("ph") == "X"
-              and isinstance(e.get("ts"), (int, float)) and isinstance(e.get("dur"), (int, float))]
-    if any(isinstance((e.get("args") or {}).get("stream"), int) and e.get("cat") == "kernel" for e in events):
+    raw = doc.get("traceEvents")
+    events = [e for e in raw if _span(e)] if isinstance(raw, list) else []
+    if any(e.get("cat") == "kernel" and isinstance(e.get("args"), dict) and isinstance(e["args"].get("stream"), int)
+           for e in events):
         return None
     comm = [e for e in events if str(e.get("name", "")).startswith(GLOO) or classifier.comm(str(e.get("name", "")))]
     if not comm:
@@ -71,6 +73,13 @@ def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Tr
     # each span its own "launch" at its start: the window rule (launched before the last step) reads it
     launches = {k.correlation: Call(k.ts, k.end, k.stream) for k in kernels}
     return Trace(path, rank, info.get("world_size"), None, kernels, steps, launches)
+
+
+def _span(e) -> bool:
+    """A complete event with a finite start, a duration >= 0 and a thread (what a span on a lane needs)."""
+    return (isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))
+            and isinstance(e.get("dur"), (int, float)) and math.isfinite(e["ts"]) and 0 <= e["dur"] < math.inf
+            and isinstance(e.get("tid"), (int, str, type(None))))
 
 
 def of_trace(trace: Trace) -> CpuRank:
