@@ -23,6 +23,8 @@ from ccoverlap.analysis.metrics import METRICS, RankTimes, Value, metric
 from ccoverlap.analysis.trace import (Call, Classifier, KernelClass, KernelEvent, Problem, Trace, discover,
                                       read_document)
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import print_table
+from ccoverlap.control.levers import LEVERS
 
 #: the name prefix of gloo's work on its threads (ProcessGroupGloo's RECORD_FUNCTION)
 GLOO = "gloo:"
@@ -52,9 +54,10 @@ class CpuRank:
 def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Trace | None:
     """The CPU timeline of a trace as a Trace (None: it has GPU work, or no communication on the CPU)."""
     raw = doc.get("traceEvents")
-    events = [e for e in raw if _span(e)] if isinstance(raw, list) else []
-    if any(e.get("cat") == "kernel" and isinstance(e.get("args"), dict) and isinstance(e["args"].get("stream"), int)
-           for e in events):
+    events = [e for e in raw if isinstance(e, dict) and e.get("ph") == "X" and _time(e.get("ts"))
+              and _time(e.get("dur")) and isinstance(e.get("tid"), (int, str, type(None)))] \
+        if isinstance(raw, list) else []  # a thread that is no int or text (a list) has no lane
+    if any(e.get("cat") == "kernel" for e in events):  # GPU work, readable or not: never a CPU verdict
         return None
     comm = [e for e in events if str(e.get("name", "")).startswith(GLOO) or classifier.comm(str(e.get("name", "")))]
     if not comm:
@@ -75,11 +78,9 @@ def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Tr
     return Trace(path, rank, info.get("world_size"), None, kernels, steps, launches)
 
 
-def _span(e) -> bool:
-    """A complete event with a finite start, a duration >= 0 and a thread (what a span on a lane needs)."""
-    return (isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("ts"), (int, float))
-            and isinstance(e.get("dur"), (int, float)) and math.isfinite(e["ts"]) and 0 <= e["dur"] < math.inf
-            and isinstance(e.get("tid"), (int, str, type(None))))
+def _time(v) -> bool:
+    """A usable time: a finite, non-negative number, not a bool."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
 def of_trace(trace: Trace) -> CpuRank:
@@ -137,8 +138,6 @@ def verdict(ranks: Sequence[CpuRank]) -> str:
 
 def print_cpu(strategies: dict[str, list[CpuRank]], title: str) -> None:
     """The terminal's table of a CPU analysis and each strategy's verdict line."""
-    from ccoverlap.util.output import print_table
-
     print_table(title, ["strategy", *columns()], [[name, *row(r)] for name, ranks in strategies.items() for r in ranks])
     for name, ranks in strategies.items():
         print(f"verdict {name}: {verdict(ranks)}")
@@ -146,8 +145,6 @@ def print_cpu(strategies: dict[str, list[CpuRank]], title: str) -> None:
 
 def gpu_levers() -> list[str]:
     """The levers that need a GPU: those whose platforms (control.levers.LEVERS) do not include the CPU."""
-    from ccoverlap.control.levers import LEVERS
-
     return [lv.name for lv in LEVERS if "cpu" not in lv.platforms]
 
 

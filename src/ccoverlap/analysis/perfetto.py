@@ -19,6 +19,7 @@ from pathlib import Path
 from ccoverlap.analysis.contention import SM_WAIT_TOLERANCE_US, CommWait
 from ccoverlap.analysis.metrics import RankMetrics, exposed_intervals
 from ccoverlap.analysis.trace import KernelClass, Trace, analysed_kernels, read_document, short_name
+from ccoverlap.util.output import write_json
 
 #: the category of every event this module adds: not one of Kineto's (kernel, gpu_memcpy, ...), so no reader
 #: takes a finding for GPU work
@@ -174,6 +175,4 @@ def ranks_of(result) -> list[Rank]:
 
 def write(result, path: Path) -> Path:
     """The annotated trace of `result` at `path` (written whole or not at all: util.output.write_json)."""
-    from ccoverlap.util.output import write_json
-
     return write_json(path, annotate(ranks_of(result)))

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
-from ccoverlap.analysis.contention import PARTS, Cause
+from ccoverlap.analysis.contention import PARTS
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
-from ccoverlap.analysis.trace import analysed_kernels, device_limits, short_name
+from ccoverlap.analysis.trace import analysed_kernels, device_limits, printable, short_name
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
@@ -126,7 +127,7 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str 
             diagnosis = next(r.diagnosis for r in analysis.ranks if (r.strategy, r.rank) == (name, rank))
             waits = [(c.kernel.stream, c.ready_us, c.kernel.ts, c.cause.value) for c in diagnosis.comm
                      if c.cause is not Cause.NONE]
-            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(str(trace.path))}</code></p>")
+            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(printable(trace.path))}</code></p>")
             parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}", waits),
                                f"timeline_{name}_rank{rank}.png", f"timeline of {name} rank {rank}"))
             stats = kernel_stats(kernels, reference, device_limits(trace.device))

@@ -9,6 +9,7 @@ from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
 
 from . import analyze, bench, doctor, example, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
+from ccoverlap import __version__
 
 COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, whatif, tune, example)
 
@@ -40,8 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="ccoverlap", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from ccoverlap import __version__
-
     parser.add_argument("--version", action="version", version=f"ccoverlap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True

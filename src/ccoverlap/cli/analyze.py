@@ -6,10 +6,15 @@ import os
 import sys
 from pathlib import Path
 
+from ccoverlap.analysis.config import AnalyzeConfig
 from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import add_options, from_args
 from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table
+from ccoverlap.analysis import analyze, short_name, verdict
+from ccoverlap.analysis import cpu
+from ccoverlap.analysis.trace import discover
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -54,17 +59,15 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
                    "--baseline and --report run in one process: both need every rank's trace model")
+    add_options(p, AnalyzeConfig)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.trace import discover, short_name
-
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
+    cfg = from_args(AnalyzeConfig, args)
     if args.perfetto:
         check_writable(args.perfetto, "--perfetto")
     check_distinct({"--report": args.report, "--perfetto": args.perfetto})
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                                                       for files in discover(folder).values() for p in files}:
         raise UsageError(f"--perfetto {args.perfetto}: is one of the traces to analyse; give a new file")
     result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs,
-                     keep_traces=bool(args.report or args.perfetto), progress=True)
+                     keep_traces=bool(args.report or args.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
     if not result.ranks:
         return _cpu(args, result.problems)
     for problem in result.problems:
@@ -99,8 +102,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _cpu(args: argparse.Namespace, problems: list) -> int:
     """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
-    from ccoverlap.analysis import cpu
-
     strategies, cpu_problems = cpu.analyze_folders(args.dir, args.comm_regex)
     if not strategies:
         for problem in problems:

@@ -19,6 +19,8 @@ from ccoverlap.analysis.summary import document, print_ranks, write_html, write_
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, unwritable, write_json
+from ccoverlap.gpu import provenance
+from ccoverlap.analysis import Process, analyze
 
 
 def run(cfg: DoctorConfig, cmd: list[str]) -> int:
@@ -98,8 +100,6 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         except UsageError as exc:
             failures.append(str(exc))
     if cfg.json:
-        from ccoverlap.gpu import provenance
-
         doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
                "step_times": [r.summary() for r in records],
                "analysis": document(result, None, written) if not why_none else None,
@@ -237,10 +237,8 @@ def _row(r: record.RankRecord) -> list:
             _ms(s["outside_ms"], "max"), _ms(s["outside_gpu_ms"]), _ms(s["profiled_ms"])]
 
 
-def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, record.Process]):
+def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, Process]):
     """The analysis of `out`, and one line for each trace it could not use (its other notes go to stderr)."""
-    from ccoverlap.analysis import analyze
-
     try:
         result = analyze(out, None, comm_regex, processes=processes)
     except UsageError as exc:
