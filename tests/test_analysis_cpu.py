@@ -90,3 +90,15 @@ def test_doctor_on_the_cpu_reports_the_cpu_timeline(tmp_path, capsys):
     ranks = doc["cpu_analysis"]["strategies"]["out"]
     assert [r["rank"] for r in ranks] == [0, 1] and all(r["exposed_comm_us"] > 0 for r in ranks)
     assert doc["analysis"] is None  # the GPU analysis: none
+
+
+def test_malformed_events_are_left_out_not_a_traceback(tmp_path):
+    good = op("gloo:all_reduce", 0, 10, GLOO, "user_annotation")
+    bad = [3, {"ph": "X", "name": "gloo:x", "ts": "1", "dur": 1, "tid": 1}, dict(good, tid=[1]),
+           dict(good, args=[1]), dict(op("aten::mm", 0, 5), dur=-1)]
+    (tmp_path / "rank0_trace.json").write_text(json.dumps({"traceEvents": [*bad, good, op("aten::mm", 0, 4)]}))
+    (tmp_path / "rank1_trace.json").write_text(json.dumps({"traceEvents": 5}))
+    (r,), problems = cpu.analyze_cpu(sorted(tmp_path.iterdir()))
+    # kept: the good span and its twin with args that are no object (merged: 0-10), the aten op 0-4
+    assert r.values["communication_us"] == 10 and r.values["exposed_comm_us"] == 6
+    assert [p.path.name for p in problems] == ["rank1_trace.json"]

@@ -84,7 +84,7 @@ def _captured(raw: Iterable[dict], pids: Mapping, number: int, r: Rank) -> list[
             e["id"] = _flow_id(e["id"], number)
         out.append(e)
     for pid, new in pids.items():
-        what = labels.get(pid) or ("GPU" if any(p == pid for p, _ in lanes) else f"process {pid}")
+        what = labels.get(pid) or ("GPU" if any(p == pid for p, _ in lanes) else str(pid) or "(no pid)")
         out += [_meta("process_name", new, 0, name=f"{r.label}: {what}"), _meta("process_sort_index", new, 0, sort_index=new)]
     threads = {(e.get("pid"), e.get("tid")): (e.get("args") or {}).get("name") for e in raw
                if e.get("ph") == "M" and e.get("name") == "thread_name"}
