@@ -4,6 +4,7 @@ the command here."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -31,9 +32,10 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
               "beside each other stays unknown)", file=sys.stderr)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    code = launch.run(cmd)
+    received: list[int] = []
+    code = launch.run(cmd, received=received)
     try:
-        failures = diagnose(out, cfg, cmd, code)
+        failures = diagnose(out, cfg, cmd, code, signal.Signals(received[0]).name if received else None)
     except BrokenPipeError:
         if code != 0:  # the program's end stands
             return end_as(code)
@@ -61,9 +63,10 @@ def observed(cfg: DoctorConfig, out: Path) -> tuple[Launch, str | None]:
     return replace(capture, fields=fields, interposer=True), None
 
 
-def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[str]:
-    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis.
-    Returns what failed (one line each): nothing profiled, a file that could not be read or written."""
+def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupted: str | None = None) -> list[str]:
+    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis
+    (`interrupted`: the signal that stopped the run, said in both). Returns what failed (one line each): nothing
+    profiled, a file that could not be read or written."""
     records, bad = record.read_all(out)
     failures = [str(e) for e in bad]
     on_cpu = {r.trace.name for r in records if r.trace and r.cuda is False}
@@ -87,7 +90,8 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
     if cfg.json:
         from ccoverlap.gpu import provenance
 
-        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
+        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "interrupted": interrupted,
+               "out": str(out),
                "step_times": [r.summary() for r in records],
                "analysis": document(result, None, written) if not why_none else None,
                "no_analysis": why_none, "failures": failures}
@@ -96,15 +100,16 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         except OSError as exc:
             failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
             cfg = replace(cfg, json=None)
-    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written)
+    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written,
+         interrupted)
     return failures
 
 
 def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, result, why_none: str | None,
-         cfg: DoctorConfig, written: list[Path]) -> None:
+         cfg: DoctorConfig, written: list[Path], interrupted: str | None = None) -> None:
     """The terminal's part: what was captured, the step times, the analysis and its verdicts, the files
     written (`written`: the report's; cfg.json: None where it could not be written)."""
-    print(_captured(out, records, traces, code))
+    print(_captured(out, records, traces, code, interrupted))
     if any(r.steps for r in records):
         print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
                     ["rank", "node", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
@@ -161,8 +166,9 @@ def _windows(records: list[record.RankRecord], result) -> None:
             print(f"alone window rank {r.rank}: none: {r.alone_note}")
 
 
-def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
-    ended = "" if code == 0 else f"the command ended with {ending(code)}; "
+def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int, interrupted: str | None = None) -> str:
+    ended = (f"interrupted by {interrupted}: " if interrupted else "") + \
+        ("" if code == 0 else f"the command ended with {ending(code)}; ")
     if not records and not traces:
         return f"ccoverlap doctor: {ended}captured nothing in {out}"
     ranks = ", ".join(str(r.rank) for r in records) or "-"
