@@ -270,6 +270,21 @@ def test_nothing_profiled_says_to_lower_skip_when_the_program_stopped_before_the
                                                    "the window opens after step 5 (lower --skip)")
 
 
+def test_an_interrupted_run_says_so_on_the_terminal_and_in_its_json(tmp_path, capsys):
+    """The doctor passed Ctrl-C on to the command: what it writes from the steps recorded says it was interrupted."""
+    from ccoverlap.doctor.session import diagnose
+
+    out = tmp_path / "out"
+    gpu_record(out, 0)
+    cfg = DoctorConfig(out=str(out), json=str(tmp_path / "d.json"))
+    diagnose(out, cfg, ["python", "train.py"], -signal.SIGINT, "SIGINT")
+    assert "ccoverlap doctor: interrupted by SIGINT: the command ended with signal SIGINT; captured" in capsys.readouterr().out
+    assert json.loads((tmp_path / "d.json").read_text())["interrupted"] == "SIGINT"
+    diagnose(out, cfg, ["python", "train.py"], 0)
+    assert "interrupted by" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "d.json").read_text())["interrupted"] is None
+
+
 def test_the_record_leaves_out_a_line_cut_short_and_refuses_a_foreign_one(tmp_path):
     log = record.Log(tmp_path, 3, {"world_size": 4, "skip": 1, "steps": 1})
     log.write({"step": 1, "ms": None, "gpu_ms": None, "profiled": False, "warmup": True})

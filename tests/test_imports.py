@@ -4,6 +4,7 @@ import points up a layer (LAYERS, as docs/ARCHITECTURE.md draws it)."""
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -189,3 +190,14 @@ def test_an_acyclic_package_passes(tmp_path):
     graph = graph_of(pkg)
     assert graph["pkg.b"] == {"pkg.sub.c"} and graph["pkg.sub.c"] == set()
     assert cycle(graph) is None
+
+
+def test_the_c_core_names_no_front_end():
+    """csrc/interposer.c is the core the CUDA and HIP front ends call; they register their hook tables with it
+    (CCOV_FRONTEND), so the core refers to none of their names: C has no cycle either."""
+    csrc = Path(__file__).parents[1] / "src" / "ccoverlap" / "csrc"
+    core = (csrc / "interposer.c").read_text() + (csrc / "interposer.h").read_text()
+    fronts = {name for f in ("interposer_cuda.c", "interposer_hip.c")
+              for name in re.findall(r"^(?:static )?(?:const )?\w[\w *]*?\b(ccov_\w+)\s*[\[(=]", (csrc / f).read_text(), re.M)}
+    assert {"ccov_cuda_hooks", "ccov_hip_hooks", "ccov_cuda_proc"} <= fronts
+    assert not {name for name in fronts if re.search(rf"\b{name}\b", core)}

@@ -39,7 +39,7 @@ def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None)
     except launcher.Stopped as stop:
         if out:
             _write(out, document := run.document(complete=False, interrupted=str(stop)))
-        print(f"ccoverlap bench: stopped by {stop}: every rank ended"
+        print(f"ccoverlap bench: interrupted by {stop}: every rank ended"
               + (f"; {out} holds {len(document['rows'])} rows (complete: false)" if out else ""), file=sys.stderr)
         return exit_for(stop.signum)
     rows, match, unmatched, lines = results = run.results()
@@ -81,6 +81,8 @@ class Run:
         if results is None and (complete or interrupted):
             results = self.results()
         rows, match, _, lines = results or (launcher.aggregate(self.rows), None, None, None)
+        if interrupted and lines:  # a best line from the sets run so far says so
+            lines = {w: f"{line} (interrupted by {interrupted}: on the sets run so far)" for w, line in lines.items()}
         return {"provenance": self.prov, "config": json.loads(json.dumps(vars(self.cfg), default=lambda o: vars(o))),
                 "complete": complete, "rows": rows, "not_applicable": self.skipped,
                 "outputs_match": match if complete else None, "best": lines, "sets": self.sets,

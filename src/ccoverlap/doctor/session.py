@@ -4,6 +4,7 @@ the command here."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -35,9 +36,10 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
               "beside each other stays unknown)", file=sys.stderr)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    code = launch.run(cmd)
+    received: list[int] = []
+    code = launch.run(cmd, received=received)
     try:
-        failures = diagnose(out, cfg, cmd, code)
+        failures = diagnose(out, cfg, cmd, code, signal.Signals(received[0]).name if received else None)
     except BrokenPipeError:
         if code != 0:  # the program's end stands
             return end_as(code)
@@ -65,9 +67,10 @@ def observed(cfg: DoctorConfig, out: Path) -> tuple[Launch, str | None]:
     return replace(capture, fields=fields, interposer=True), None
 
 
-def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[str]:
-    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis.
-    Returns what failed (one line each): nothing profiled, a file that could not be read or written."""
+def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupted: str | None = None) -> list[str]:
+    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis
+    (`interrupted`: the signal that stopped the run, said in both). Returns what failed (one line each): nothing
+    profiled, a file that could not be read or written."""
     records, bad = record.read_all(out)
     failures = [str(e) for e in bad]
     on_cpu = {r.trace.name for r in records if r.trace and r.cuda is False}
@@ -100,7 +103,8 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
         except UsageError as exc:
             failures.append(str(exc))
     if cfg.json:
-        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
+        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "interrupted": interrupted,
+               "out": str(out),
                "step_times": [r.summary() for r in records],
                "analysis": document(result, None, written) if not why_none else None,
                "cpu_analysis": cpu.document({out.name: cpu_ranks}) if cpu_ranks else None,
@@ -111,16 +115,18 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
             failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
             cfg = replace(cfg, json=None)
     _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written, trace,
-         cpu_ranks)
+         cpu_ranks, interrupted)
     return failures
 
 
 def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, result, why_none: str | None,
-         cfg: DoctorConfig, written: list[Path], trace: Path | None = None, cpu_ranks: Sequence[cpu.CpuRank] = ()) -> None:
+         cfg: DoctorConfig, written: list[Path], trace: Path | None = None, cpu_ranks: Sequence[cpu.CpuRank] = (),
+         interrupted: str | None = None) -> None:
     """The terminal's part: what was captured, the step times, the analysis and its verdicts, the files
     written (`written`: the report's; `trace`: the annotated trace; cfg.json: None where it could not be
-    written); `cpu_ranks`: the CPU timeline's analysis, where the program ran on the CPU alone."""
-    print(_captured(out, records, traces, code))
+    written); `cpu_ranks`: the CPU timeline's analysis, where the program ran on the CPU alone; `interrupted`:
+    the signal that stopped the program, said first."""
+    print(_captured(out, records, traces, code, interrupted))
     if any(r.steps for r in records):
         print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
                     ["rank", "node", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
@@ -182,8 +188,9 @@ def _windows(records: list[record.RankRecord], result) -> None:
             print(f"alone window rank {r.rank}: none: {r.alone_note}")
 
 
-def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
-    ended = "" if code == 0 else f"the command ended with {ending(code)}; "
+def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int, interrupted: str | None = None) -> str:
+    ended = (f"interrupted by {interrupted}: " if interrupted else "") + \
+        ("" if code == 0 else f"the command ended with {ending(code)}; ")
     if not records and not traces:
         return f"ccoverlap doctor: {ended}captured nothing in {out}"
     ranks = ", ".join(str(r.rank) for r in records) or "-"

@@ -48,7 +48,7 @@ def run(cfg: TuneConfig, cmd: list[str]) -> int:
         print(f"ccoverlap tune: error: the command fails under the default ({t.folder}): {t.error}", file=sys.stderr)
         return 1
     if outcome.interrupted and not any(t.timed for t in outcome.trials):
-        print(f"ccoverlap tune: stopped by {signal.Signals(outcome.interrupted).name} before the default ran once; "
+        print(f"ccoverlap tune: interrupted by {signal.Signals(outcome.interrupted).name} before the default ran once; "
               f"nothing written (trial folders in {out})", file=sys.stderr)
         return exit_for(outcome.interrupted)
     code = _finish(outcome, cfg, cmd, runner.policy(outcome.best))
@@ -102,6 +102,7 @@ def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
     """Write the policy file (`best`: the outcome's, as its trials ran it), tune.json and the chart; print the tables."""
     policy_path, json_path = Path(cfg.policy_out), Path(cfg.json)
     meta = {"decision": "tuned" if outcome.kept else "default kept", "reason": outcome.reason,
+            "interrupted": signal.Signals(outcome.interrupted).name if outcome.interrupted else None,
             "speedup": outcome.speedup, "command": cmd,
             "comparison": outcome.comparison.to_dict() if outcome.comparison else None}
     try:
