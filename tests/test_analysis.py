@@ -379,7 +379,8 @@ def test_metric_table_is_consistent():
 #: Keys the contention doctor added to each rank (issue 13) after bench/results/analyze-* were published.
 DOCTOR_METRICS = ["scheduling_headroom_ms", "compute_slowdown_beside_comm", "lever_headroom_ms"]
 DOCTOR_KEYS = ["comm_kernels", "exposed_comm_breakdown_ms", "headroom_by_mechanism_ms", "steps", "recommendations",
-               "verdict", "findings", "launch_marks", "lever_marks", "alone_us"]
+               "verdict", "findings", "launch_marks", "lever_marks", "alone_us",
+               "typical_steps", "left_out_steps", "compute_slowed"]
 
 
 def test_json_keeps_the_published_key_order(capsys):

@@ -136,7 +136,7 @@ def test_missing_device_properties_are_named(tmp_path):
 
 
 def test_whatif_on_a_capture_with_numsms_zero_ends_without_a_traceback(capsys, tmp_path):
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
     kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
@@ -157,7 +157,7 @@ def test_whatif_on_a_capture_with_numsms_zero_ends_without_a_traceback(capsys, t
 def test_a_zero_length_kernel_in_the_alone_window_is_left_out_not_a_traceback(capsys, tmp_path):
     """CUPTI records 0 ns kernels: whatif raised `alone time 0.0 us must be > 0`. The reader leaves it out, so
     its launch's time alone is unknown (not matched), said."""
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
     kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
@@ -172,7 +172,7 @@ def test_a_zero_length_kernel_in_the_alone_window_is_left_out_not_a_traceback(ca
 
 
 def test_a_corrupt_alone_window_names_the_file_and_what_is_wrong(capsys, tmp_path):
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
 
     kernels, steps = ks.random_run(2, 3)
     path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, steps)

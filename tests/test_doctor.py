@@ -120,9 +120,10 @@ def test_the_verdict_gives_each_ranks_step_times_on_the_cpu(runs):
     node = f"{socket.gethostname()} node 0"  # torchrun's one node
     assert [row[:4] for row in rows] == [["0", node, "6", "steps 3-4"], ["1", node, "6", "steps 3-4"]]
     assert all(float(ms) > 0 for row in rows for ms in row[4:7]) and {row[7] for row in rows} == {"-"}  # no GPU
-    assert "no overlap analysis: the program ran on the CPU" in run.stdout
+    assert "overlap on the CPU timeline" in run.stdout and "levers that need a GPU" in run.stdout  # gloo's
     doc = json.loads(run.json.read_text())
     assert doc["exit_code"] == 0 and doc["analysis"] is None and doc["failures"] == []
+    assert [r["rank"] for r in doc["cpu_analysis"]["strategies"][run.out.name]] == [0, 1]
     assert doc["provenance"]["commit"] and doc["provenance"]["version"]  # every recorded figure says where from
     times = {s["rank"]: s for s in doc["step_times"]}
     assert sorted(times) == [0, 1] and times[1]["outside_ms"]["n"] == 2  # steps 5 and 6 (1 has no start)

@@ -12,9 +12,10 @@ import kineto_synth as ks
 from ccoverlap.control import levers
 from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.doctor import capture, record
-from ccoverlap.analysis import analyze
+from ccoverlap.analysis import Process, analyze
 from ccoverlap.analysis.alone import match, with_alone
-from ccoverlap.analysis.contention import Cause, diagnose
+from ccoverlap.analysis.contention import diagnose
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import rank_metrics
 from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.rules import findings
@@ -210,16 +211,16 @@ def test_compute_in_a_green_context_leaves_sms_idle_and_clusters_the_cause(tmp_p
     trace = _green_case(tmp_path)
     plain = diagnose({0: trace})[0].comm[0]
     assert plain.cause is Cause.THREADS  # the trace alone: its 928 blocks cover every SM
-    told = diagnose({0: trace}, processes={0: record.Process(stats(sm_limits={"known_green": 116}))})[0]
+    told = diagnose({0: trace}, processes={0: Process(stats(sm_limits={"known_green": 116}))})[0]
     assert told.comm[0].cause is Cause.CLUSTER and not any("was assumed" in n for n in told.notes)  # observed: 4
     assert [r.lever for r in verdict([told]).recommendations] == ["nccl-cluster=1"]
-    ones = diagnose({0: trace}, processes={0: record.Process(stats(sm_limits={"known_green": 116},
+    ones = diagnose({0: trace}, processes={0: Process(stats(sm_limits={"known_green": 116},
                                                                    comm_clusters=frozenset({1})))})[0]
     assert ones.comm[0].cause is Cause.UNKNOWN  # clusters of 1 would have fit on the idle SMs: something else
 
 
 def test_mangled_names_in_the_stats_meet_the_traces_demangled_ones():
-    from ccoverlap.analysis.contention import demangled
+    from ccoverlap.analysis.mechanisms.sm_wait import demangled
 
     assert demangled("_Z3fooi") == "foo(int)" and demangled("known_green") == "known_green"
 

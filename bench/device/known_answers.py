@@ -130,7 +130,7 @@ def view(doc: dict) -> dict:
             "launch_marks": r.get("launch_marks"), "span_us": r.get("span_us"),
             "comm_kernels": [{k: c.get(k) for k in ("sm_wait_us", "cause", "blocked_by", "uncontended_us", "duration_us")}
                              for c in r.get("comm_kernels", [])],
-            "steps": r.get("steps"),
+            "steps": r.get("steps"), "typical_steps": r.get("typical_steps"), "left_out_steps": r.get("left_out_steps"),
             "analysed_steps": len({c.get("step") for c in r.get("comm_kernels", [])}) or None,
             "alone_windows": (doc.get("analysis") or {}).get("alone_windows"),
             "window_s": times.get("window_s"), "alone_window_s": times.get("alone_window_s"),
@@ -156,14 +156,15 @@ def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) 
 
 
 def judge(case: dict, real: dict, doc: dict) -> dict:
-    """The issue's targets for one program, per step: the median over the doctor's analysed steps of what a lever
-    reaches in each (its figures are sums over them: the mean per step is kept too), against the realized gain,
-    itself a difference of median steps."""
+    """The issue's targets for one program, per step: the doctor's headline (what a lever reaches in its median
+    typical step, analysis/steps.py) against the realized gain, itself a difference of median steps. A JSON of
+    an older doctor (its figures sums over the analysed steps) is read as the median of its per-step rows."""
     step = real["plain_median_ms"]
-    n = doc.get("analysed_steps") or 3
     steps = [s["lever_headroom_us"] / 1000 for s in doc.get("steps") or []]
+    per_step = doc.get("typical_steps") is not None  # this doctor's figures are the median typical step's
+    n = 1 if per_step else doc.get("analysed_steps") or 3
     mean = None if doc.get("lever_headroom_ms") is None else doc["lever_headroom_ms"] / n
-    reach = statistics.median(steps) if steps else mean
+    reach = mean if per_step else statistics.median(steps) if steps else mean
     total = None if doc.get("headroom_ms") is None else doc["headroom_ms"] / n
     gain = real["best_gain_ms"]
     first = (doc.get("recommendations") or [{}])[0].get("lever") if doc.get("recommendations") else None

@@ -3,11 +3,21 @@
 Traces are parsed once into a small model (`trace`), analyses are pure
 functions of it (`metrics`), pictures (`plots`) and the report (`report`) are
 separate and import matplotlib only when asked for. A trace with an alone window
-beside it (the doctor's, `doctor.record.alone_trace`) gets each launch's time
-alone from it (`alone`). Each file's first pass (read, alone window, the rank's
+beside it (named as `util.tracefiles` says; the doctor passes its own in, `Process.alone`)
+gets each launch's time alone from it (`alone`). Each file's first pass (read, alone window, the rank's
 own analysis) returns a compact `Part`; with `jobs` > 1 worker processes run
 them (`parallel`), and the cross-rank pass (skew, the fewest time alone of a
-collective) runs on the parts.
+collective) runs on the parts. This package imports nothing of the commands that use it (doctor, whatif, tune).
+
+The front, what `ccoverlap analyze`, the doctor, the what-if simulator, the tuner and a notebook use:
+  analyze(root, ...) -> Analysis   every trace under a folder, per-rank metrics and diagnoses
+  Process                          what is known of a rank's process besides its trace (the doctor's)
+  read_trace(path) -> Trace        one trace file, its kernels classified (KernelClass, KernelEvent)
+  analysed_indices(trace)          the kernels of the analysed steps; windows(trace, idx): them, step by step
+  graph(trace)                     the launches' dependencies (stream order, events)
+  device_limits(props), short_name the trace's GPU as a DeviceLimits; a kernel's short name
+  verdict(diagnoses)               what to do about the diagnoses of a strategy's ranks (NOTHING_TO_GAIN_PCT)
+Showing an analysis (JSON, table, HTML report) is `analysis.summary`.
 """
 from __future__ import annotations
 
@@ -17,19 +27,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.alone import Match, with_alone
-from ccoverlap.analysis.contention import Pending, across_ranks, first_pass
+from ccoverlap.analysis.contention import Pending, across_ranks, first_pass, windows
+from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
-from ccoverlap.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
-                                      read_traces, printable, trace_limit, unlaunched)
-from ccoverlap.doctor.record import alone_trace
+from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
+from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
+                                      analysed_kernels, device_limits, discover, printable, read_trace, read_traces,
+                                      short_name, trace_limit, unlaunched)
+from ccoverlap.analysis import parallel
+from ccoverlap.analysis.process import Process
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress
+from ccoverlap.util.tracefiles import alone_trace
 
-if TYPE_CHECKING:
-    from ccoverlap.doctor.record import Process
+__all__ = ["NOTHING_TO_GAIN_PCT", "Analysis", "KernelClass", "KernelEvent", "Problem", "Process", "Trace",
+           "analysed_indices", "analyze", "device_limits", "graph", "read_trace", "short_name", "verdict", "windows"]
 
 
 @dataclass(frozen=True)
@@ -101,8 +115,8 @@ def first(task: Task) -> Part:
     if not analysed_kernels(trace):
         return Part(path, mb, trace.rank, trace.world_size, notes=notes, unlaunched=gap, empty=True)
     alone: list[Problem] = []
-    trace, match = _with_alone(trace, classifier, alone, task.limit)
     process = (task.processes or {}).get(trace.rank)
+    trace, match = _with_alone(trace, classifier, alone, task.limit, process.alone if process else None)
     pending = first_pass(trace, task.comm_cluster, process)
     base = task.baseline.get(trace.rank) if task.baseline else None
     measured = measure(task.strategy, trace, base, pending.provisional())
@@ -142,11 +156,9 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
         else:
-            from ccoverlap.analysis.parallel import WorkerDied, run
-
             try:
-                parts = run(first, [task for _, task in tasks], jobs, pace)
-            except WorkerDied as exc:
+                parts = parallel.run(first, [task for _, task in tasks], jobs, pace)
+            except parallel.WorkerDied as exc:
                 raise UsageError(f"a worker process died reading {printable(exc.task.path)}: {exc.why}; nothing "
                                  "was written") from None
     by_strategy: dict[str, list[Part]] = {}
@@ -227,9 +239,10 @@ def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:
 
 
 def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem],
-                limit: int | None) -> tuple[Trace, Match | None]:
-    """`trace` with its launches' times alone where its alone window lies beside it (one line where it is bad)."""
-    path = alone_trace(trace.path)
+                limit: int | None, path: Path | None = None) -> tuple[Trace, Match | None]:
+    """`trace` with its launches' times alone from its alone window (one line where it is bad): `path`, the one the
+    doctor recorded, else the one beside the trace by its name (util.tracefiles), where either exists."""
+    path = path or alone_trace(trace.path)
     try:
         os.stat(path)
     except FileNotFoundError:

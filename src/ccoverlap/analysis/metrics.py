@@ -244,7 +244,7 @@ METRICS: tuple[Metric, ...] = (
            mean, Column(9, "comm slowdown", "comm x")),
     Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
            column=Column(10, "padded launches", "padded")),
-    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.diagnosis.headroom_ms, mean,
+    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.verdict.headroom_ms, mean,
            Column(11, "headroom ms"), judged=True),
     Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
            lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm"), judged=True),
@@ -307,7 +307,10 @@ class RankMetrics:
                 "findings": [f.to_dict() for f in self.findings],
                 "launch_marks": d.launches.to_dict() if d.launches else None,
                 "lever_marks": levers.marks_seen(d.launches) if d.launches else None,
-                "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()}}
+                "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()},
+                "typical_steps": list(self.verdict.typical),
+                "left_out_steps": [{"step": s, "reason": why} for s, why in self.verdict.left_out],
+                "compute_slowed": [s.to_dict() for s in d.compute_slowed]}
 
 
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,

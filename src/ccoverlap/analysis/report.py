@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
-from ccoverlap.analysis.contention import PARTS, Cause
+from ccoverlap.analysis.contention import PARTS
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
@@ -64,8 +65,9 @@ def _recommendations(analysis: Analysis) -> str:
     return "".join(out)
 
 
-def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
+def write_report(analysis: Analysis, path: Path, top: int = 12, perfetto: Path | None = None) -> list[Path]:
     """Write the HTML report and its PNGs (in <stem>_files/ beside it); returns every file written.
+    `perfetto`: the annotated trace written beside it (analysis.perfetto), linked from the report.
 
     All or nothing: both are written into a temporary folder beside the report and moved into place
     at the end, so a full disk or an interrupt leaves the previous report (or none), never half of one.
@@ -76,7 +78,7 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
     try:
         new = tmp / "new"
         (new / files.name).mkdir(parents=True)
-        names = _write(analysis, new / path.name, new / files.name, top)
+        names = _write(analysis, new / path.name, new / files.name, top, perfetto and _perfetto(perfetto, path))
         if files.exists():
             files.rename(tmp / "old")  # removed with tmp
         (new / files.name).rename(files)
@@ -86,7 +88,16 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
     return [path, *(files / name for name in names)]
 
 
-def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
+def _perfetto(trace: Path, report: Path) -> str:
+    """The paragraph that links the annotated trace (relative to the report) and says how to open it."""
+    link = html.escape(os.path.relpath(trace.absolute(), report.absolute().parent))
+    return (f"<p>Annotated trace: <a href=\"{link}\"><code>{link}</code></a>, every rank's captured trace with "
+            "lanes of the findings (exposed communication, each collective's SM wait with its cause and blocker, "
+            "the lever recommended). Open it in <a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> (Open trace "
+            "file; it stays on your machine) or in Chrome at <code>chrome://tracing</code> (Load).</p>")
+
+
+def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str | None = None) -> list[str]:
     """The report at `path`, its PNGs in `files`; returns the PNGs' names."""
     names: list[str] = []
 
@@ -99,6 +110,7 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
         f"{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
         f"baseline: {'given' if analysis.baseline is not None else 'none'}. Times are per rank over the analysed "
         "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
+        perfetto or "",
         image(strategy_bars_png(strategy_values(analysis.ranks)), "strategies.png", "strategies compared"),
         _table(["strategy", "rank", *(m.column.header for m in shown())], [r.row(shown()) for r in analysis.ranks]),
         _recommendations(analysis),

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccoverlap.analysis.contention import (SM_WAIT_TOLERANCE_US, Cause, CommWait, RankDiagnosis, demangled,
-                                                  holds_every_sm)
+from ccoverlap.analysis.contention import CommWait, RankDiagnosis
+from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, holds_every_sm
+from ccoverlap.analysis.mechanisms.sm_wait import demangled
 from ccoverlap.analysis.trace import KernelClass, Trace, analysed_kernels, short_name
 
 #: Overlap below this share of the communication time counts as none.

@@ -313,6 +313,20 @@ def _too_large(size: str, limit: int) -> str:
             "worker; --max-trace-mb MB sets it)")
 
 
+def read_document(path: Path) -> dict:
+    """The whole decoded JSON of a trace file (every event, every key), for what writes it out again
+    (analysis.perfetto); a UsageError says why it is unusable."""
+    try:
+        doc = msgspec.json.decode(_load(path, trace_limit()))
+    except (msgspec.DecodeError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UsageError(f"{path}: invalid or truncated JSON ({_short(exc)})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or _short(exc)})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a Chrome trace: no traceEvents")
+    return doc
+
+
 def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | None = None) -> Trace:
     """Decode one trace file into a Trace (typed: only the fields read are built); a UsageError says why a file
     is unusable. `limit`: the largest decompressed text read, in bytes (default: trace_limit())."""

@@ -15,13 +15,13 @@ from ccoverlap.bench.config import BenchConfig
 from ccoverlap.control.procs import exit_for
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress, print_table, print_text, warn, write_json
+from ccoverlap.gpu import provenance
+from ccoverlap.bench.plots import bars
 
 
 def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None) -> int:
     """Run `cfg` (checked), print the tables and write `out` (JSON, and its chart); the exit code: 1 where a
     strategy failed, nothing ran or the outputs differ, 130 or the signal's where stopped, else 0."""
-    from ccoverlap.gpu import provenance
-
     if launcher_kind == "torchrun":
         launcher.torchrun()
     if note := cfg.comm_backend.note(cfg):
@@ -90,8 +90,6 @@ class Run:
 
 def _chart(rows: list[dict], path: Path) -> Path | None:
     """The bar chart, or a warning: a picture that fails does not fail the run."""
-    from ccoverlap.bench.plots import bars
-
     try:
         return bars(rows, path)
     except Exception as exc:  # noqa: BLE001 - any plotting failure is a warning

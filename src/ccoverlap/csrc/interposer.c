@@ -236,9 +236,12 @@ static int hint(ccov_entry *e, void *handle, int cooperative) {
     return HINT_FAILED;
 }
 
+/* The entry of `handle` on `device`, made under the lock unless another thread made it first: the one for
+ * `device`, or the one shared by every device (a handle that is not per device, inserted from any device). */
 static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int device, int cooperative) {
     pthread_mutex_lock(&lock);
-    ccov_entry *e = find((uintptr_t)handle, device);
+    ccov_entry *e = find((uintptr_t)handle, -1);
+    if (e && e->per_device) e = find((uintptr_t)handle, device);
     if (e || cache_used >= CACHE_FILL) goto out;
     ccov_info info = {0};
     int ok = be->describe(handle, kind, device, &info) == 0 && info.name;

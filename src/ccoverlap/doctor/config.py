@@ -16,8 +16,9 @@ CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "alone", "p
 class DoctorConfig:
     """The defaults are the CLI's; every field is an option (util/options.py)."""
 
-    steps: int = field(default=3, metadata={
-        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts short)"})
+    steps: int = field(default=6, metadata={
+        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts "
+        "short; the headline reads the typical ones: 6 leaves 3 where the first two are atypical)"})
     skip: int = field(default=5, metadata={
         "metavar": "K", "help": "optimizer steps to run first, unprofiled; the profiler warms up in the last one's optimizer step"})
     seconds: float = field(default=0.0, metadata={
@@ -32,6 +33,10 @@ class DoctorConfig:
         "metavar": "PATH", "help": "write the analysis, the step times and what was captured as JSON"})
     report: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "write the HTML report (a timeline per rank; its PNGs in <name>_files/ beside it)"})
+    perfetto: str | None = field(default=None, metadata={
+        "metavar": "PATH", "help": "write the annotated trace: every rank's captured trace plus lanes of the findings "
+        "(exposed communication, each collective's SM wait with its cause and blocker, the lever recommended), for "
+        "ui.perfetto.dev or chrome://tracing"})
     comm_regex: str | None = field(default=None, metadata={
         "metavar": "RE", "help": "also count kernels whose name matches RE (POSIX extended) as communication, "
         "besides NCCL's and RCCL's"})

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.util import stats
-from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT
+from ccoverlap.analysis import NOTHING_TO_GAIN_PCT
 from ccoverlap.util.errors import UsageError
 from ccoverlap.control.procs import Stopped
 from ccoverlap.tune import space
