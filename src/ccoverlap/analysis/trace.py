@@ -38,6 +38,8 @@ _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: On GPU lanes but not GPU work: annotations, cuda_sync (a host or stream waiting), cuda_event (an event recorded).
 _SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_event", "Trace", "trace"})
+_ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})  # where ProfilerStep annotations are
+_CALL_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # CPU calls: each has a correlation id
 #: CPU calls that record a CUDA event, and that make a stream wait for one (runtime and driver API).
 _RECORD_CALLS = ("cudaEventRecord", "cuEventRecord")  # name prefixes: cudaEventRecordWithFlags too
 _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
@@ -165,7 +167,7 @@ class _Event(msgspec.Struct, gc=False):
 
     ph: Any = None
     cat: Any = None
-    name: Any = ""
+    name: Any = UNSET  # missing: not text, as a mistyped one
     ts: Any = UNSET
     dur: Any = UNSET
     tid: Any = None
@@ -362,6 +364,7 @@ class LeftOut:
     kept: int = 0  # GPU events kept
     kept_us: float = 0.0
     steps: int = 0  # ProfilerStep annotations left out: what is analysed depends on every one of them
+    calls: int = 0  # CPU calls left out whose correlation is unknown: which kernels they launched is unknown
 
     def withheld(self) -> str | None:
         """Why the rank gets no verdict, or None: more than LEFT_OUT_SHARE of its GPU events or GPU time, or a
@@ -369,6 +372,9 @@ class LeftOut:
         total, total_us = self.events + self.kept, self.us + self.kept_us
         if self.steps:
             return f"{self.steps} profiler step annotation(s) unreadable: which kernels count is unknown"
+        if self.calls:
+            return (f"{self.calls} CPU call(s) without a readable correlation: which kernels they launched (and so "
+                    "which count) is unknown")
         if self.events > LEFT_OUT_SHARE * total or self.us > LEFT_OUT_SHARE * total_us:
             return (f"{self.events} of {total} GPU event(s) ({self.us / max(total_us, 1e-9):.1%} of the GPU time) "
                     f"could not be read, more than {LEFT_OUT_SHARE:.0%}")
@@ -381,7 +387,7 @@ class _Tally:
     def __init__(self):
         self.gpu: dict[str, list] = {}
         self.other: dict[str, list] = {}
-        self.steps = 0
+        self.steps = self.calls = 0
 
     def __call__(self, ev: _Event, why: str, gpu: bool = True) -> None:
         entry = (self.gpu if gpu else self.other).setdefault(why, [0, ev, 0.0])
@@ -396,7 +402,7 @@ class _Tally:
             for why, (n, ev, _) in table.items():
                 lines.append(f"left out: {n} {what} {why} (first: {_name(ev, 60)} at ts {shorten(repr(ev.ts), 30)})")
         return LeftOut(tuple(lines), sum(e[0] for e in self.gpu.values()), sum(e[2] for e in self.gpu.values()),
-                       len(kernels), math.fsum(k.dur for k in kernels), self.steps)
+                       len(kernels), math.fsum(k.dur for k in kernels), self.steps, self.calls)
 
 
 def _time(value) -> float | None:
@@ -438,12 +444,22 @@ def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
         ev = decode(raw)
         if type(cat := ev.cat) is not str:  # a mistyped one would not hash
             cat = None
-        if ev.ph != "X" or ev.dur is UNSET:
-            if cat in _GPU_CATS:
-                tally(ev, "that are not complete events (ph 'X' with a dur)")
-            continue
         lane = ev.args or _NO_LANE
+        if ev.ph != "X" or ev.dur is UNSET:
+            if cat in _GPU_CATS or cat in _CALL_CATS or cat not in _SKIPPED_CATS and type(lane.correlation) is int:
+                _unreadable(ev, lane, cat, "that are not complete events (ph 'X' with a dur)", tally, bad_calls)
+            elif type(name := ev.name) is str and "ProfilerStep" in name:
+                tally(ev, "(ProfilerStep annotations) that are not complete events (ph 'X' with a dur)", gpu=False)
+                tally.steps += 1
+            continue
         stream = lane.stream
+        if type(ev.name) is not str and (cat in _ANNOTATION_CATS or cat not in _SKIPPED_CATS and (
+                lane.correlation is not None or stream is not None)):  # a step, a call or GPU work: unknown which
+            _unreadable(ev, lane, cat, f"whose name is not text ({shorten(repr(ev.name), 30)})", tally, bad_calls)
+            continue
+        if cat is None and stream is not None:
+            tally(ev, f"on a GPU lane whose cat is not text ({shorten(repr(ev.cat), 30)})")
+            continue
         if cat in _SKIPPED_CATS:
             # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
             # step start: the GPU-side annotation too, which Kineto writes without a stream.
@@ -469,6 +485,8 @@ def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
                 tally(ev, "(calls with a correlation) whose ts or correlation is not a number", gpu=False)
                 if type(corr) is int:
                     bad_calls.add(corr)
+                else:
+                    tally.calls += 1
                 continue
             finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
             tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
@@ -479,6 +497,9 @@ def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
                 records.append(corr)
             elif type(name) is str and _GRAPH_CALL in name:
                 graph_calls.append(corr)
+        elif cat in _CALL_CATS:
+            tally(ev, "(runtime and driver calls) without a correlation", gpu=False)
+            tally.calls += 1
         elif "ProfilerStep" in (name := str(ev.name)):
             _step(ev, name, steps, tally)
     if not kernels and not tally.gpu:
@@ -496,6 +517,22 @@ def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
     return Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
                  tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls),
                  left_out=left)
+
+
+def _unreadable(ev: _Event, lane: _Lane, cat: str | None, why: str, tally: _Tally, bad_calls: set[int]) -> None:
+    """Count an event that cannot be read as what it would have been: GPU work, a CPU call (whose kernels are then
+    left out too), or an annotation that may have been a profiler step."""
+    if cat in _GPU_CATS or (cat not in _SKIPPED_CATS and lane.stream is not None):
+        tally(ev, why)
+    elif cat in _CALL_CATS or cat not in _SKIPPED_CATS and lane.correlation is not None:
+        tally(ev, f"(calls with a correlation) {why}", gpu=False)
+        if type(lane.correlation) is int:
+            bad_calls.add(lane.correlation)
+        else:
+            tally.calls += 1
+    else:
+        tally(ev, f"(annotations, perhaps a ProfilerStep) {why}", gpu=False)
+        tally.steps += 1
 
 
 def _step(ev: _Event, name: str, steps: list, tally: _Tally) -> None:
