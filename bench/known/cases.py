@@ -27,4 +27,10 @@ CASES = {
     "wave_tail": {"truth": "a one-full-wave cuBLAS GEMM starts beside a collective's 24 CTAs it cannot share SMs with: "
                            "a wave tail; fewer or smaller CTAs stretch the collective: no lever expected to net a gain",
                   "lever": None, "gain_ms": 0.0, "wave_tail": True},
+    "compiled": {"truth": "a torch.compile'd MLP (Triton kernels) beside a side-stream collective: runs unmodified "
+                          "under the doctor, its alone window matched (>= 95% of launches); the verdict is measured",
+                 "lever": None, "gain_ms": None},
+    "compiled_graphs": {"truth": "the same compiled with mode=reduce-overhead (CUDA graphs): its graph kernels' times "
+                                 "alone are matched only where the interposer serializes graph launches",
+                        "lever": None, "gain_ms": None},
 }
