@@ -55,15 +55,15 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.trace import short_name
+    from ccoverlap.analysis.trace import grouped, short_name
 
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
     result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs, keep_traces=bool(args.report),
                      progress=True)
-    for problem in result.problems:
-        print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+    for line in grouped(result.problems):  # one line per kind of note, with its files
+        print(f"ccoverlap analyze: {line}", file=sys.stderr)
     if not result.ranks:
         raise UsageError(f"nothing could be analysed in {args.dir}")
     written = write_html(result, args.report) if args.report else []
