@@ -19,7 +19,6 @@ from ccoverlap.analysis.contention import PARTS, Cause
 from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
-from ccoverlap.analysis.summary import shown_for
 from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, short_name
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
@@ -98,7 +97,7 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
         names.append(name)
         return _image(png, files / name, alt)
 
-    metrics = shown_for(analysis, shown())
+    metrics = shown(baseline=analysis.baseline is not None)
     parts = [
         f"<h1>ccoverlap analysis</h1><p>ccoverlap {__version__}, "
         f"{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "

@@ -34,14 +34,9 @@ def document(result, baseline: Path | None, written: list[Path], rows: bool = Tr
         if result.alone else {})
 
 
-def shown_for(result, metrics: list) -> list:
-    """The metrics worth a column for this analysis: padded launches only where a baseline says what a pad is."""
-    return [m for m in metrics if result.baseline is not None or m.key != "padded_launches"]
-
-
 def print_ranks(result, title: str) -> None:
     """The terminal's table of the analysis: a row per rank, the metrics that have a terminal column."""
     from ccoverlap.analysis.metrics import shown
 
-    columns = shown_for(result, shown(terminal=True))  # metrics.METRICS; JSON and the report have them all
+    columns = shown(terminal=True, baseline=result.baseline is not None)  # metrics.METRICS; JSON and the report have them all
     print_table(title, ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])
