@@ -78,3 +78,14 @@ def test_tune_chart_on_a_cpu_says_why_it_is_empty_and_names_its_markers(tmp_path
     assert [h.get_label() for h in _legend(outcome)] == ["baseline", "the default", "failed (no steps)"]
     png = chart(outcome, tmp_path / "tune.png")
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_table_of_many_columns_fits_80_columns_without_breaking_a_word(capsys):
+    from ccoverlap.util.output import print_table
+
+    columns = ["strategy", "rank", "overlap%", "comm", "exposed", "compute", "idle", "comp x", "comm x", "padded"]
+    rows = [["priority+shape", 0, "94.11", "14.636", "10.273", "113.863", "0.400", "1.02", "1.10", 48]]
+    print_table("ms per rank", columns, rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert all(word in "\n".join(lines) for word in ("priority+shape", "overlap%", "113.863", "exposed"))
