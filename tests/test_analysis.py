@@ -294,7 +294,7 @@ def test_a_json_that_is_not_a_trace(tmp_path):
 
 @pytest.mark.parametrize(("name", "short"), [
     ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
-    (ks.ELEMENTWISE, "at::native::vectorized_elementwise_kernel"),
+    (ks.ELEMENTWISE, "at::native::vectorized_elementwise_kernel<FillFunctor>"),
     (ks.NCCL, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"),
 ])
 def test_short_kernel_names(name, short):

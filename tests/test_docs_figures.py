@@ -4,8 +4,8 @@ The convention: a paragraph, bullet or table that states measured figures names 
 (`name.json` under bench/results/, a folder of them, or a pattern such as `tune-2026-12-01-h200-<run>.json`);
 a table also takes the files of the paragraph just above it, and every block those of its section's heading.
 In such a block every decimal figure (`16.56`, `0.959x`, `1,234.5`) and every percentage must equal, within
-its printed rounding, a number of those files: the value itself, x100 (a share), x1000 (s to ms), its
-inverse (a speedup) or 100 x (value - 1) (a ratio as a change). Raw sample lists count by their min, max,
+its printed rounding, a number of those files: the value itself, x100 (a share), x1000 (s to ms), /1000
+(us to ms), its inverse (a speedup) or 100 x (value - 1) (a ratio as a change). Raw sample lists count by their min, max,
 median and mean. Version strings (2.28.9) are not figures. A block that cites no results file is not
 checked: prose about a mechanism cites nothing.
 """
@@ -70,7 +70,7 @@ def cited(text: str) -> list[str]:
 def found(figure: float, decimals: int, values: frozenset[float]) -> bool:
     tol = 0.5 * 10**-decimals + 1e-9
     for v in values:
-        for c in (v, 100 * v, 1000 * v, 100 * (v - 1), 1 / v if v else 0.0):
+        for c in (v, 100 * v, 1000 * v, v / 1000, 100 * (v - 1), 1 / v if v else 0.0):
             if abs(abs(c) - figure) <= tol:
                 return True
     return False

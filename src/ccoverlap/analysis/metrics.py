@@ -257,9 +257,11 @@ def metric(key: str) -> Metric:
     return next(m for m in METRICS if m.key == key)
 
 
-def shown(terminal: bool = False) -> list[Metric]:
-    """The metrics the report's summary (or, with `terminal`, the terminal table) shows, left to right."""
-    cols = sorted((m for m in METRICS if m.column), key=lambda m: m.column.position)
+def shown(terminal: bool = False, baseline: bool = True) -> list[Metric]:
+    """The metrics the report's summary (or, with `terminal`, the terminal table) shows, left to right; padded
+    launches only with a `baseline`, which says what a kernel's unpadded footprint is."""
+    cols = sorted((m for m in METRICS if m.column and (baseline or m.key != "padded_launches")),
+                  key=lambda m: m.column.position)
     return [m for m in cols if m.column.short] if terminal else cols
 
 

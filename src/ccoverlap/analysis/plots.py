@@ -30,6 +30,15 @@ def _coarse(intervals: list[Interval], gap: float, origin: float) -> list[tuple[
     return [((s - origin) / 1000, (e - s) / 1000) for s, e in out]
 
 
+def _lane_name(kernels: Sequence[KernelEvent], stream: int) -> str:
+    """A stream's lane by what runs on it ("communication, stream 13"): the kind of most of its time."""
+    time: dict[KernelClass, float] = {}
+    for k in kernels:
+        if k.stream == stream:
+            time[k.kind] = time.get(k.kind, 0.0) + k.dur
+    return f"{max(time, key=time.get).value}, stream {stream}" if time else f"stream {stream}"
+
+
 #: A collective's wait for SMs (ready -> start) narrower than this share of the span gets no cause label.
 _LABELLED = 0.01
 
@@ -61,7 +70,7 @@ def timeline_png(kernels: Sequence[KernelEvent], padded: Sequence[bool], title: 
                        hatch="....", linewidth=0.6)
         if start - ready >= _LABELLED * gap * _PIXELS:
             ax.text(x + width / 2, lane_of[stream] - 0.2, cause, ha="center", va="bottom", fontsize=SMALL_SIZE)
-    ax.set_yticks(range(len(streams) + 1), ["exposed comm"] + [f"stream {s}" for s in streams])
+    ax.set_yticks(range(len(streams) + 1), ["exposed comm"] + [_lane_name(kernels, s) for s in streams])
     ax.set_ylim(-0.7, len(streams) + 0.7)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the first analysed kernel")
@@ -84,6 +93,11 @@ BAR_METRICS = (
 OVERLAP = "comp_comm_overlap_pct"
 
 
+def _overlap_labels(means: dict[str, dict[str, float | None]]) -> list[str]:
+    """The overlap bars' labels: "-" where the table says "-" (no communication to overlap), not a 0.0 bar."""
+    return ["-" if m[OVERLAP] is None else f"{m[OVERLAP]:.1f}" for m in means.values()]
+
+
 def strategy_bars_png(means: dict[str, dict[str, float | None]]) -> bytes:
     """Per strategy (metrics.strategy_values): times (ms, mean per rank) on the left, overlap % on the right."""
     names = list(means)
@@ -103,7 +117,7 @@ def strategy_bars_png(means: dict[str, dict[str, float | None]]) -> bytes:
     times.margins(y=0.25)
     times.legend(fontsize=SMALL_SIZE, frameon=False, ncols=len(BAR_METRICS), loc="upper center")
     bars = pct.bar(range(len(names)), values(OVERLAP), 0.6, color=PALETTE["overlap"])
-    pct.bar_label(bars, fmt="%.1f", fontsize=SMALL_SIZE)
+    pct.bar_label(bars, labels=_overlap_labels(means), fontsize=SMALL_SIZE)
     pct.set_xticks(range(len(names)), names, fontsize=SMALL_SIZE, **tilt)
     pct.set_ylim(0, 105)
     pct.set_ylabel(f"{metric(OVERLAP).label} {metric(OVERLAP).unit}")

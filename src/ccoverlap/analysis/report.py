@@ -20,10 +20,10 @@ from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
-from ccoverlap.analysis.trace import analysed_kernels, device_limits, printable, short_name
+from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, printable, short_name
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:90%}th{max-width:7em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:90%}"""
 
 
@@ -48,7 +48,10 @@ def _recommendations(analysis: Analysis) -> str:
     out = ["<h2>Recommendations</h2><p>Per rank, the mean over the strategy's ranks. Headroom: the step's graph "
            "replayed with every mechanism found removed (each collective's wait for SMs, and communication and "
            "compute slowed beside each other, against their measured times alone); a lever's gain is the replay "
-           "with only the share it removes taken away. See docs/analysis.md, \"Why a collective started late\".</p>"]
+           "with only the share it removes taken away. A collective's SM-wait: from when it could have started (its "
+           "stream's previous work and the events it waited for done) to its start, while compute held the SMs; "
+           "the cause is the resource that kept its CTAs out (registers, threads, shared memory, the carveout, "
+           "dispatch order).</p>"]
     for name in dict.fromkeys(r.strategy for r in analysis.ranks):
         ranks = [r for r in analysis.ranks if r.strategy == name]
         v = verdict([r.diagnosis for r in ranks])
@@ -105,25 +108,30 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str 
         names.append(name)
         return _image(png, files / name, alt)
 
+    metrics = shown(baseline=analysis.baseline is not None)
     parts = [
         f"<h1>ccoverlap analysis</h1><p>ccoverlap {__version__}, "
         f"{html.escape(_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds'))}; "
         f"baseline: {'given' if analysis.baseline is not None else 'none'}. Times are per rank over the analysed "
-        "kernels (the last profiler step is left out, as in HTA); see docs/analysis.md for the definitions.</p>",
+        "kernels (the last profiler step is left out, as in HTA). Overlap: the share of communication kernel time "
+        "during which a compute kernel also ran (HTA's definition); exposed communication: communication time with "
+        "no compute beside it. " + ("Pad B and padded launches: shared memory above the baseline's for the same "
+        "kernel." if analysis.baseline is not None else "Padding is measured against a baseline (--baseline, an "
+        "unshaped run of the same program); none was given, so no pad is shown.") + "</p>",
         perfetto or "",
         image(strategy_bars_png(strategy_values(analysis.ranks)), "strategies.png", "strategies compared"),
-        _table(["strategy", "rank", *(m.column.header for m in shown())], [r.row(shown()) for r in analysis.ranks]),
+        _table(["strategy", "rank", *(m.column.header for m in metrics)], [r.row(metrics) for r in analysis.ranks]),
         _recommendations(analysis),
     ]
     if analysis.problems:
         parts.append("<h2>Files not analysed or with notes</h2><ul>"
-                     + "".join(f"<li><code>{html.escape(str(p))}</code></li>" for p in analysis.problems) + "</ul>")
+                     + "".join(f"<li><code>{html.escape(line)}</code></li>" for line in grouped(analysis.problems)) + "</ul>")
     for name, traces in analysis.strategies.items():
         for rank, trace in traces.items():
             base = analysis.baseline.get(rank) if analysis.baseline else None
             kernels = analysed_kernels(trace)
             reference = reference_for(trace, base)
-            marks = [pad_bytes(k, reference) > 0 for k in kernels]
+            marks = [base is not None and pad_bytes(k, reference) > 0 for k in kernels]
             diagnosis = next(r.diagnosis for r in analysis.ranks if (r.strategy, r.rank) == (name, rank))
             waits = [(c.kernel.stream, c.ready_us, c.kernel.ts, c.cause.value) for c in diagnosis.comm
                      if c.cause is not Cause.NONE]
@@ -131,12 +139,15 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str 
             parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}", waits),
                                f"timeline_{name}_rank{rank}.png", f"timeline of {name} rank {rank}"))
             stats = kernel_stats(kernels, reference, device_limits(trace.device))
+            padding = base is not None  # without a baseline a pad is a guess from the trace alone: not shown
             parts.append("<h3>Kernels (longest total time first)</h3>" + _table(
-                ["kernel", "class", "launches", "total ms", "threads", "regs", "smem B", "pad B", "padded launches",
-                 "blocks/SM (Kineto)", "resident blocks/SM before -> after"],
+                ["kernel", "class", "launches", "total ms", "threads", "regs", "smem B",
+                 *(["pad B", "padded launches"] if padding else []), "resident blocks/SM (occupancy model)"
+                 + (": before -> after the pad" if padding else "")],
                 [[short_name(s.name), s.kind, s.launches, f"{s.total_us / 1000:.3f}", s.threads, s.regs, s.smem_bytes,
-                  s.pad_bytes, s.padded_launches, _two_places(s.blocks_per_sm_kineto),
-                  f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
+                  *([s.pad_bytes, s.padded_launches] if padding else []),
+                  (f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if padding else s.resident_blocks_before)
+                  if s.resident_blocks_after else "-"]
                  for s in stats[:top]],
             ))
             parts.append("<h3>Most exposed communication kernels</h3>" + _table(

@@ -44,5 +44,5 @@ def document(result, baseline: Path | None, written: list[Path], rows: bool = Tr
 
 def print_ranks(result, title: str) -> None:
     """The terminal's table of the analysis: a row per rank, the metrics that have a terminal column."""
-    columns = shown(terminal=True)  # metrics.METRICS; JSON and the report have them all
+    columns = shown(terminal=True, baseline=result.baseline is not None)  # metrics.METRICS; JSON, report: all
     print_table(title, ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])

@@ -17,7 +17,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -705,11 +705,38 @@ def _device(meta: dict, device_id) -> tuple[dict | None, str | None]:
 
 
 
+_BASIC_TYPES = frozenset("float double int long unsigned char bool short signed half Half BFloat16 complex array "
+                         "const operator lambda ul u".split())
+
+
+def _template_hint(args: str) -> str:
+    """The names in a kernel's first template argument that has any, without namespaces, numbers and basic
+    types: what tells apart the many instances of one templated kernel (FillFunctor; AUnaryFunctor, MulFunctor)."""
+    depth, start = 0, 0
+    for i, ch in enumerate(args + ","):
+        depth += ch in "<([{"
+        depth -= ch in ">)]}"
+        if depth < 0 or (depth == 0 and ch == ","):
+            arg = re.sub(r"[A-Za-z_]\w*::", "", args[start:i]).split("(")[0]
+            names = [n for n in re.findall(r"[A-Za-z_]\w*", arg) if n not in _BASIC_TYPES]
+            if names or depth < 0:
+                return ", ".join(dict.fromkeys(names))
+            start = i + 1
+    return ""
+
+
 def short_name(name: str, width: int = 64) -> str:
-    """A kernel name without return type, template and argument lists: C++ names run to hundreds of characters."""
-    base = re.sub(r"^void ", "", name)
+    """A kernel name without return type and argument list, its template reduced to the names that tell its
+    instances apart (`vectorized_elementwise_kernel<FillFunctor>`): C++ names run to hundreds of characters."""
+    base = re.sub(r"^void ", "", name).replace("(anonymous namespace)::", "")
     cut = re.search(r"(?<! )[<(]", base)  # "Memcpy HtoD (Pageable -> Device)" stays whole
-    return base[: cut.start() if cut else len(base)][:width]
+    head = base[: cut.start() if cut else len(base)]
+    hint = _template_hint(base[cut.start() + 1:]) if cut and base[cut.start()] == "<" else ""
+    if hint:
+        if len(head) + len(hint) + 2 > width:
+            head = head.rsplit("::", 1)[-1]  # the namespace goes before the part that tells instances apart
+        head = f"{head}<{hint}>"
+    return head if len(head) <= width else head[: width - 3] + "..."
 
 
 def _short(exc: BaseException) -> str:
@@ -835,6 +862,23 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{printable(self.path)}: {self.message}"
+
+
+def grouped(problems: Sequence[Problem]) -> list[str]:
+    """One line per kind of problem (its message with the numbers masked), with a count and the files: six ranks
+    with the same note make one line, not six (the first file's message stands for the others)."""
+    kinds: dict[str, list[Problem]] = {}
+    for p in problems:
+        kinds.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", p.message), []).append(p)
+    out = []
+    for same in kinds.values():
+        paths = list(dict.fromkeys(p.path for p in same))
+        where = str(paths[0]) if len(paths) == 1 else (
+            f"{len(paths)} files in {paths[0].parent}: {', '.join(p.name for p in paths)}"
+            if len({p.parent for p in paths}) == 1 else f"{len(paths)} files: {', '.join(map(str, paths))}")
+        out.append(f"{where}: {same[0].message}" + (" (numbers from the first)" if len({p.message for p in same}) > 1
+                                                    else ""))
+    return out
 
 
 def read_traces(files: list[Path], classifier: Classifier, limit: int | None = None) -> tuple[dict[int, Trace], list[Problem]]:

@@ -14,7 +14,7 @@ from ccoverlap.util.options import add_options, from_args
 from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
-from ccoverlap.analysis.trace import discover
+from ccoverlap.analysis.trace import discover, grouped
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
                      keep_traces=bool(args.report or args.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
     if not result.ranks:
         return _cpu(args, result.problems)
-    for problem in result.problems:
-        print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+    for line in grouped(result.problems):  # one line per kind of note, with its files
+        print(f"ccoverlap analyze: {line}", file=sys.stderr)
     trace = write_perfetto(result, args.perfetto) if args.perfetto else None
     written = write_html(result, args.report, trace) if args.report else []
     if args.json:
@@ -104,8 +104,8 @@ def _cpu(args: argparse.Namespace, problems: list) -> int:
     """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
     strategies, cpu_problems = cpu.analyze_folders(args.dir, args.comm_regex)
     if not strategies:
-        for problem in problems:
-            print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+        for line in grouped(problems):
+            print(f"ccoverlap analyze: {line}", file=sys.stderr)
         raise UsageError(f"nothing could be analysed in {args.dir}")
     for problem in cpu_problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)

@@ -17,6 +17,7 @@ from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
 from ccoverlap.analysis import cpu
 from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
+from ccoverlap.analysis.trace import grouped
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, unwritable, write_json
@@ -255,8 +256,8 @@ def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: d
     failures: dict[str, str] = {}  # one line a file: why it was skipped
     for problem in result.problems:
         name = problem.path.name
-        if name not in unusable:
-            print(f"ccoverlap doctor: {problem}", file=sys.stderr)
-        elif name not in failures or problem.message.startswith("skipped"):
+        if name in unusable and (name not in failures or problem.message.startswith("skipped")):
             failures[name] = str(problem)
+    for line in grouped([p for p in result.problems if p.path.name not in unusable]):  # one line per kind
+        print(f"ccoverlap doctor: {line}", file=sys.stderr)
     return result, [failures.get(name, f"{out / name}: not analysed") for name in sorted(unusable)]

@@ -3,6 +3,7 @@ the search's Outcome; matplotlib only when the chart is drawn)."""
 from __future__ import annotations
 
 import signal
+import textwrap
 from pathlib import Path
 
 from ccoverlap.util import plotting, stats, timing
@@ -94,6 +95,24 @@ def document(outcome: Outcome, policy_path: Path | None) -> dict:
 PHASE_MARKERS = {"baseline": "o", "doctor": "x", "screen": "s", "combine": "D", "confirm": "^"}
 
 
+def _legend(outcome: Outcome) -> list:
+    """Legend handles for what the left panel shows: the phases run, default vs a setting, failed trials."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    phases = list(dict.fromkeys(t.phase for t in outcome.trials if t.samples))
+    grey, blue = plotting.COLORS["reference"], plotting.COLORS["compute"]
+    handles = [Line2D([], [], ls="", marker=PHASE_MARKERS.get(p, "o"), mfc="none", color="black", label=p)
+               for p in phases]  # the marker says the phase, the colour the setting
+    if any(t.samples and t.policy == space.DEFAULT for t in outcome.trials):
+        handles.append(Patch(color=grey, label="the default"))
+    if any(t.samples and t.policy != space.DEFAULT for t in outcome.trials):
+        handles.append(Patch(color=blue, label="a candidate"))
+    if any(not t.samples for t in outcome.trials):
+        handles.append(Patch(color=plotting.COLORS["exposed"], alpha=0.3, label="failed (no steps)"))
+    return handles
+
+
 def chart(outcome: Outcome, path: Path) -> Path:
     """Left: every trial's median step in the order run (default runs grey), with its min-max; right: each
     setting's ratio to the default with its 95% interval, green where faster beyond the noise."""
@@ -107,8 +126,12 @@ def chart(outcome: Outcome, path: Path) -> Path:
         color = plotting.COLORS["reference"] if t.policy == space.DEFAULT else plotting.COLORS["compute"]
         left.errorbar(t.index, s["median"], yerr=[[s["median"] - s["min"]], [s["max"] - s["median"]]],
                       fmt=PHASE_MARKERS.get(t.phase, "o"), color=color, ms=5, capsize=2)
-    left.set_xlabel("trial (grey: default; o baseline, x doctor, s screen, D combine, ^ confirm; red band: failed)",
-                    fontsize=plotting.SMALL_SIZE)
+    from matplotlib.ticker import MaxNLocator
+
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))  # trials are counted
+    left.set_xlabel("trial, in the order run")
+    if handles := _legend(outcome):
+        left.legend(handles=handles, fontsize=plotting.SMALL_SIZE, loc="best", framealpha=0.8)
     left.set_ylabel("step time, ms (median, min-max)")
     left.set_title("every trial", fontsize=plotting.TITLE_SIZE)
     names = list(outcome.comparisons)
@@ -117,6 +140,13 @@ def chart(outcome: Outcome, path: Path) -> Path:
         color = plotting.COLORS["ideal"] if c.verdict == stats.FASTER else plotting.COLORS["exposed"] \
             if c.verdict == stats.SLOWER else plotting.COLORS["reference"]
         right.errorbar(c.ratio, i, xerr=[[c.ratio - c.lo], [c.hi - c.ratio]], fmt="o", color=color, capsize=3)
+    if not names:  # nothing was compared (no candidate, or every lever skipped): say why, not an empty box
+        right.set_axis_off()
+        why = textwrap.fill(outcome.reason or "no candidate", 50)
+        right.text(0.5, 0.5, f"no setting compared with the default:\n{why}", ha="center", va="center",
+                   fontsize=plotting.SMALL_SIZE, transform=right.transAxes)
+        right.set_title("verdict per setting", fontsize=plotting.TITLE_SIZE)
+        return plotting.save_png(fig, path)
     right.axvline(1.0, color=plotting.COLORS["edge"], lw=1, ls="--")
     right.set_yticks(range(len(names)), [n + (" (kept)" if outcome.kept and n == outcome.best.name else "")
                                          for n in names], fontsize=plotting.SMALL_SIZE)

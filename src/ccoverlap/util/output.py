@@ -171,10 +171,12 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
     """A table as wide as the terminal, or TABLE_WIDTH in a log or a pipe: where it would be wider, its cells
     wrap at spaces (after a '+', at a word's hyphen), never inside a number or a word."""
     width = QuietConsole().width if QuietConsole().is_terminal else TABLE_WIDTH
-    frame = 3 * len(columns) - 1  # a space each side of every column, a line between two
     cells = [list(columns), *([str(v) for v in row] for row in rows)]
+    least = sum(max(len(p) for c in col for p, _ in _pieces(c)) for col in zip(*cells))
+    pad = 1 if least + 3 * len(columns) - 1 <= width else 0  # too many columns for spaces around each: none
+    frame = (2 * pad + 1) * len(columns) - 1  # the spaces each side of every column, a line between two
     widths = _widths(cells, width - frame)
-    table = Table(title=title, caption=caption, title_justify="left", show_edge=False)
+    table = Table(title=title, caption=caption, title_justify="left", show_edge=False, padding=(0, pad))
     for i, (col, w) in enumerate(zip(columns, widths)):
         table.add_column(_wrap(col, w), justify="left" if i == 0 else "right", no_wrap=True, width=w)
     for row in cells[1:]:

@@ -1,9 +1,17 @@
 """The what-if chart: predicted step per strategy with its interval, the capture as simulated as the reference."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from ccoverlap.util.plotting import COLORS, SMALL_SIZE, TITLE_SIZE, new_figure, save_png
+
+
+def title(report: dict) -> str:
+    """The chart's title: the capture's whole path (folded at 100 characters, never cut) and what was predicted."""
+    said = "predicted, with the assumptions listed beside it" if report["assumptions"] else report["label"]
+    source = textwrap.fill(report["source"], 100, break_on_hyphens=False)
+    return f"{source}\n{report['predicted_for']}: {said}"
 
 
 def predictions(report: dict, path: Path) -> Path:
@@ -22,7 +30,6 @@ def predictions(report: dict, path: Path) -> Path:
     ax.set_yticks(list(y), names, fontsize=SMALL_SIZE)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
-    said = "predicted, with the assumptions listed beside it" if report["assumptions"] else report["label"]
-    ax.set_title(f"{report['source'][-60:]}\n{report['predicted_for']}: {said}", fontsize=TITLE_SIZE)
-    ax.legend(fontsize=SMALL_SIZE, loc="lower right")
+    ax.set_title(title(report), fontsize=TITLE_SIZE)
+    ax.legend(fontsize=SMALL_SIZE, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars, not on them
     return save_png(fig, path)
