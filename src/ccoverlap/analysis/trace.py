@@ -873,9 +873,9 @@ def grouped(problems: Sequence[Problem]) -> list[str]:
     out = []
     for same in kinds.values():
         paths = list(dict.fromkeys(p.path for p in same))
-        where = str(paths[0]) if len(paths) == 1 else (
-            f"{len(paths)} files in {paths[0].parent}: {', '.join(p.name for p in paths)}"
-            if len({p.parent for p in paths}) == 1 else f"{len(paths)} files: {', '.join(map(str, paths))}")
+        where = printable(paths[0]) if len(paths) == 1 else (
+            f"{len(paths)} files in {printable(paths[0].parent)}: {', '.join(printable(p.name) for p in paths)}"
+            if len({p.parent for p in paths}) == 1 else f"{len(paths)} files: {', '.join(map(printable, paths))}")
         out.append(f"{where}: {same[0].message}" + (" (numbers from the first)" if len({p.message for p in same}) > 1
                                                     else ""))
     return out
