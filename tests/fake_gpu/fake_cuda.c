@@ -123,6 +123,16 @@ CUresult cuLaunchKernel_ptsz(void *h, unsigned gx, unsigned gy, unsigned gz, uns
     return record(&c, h, V_PTSZ);
 }
 
+/* A CUDA graph replay: its kernels run until the next cuCtxSynchronize, as a launch's. */
+_Atomic long fake_graph_launches;
+CUresult cuGraphLaunch(void *g, void *s) {
+    (void)g;
+    atomic_fetch_add(&fake_graph_launches, 1);
+    if (!is_capturing(s) && atomic_fetch_add(&outstanding, 1) > 0) atomic_fetch_add(&fake_busy_launches, 1);
+    return SUCCESS;
+}
+CUresult cuGraphLaunch_ptsz(void *g, void *s) { return cuGraphLaunch(g, s); }
+
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long flags, int *status);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
 
@@ -264,6 +274,7 @@ static void *lookup(const char *sym, int version, unsigned long long flags) {
     int ptds = (flags & 2) != 0;
     if (!strcmp(sym, "cuLaunchKernel")) return ptds ? (void *)cuLaunchKernel_ptsz : (void *)cuLaunchKernel;
     if (!strcmp(sym, "cuLaunchKernelEx")) return ptds ? (void *)cuLaunchKernelEx_ptsz : (void *)cuLaunchKernelEx;
+    if (!strcmp(sym, "cuGraphLaunch")) return ptds ? (void *)cuGraphLaunch_ptsz : (void *)cuGraphLaunch;
     if (!strcmp(sym, "cuGetProcAddress")) return version >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
     if (!strcmp(sym, "cuFuncGetName")) return (void *)cuFuncGetName;
     if (!strcmp(sym, "cuCtxGetDevice")) return (void *)cuCtxGetDevice;

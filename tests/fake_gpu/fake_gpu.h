@@ -51,6 +51,8 @@ typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, void *, void **, void *
 typedef CUresult (*getproc_fn)(const char *, void **, int, unsigned long long);
 typedef CUresult (*getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+CUresult cuGraphLaunch(void *, void *);
+extern _Atomic long fake_graph_launches;
 CUresult cuLaunchKernel_ptsz(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, void *, void **, void **);
@@ -58,6 +60,7 @@ CUresult cuFuncSetAttribute(void *, int, int);
 
 typedef struct { uint32_t x, y, z; } dim3;
 int hipModuleLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+int hipGraphLaunch(void *, void *);
 int hipExtModuleLaunchKernel(void *, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, size_t, void *, void **,
                              void **, void *, void *, uint32_t);
 int hipLaunchKernel(const void *, dim3, dim3, void **, size_t, void *);

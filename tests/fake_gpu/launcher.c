@@ -20,7 +20,7 @@
  *   launcher first T H          T threads (thread i on device i % 2) released at once, each launching H fresh
  *                               CUfunctions, H fresh CUkernels and H fresh cooperative CUfunctions, one launch
  *                               each: the first launches of every handle race; then the carveout calls received
- *   launcher serialize T N      T threads x N launches (compute, comm, Ex) with ccoverlap_set_serialize(1), a
+ *   launcher serialize T N      T threads x N launches (compute, comm, graph, Ex) with ccoverlap_set_serialize(1), a
  *                               launch on a capturing stream, then 10 launches serialized off: busy launches
  *   launcher hip_serialize N    N HIP launches serialized: the device syncs they made
  *   launcher observe            comm launches on streams of known priority and cluster, compute on a green
@@ -432,8 +432,9 @@ static serialize_fn serialize_switch;
 static void *serial_worker(void *arg) {
     long id = (long)arg;
     for (long i = 0; i < per_thread; ++i) {
-        if ((i + id) % 3 == 0) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
-        else if ((i + id) % 3 == 1) cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+        if ((i + id) % 4 == 0) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+        else if ((i + id) % 4 == 1) cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+        else if ((i + id) % 4 == 2) cuGraphLaunch((void *)0x6a, COMPUTE_STREAM); /* a CUDA graph replay */
         else {
             CUlaunchConfig c = {132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, 0};
             cuLaunchKernelEx(&c, kernel, NULL, NULL);
@@ -457,9 +458,10 @@ static void serialize(int t, long n) {
     long capture_syncs = atomic_load(&fake_ctx_syncs) - syncs;
     int was = serialize_switch(0);
     for (int i = 0; i < 10; ++i) cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
-    printf("{\"before\": %d, \"was\": %d, \"launches\": %ld, \"busy\": %ld, \"syncs\": %ld, \"capture_syncs\": %ld, "
-           "\"invalidated\": %d, \"busy_after\": %ld}\n",
-           before, was, (long)t * n, busy, syncs, capture_syncs, atomic_load(&fake_capture_invalidated),
+    printf("{\"before\": %d, \"was\": %d, \"launches\": %ld, \"graphs\": %ld, \"busy\": %ld, \"syncs\": %ld, "
+           "\"capture_syncs\": %ld, \"invalidated\": %d, \"busy_after\": %ld}\n",
+           before, was, (long)t * n, atomic_load(&fake_graph_launches), busy, syncs, capture_syncs,
+           atomic_load(&fake_capture_invalidated),
            atomic_load(&fake_busy_launches) - busy);
 }
 
@@ -469,9 +471,10 @@ static void hip_serialize(long n) {
     fake_fn *mod = fake_hip_function(NULL, "hip_gemm_kernel", 64, 0);
     on(1);
     for (long i = 0; i < n; ++i) hipModuleLaunchKernel(mod, 110, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
+    hipGraphLaunch((void *)0x6a, NULL); /* a graph replay: serialized as one unit */
     on(0);
     hipModuleLaunchKernel(mod, 110, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
-    printf("{\"launches\": %ld, \"syncs\": %ld}\n", n + 1, atomic_load(&fake_hip_syncs));
+    printf("{\"launches\": %ld, \"syncs\": %ld}\n", n + 2, atomic_load(&fake_hip_syncs));
 }
 
 #define HIGH_STREAM ((void *)0x4000)

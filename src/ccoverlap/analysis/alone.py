@@ -8,13 +8,19 @@ does not match is counted, the first example named, and that launch's time alone
 inferred from other launches of the same kernel (two launches of one shape may do different work).
 
 An alone launch is trusted only if it really ran alone: one that overlapped another alone-window kernel in
-time (a CUDA graph's kernels, or a launch path the interposer does not see) leaves its match unknown, as does
-one launched by a graph replay. The result is `Trace.alone_us`: window correlation -> microseconds alone.
+time (a CUDA graph's parallel branches, or a launch path the interposer does not see) leaves its match unknown.
+A CUDA graph's kernels are matched as any others, by their streams' order in the graph's replay (its node
+order: the same graph replayed); where they ran one at a time in the alone window (the launches around the
+graph's drain the device, so a single-stream graph's kernels run with nothing beside them) each one's duration
+there is its time alone. The result is `Trace.alone_us`: window launch key (`key_of`: the correlation; a graph
+kernel, which shares its replay's correlation, -1 - (correlation * 2**20 + its place in the replay)) ->
+microseconds alone.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ccoverlap.analysis.steps import windows
@@ -62,15 +68,26 @@ def _by_step(trace: Trace) -> list[dict[int, list[KernelEvent]]]:
     return out
 
 
+def key_of(trace: Trace) -> Callable[[KernelEvent], int]:
+    """Each kernel's key in `Trace.alone_us`: its correlation; a graph replay's kernels share the replay's, so each
+    gets -1 - (correlation * 2**20 + its place among them, by start)."""
+    place: dict[int, int] = {}
+    seen: dict[int, int] = defaultdict(int)
+    for k in trace.kernels:  # sorted by start
+        if k.correlation in trace.graph_calls and k.kind is not KernelClass.MEMORY:
+            place[id(k)] = -1 - (k.correlation * 2**20 + seen[k.correlation])
+            seen[k.correlation] += 1
+    return lambda k: place.get(id(k), k.correlation)
+
+
 def _not_alone(alone: Trace) -> set[int]:
-    """Correlations of alone-window kernels that did not run alone: they overlapped another kernel, or a graph
-    replay launched them."""
+    """Ids of alone-window kernels that did not run alone: they overlapped another kernel."""
     kernels = [k for k in alone.kernels if k.kind is not KernelClass.MEMORY]  # sorted by start
-    bad = {k.correlation for k in kernels if k.correlation in alone.graph_calls}
+    bad: set[int] = set()
     reach, last = -1.0, None  # the latest end so far and its kernel
     for k in kernels:
         if last is not None and k.ts < reach - OVERLAP_US:
-            bad |= {k.correlation, last.correlation}
+            bad |= {id(k), id(last)}
         if k.end > reach:
             reach, last = k.end, k
     return bad
@@ -84,6 +101,7 @@ def match(trace: Trace, alone: Trace) -> Match:
     """The launches of `trace`'s analysed steps matched to `alone`'s (see the module)."""
     mine, theirs = _by_step(trace), _by_step(alone)
     suspect = _not_alone(alone)
+    key = key_of(trace)
     out: dict[int, float] = {}
     launches = unmatched = 0
     first: str | None = None
@@ -108,11 +126,12 @@ def match(trace: Trace, alone: Trace) -> Match:
                 if k.name != a.name or _grid(k) != _grid(a):
                     miss(1, f"step {step + 1}, stream {stream}, launch {n + 1}: {short_name(k.name)} grid {_grid(k)}, "
                             f"alone {short_name(a.name)} grid {_grid(a)}")
-                elif a.correlation in suspect:
+                elif id(a) in suspect:
                     miss(1, f"step {step + 1}, stream {stream}, launch {n + 1}: {short_name(k.name)} did not run alone "
-                            "(it overlapped another kernel, or a CUDA graph launched it)")
+                            "(it overlapped another kernel: a CUDA graph's parallel branches, or a launch the "
+                            "interposer does not see)")
                 elif k.correlation >= 0:
-                    out[k.correlation] = a.dur
+                    out[key(k)] = a.dur
                 else:
                     miss(1, f"{short_name(k.name)}: no correlation id")
     return Match(out, launches, unmatched, first, (len(mine), len(theirs)))

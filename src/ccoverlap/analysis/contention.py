@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.deps import Graph, graph
 from ccoverlap.analysis.mechanisms import found as mechanisms_found
 from ccoverlap.analysis.mechanisms import compute_slowed, sm_wait
@@ -267,7 +268,8 @@ class _Rank:
         kernels = trace.kernels
         self.analysed = analysed_indices(trace)
         self.windows = windows(trace, self.analysed)
-        self.alone = trace.alone_us  # correlation -> us alone; None: no alone window
+        self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
+        self.alone_key = key_of(trace)
         mine = [kernels[i] for i in self.analysed]
         comm = [k for k in mine if k.kind is KernelClass.COMMUNICATION]
         compute = [k for k in mine if k.kind is KernelClass.COMPUTE]
@@ -301,7 +303,7 @@ class _Rank:
                                                            self.device, self.comm)
 
     def _alone(self, k: KernelEvent) -> float | None:
-        return None if self.alone is None else self.alone.get(k.correlation)
+        return None if self.alone is None else self.alone.get(self.alone_key(k))
 
     def pending(self) -> Pending:
         """What finishes the diagnosis once the other ranks are in, without the trace: each collective's exposed

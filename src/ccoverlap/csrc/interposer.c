@@ -475,6 +475,14 @@ static void serial_end(ccov_launch *l) {
     pthread_mutex_unlock(&serial_lock);
 }
 
+/* A launch of work the core does not decide (a CUDA graph replay) serialized as one unit: drained before and
+ * after, under the serial lock, so the graph's kernels run with nothing of another thread beside them. */
+void ccov_serial_unit_begin(const ccov_backend *be, void *stream, ccov_launch *l) {
+    *l = (ccov_launch){.stream = stream, .be = be, .slot = -1};
+    serial_begin(be, l);
+}
+void ccov_serial_unit_end(ccov_launch *l) { serial_end(l); }
+
 /* 1 on, 0 off; the previous setting. Launches already started finish under the old one. */
 CCOV_EXPORT int ccoverlap_set_serialize(int on) { return atomic_exchange(&serialize_on, on != 0); }
 

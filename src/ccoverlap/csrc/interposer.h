@@ -120,6 +120,9 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
 void ccov_failed(ccov_launch *l);
 /* After the launch; `launched`: it succeeded (a comm launch then records its event). */
 void ccov_end(ccov_launch *l, int launched);
+/* A graph replay serialized as one unit in the alone window (no pad, no decision): see interposer.c. */
+void ccov_serial_unit_begin(const ccov_backend *be, void *stream, ccov_launch *l);
+void ccov_serial_unit_end(ccov_launch *l);
 
 void ccov_log_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -283,7 +283,7 @@ static const ccov_backend cuda = {"cuda", current_device, describe, device_limit
 
 /* ---------- hooks ---------- */
 
-enum { H_GETPROC, H_GETPROC_V2, H_LAUNCH, H_LAUNCH_PTSZ, H_LAUNCH_EX, H_LAUNCH_EX_PTSZ };
+enum { H_GETPROC, H_GETPROC_V2, H_LAUNCH, H_LAUNCH_PTSZ, H_LAUNCH_EX, H_LAUNCH_EX_PTSZ, H_GRAPH, H_GRAPH_PTSZ };
 static const char *const libcuda[] = {"libcuda.so.1", "libcuda.so", NULL};
 
 static int threads_of(unsigned x, unsigned y, unsigned z) {
@@ -365,6 +365,20 @@ CCOV_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f
     return launch_ex(&ccov_cuda_hooks[H_LAUNCH_EX_PTSZ], c, f, params, extra);
 }
 
+/* A CUDA graph replay: serialized as one unit in the alone window (its kernels are not decided one by one). */
+typedef CUresult (*graph_fn)(void *, CUstream);
+static CUresult graph_launch(ccov_hook *h, void *graph, CUstream s) {
+    graph_fn real = (graph_fn)ccov_real(h);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    ccov_launch l;
+    ccov_serial_unit_begin(&cuda, h == &ccov_cuda_hooks[H_GRAPH_PTSZ] && !s ? CU_STREAM_PER_THREAD : s, &l);
+    CUresult rc = real(graph, s);
+    ccov_serial_unit_end(&l);
+    return rc;
+}
+CCOV_EXPORT CUresult cuGraphLaunch(void *g, CUstream s) { return graph_launch(&ccov_cuda_hooks[H_GRAPH], g, s); }
+CCOV_EXPORT CUresult cuGraphLaunch_ptsz(void *g, CUstream s) { return graph_launch(&ccov_cuda_hooks[H_GRAPH_PTSZ], g, s); }
+
 CCOV_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
     getproc_fn real = (getproc_fn)ccov_real(&ccov_cuda_hooks[H_GETPROC]);
     if (!real) return CUDA_ERROR_NOT_FOUND;
@@ -389,6 +403,8 @@ ccov_hook ccov_cuda_hooks[] = {
     [H_LAUNCH_PTSZ] = {"cuLaunchKernel_ptsz", (void *)cuLaunchKernel_ptsz, NULL, libcuda},
     [H_LAUNCH_EX] = {"cuLaunchKernelEx", (void *)cuLaunchKernelEx, NULL, libcuda},
     [H_LAUNCH_EX_PTSZ] = {"cuLaunchKernelEx_ptsz", (void *)cuLaunchKernelEx_ptsz, NULL, libcuda},
+    [H_GRAPH] = {"cuGraphLaunch", (void *)cuGraphLaunch, NULL, libcuda},
+    [H_GRAPH_PTSZ] = {"cuGraphLaunch_ptsz", (void *)cuGraphLaunch_ptsz, NULL, libcuda},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -401,6 +417,12 @@ static void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned l
     if (strcmp(symbol, "cuGetProcAddress") == 0 || strcmp(symbol, "cuGetProcAddress_v2") == 0) {
         int v2 = symbol[16] == '_' || version >= 12000;
         ccov_hook *h = &ccov_cuda_hooks[v2 ? H_GETPROC_V2 : H_GETPROC];
+        ccov_remember(h, p);
+        return h->wrapper;
+    }
+    if (strncmp(symbol, "cuGraphLaunch", 13) == 0 && (!symbol[13] || strcmp(symbol + 13, "_ptsz") == 0)) {
+        int ptsz = symbol[13] ? 1 : (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+        ccov_hook *h = &ccov_cuda_hooks[ptsz ? H_GRAPH_PTSZ : H_GRAPH];
         ccov_remember(h, p);
         return h->wrapper;
     }

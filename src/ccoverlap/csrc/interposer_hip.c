@@ -190,7 +190,7 @@ static const ccov_backend hip_backend = {
     "n/a on HIP (LDS is its own memory on AMD GPUs, not carved out of L1; ROCm ignores the hint)",
     event_record, event_done, capture_done, drain, stream_priority, NULL, NULL};
 
-enum { H_MODULE, H_EXT_MODULE, H_LAUNCH };
+enum { H_MODULE, H_EXT_MODULE, H_LAUNCH, H_GRAPH };
 static const char *const libhip[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", NULL};
 
 typedef hipError_t (*module_fn)(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -245,10 +245,23 @@ CCOV_EXPORT hipError_t hipLaunchKernel(const void *fn, dim3 grid, dim3 block, vo
                   real(fn, grid, block, args, smem, s));
 }
 
+/* A HIP graph replay: serialized as one unit in the alone window, as cuGraphLaunch. */
+typedef hipError_t (*graph_fn)(void *, hipStream_t);
+CCOV_EXPORT hipError_t hipGraphLaunch(void *graph, hipStream_t s) {
+    graph_fn real = (graph_fn)ccov_real(&ccov_hip_hooks[H_GRAPH]);
+    if (!real) return hipErrorNotFound;
+    ccov_launch l;
+    ccov_serial_unit_begin(&hip_backend, s, &l);
+    hipError_t rc = real(graph, s);
+    ccov_serial_unit_end(&l);
+    return rc;
+}
+
 ccov_hook ccov_hip_hooks[] = {
     [H_MODULE] = {"hipModuleLaunchKernel", (void *)hipModuleLaunchKernel, NULL, libhip},
     [H_EXT_MODULE] = {"hipExtModuleLaunchKernel", (void *)hipExtModuleLaunchKernel, NULL, libhip},
     [H_LAUNCH] = {"hipLaunchKernel", (void *)hipLaunchKernel, NULL, libhip},
+    [H_GRAPH] = {"hipGraphLaunch", (void *)hipGraphLaunch, NULL, libhip},
     {NULL, NULL, NULL, NULL},
 };
 

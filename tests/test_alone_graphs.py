@@ -1,0 +1,69 @@
+"""CUDA graphs in the alone window (issue 27.2, the analysis's part): a graph replay's kernels share its
+correlation; each is matched by its place in the replay (the graph's node order) and keyed apart, and trusted
+where it ran with nothing beside it; a graph's parallel branches that overlapped stay unknown, counted, named."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import kineto_synth as ks
+from ccoverlap.analysis.alone import key_of, with_alone
+from ccoverlap.analysis.contention import diagnose
+from ccoverlap.analysis.trace import read_trace
+
+
+def graph_trace(path: Path, kernels: list[ks.K], graph: list[int], t0: float) -> Path:
+    """A trace of `kernels` where those at indices `graph` were replayed by one cudaGraphLaunch (their launches
+    become one call, its correlation theirs)."""
+    events = list(ks.events(kernels, [(t0, 5000.0), (t0 + 5000, 100.0)]))
+    corr = 100 + graph[0]
+    mine = {100 + i for i in graph}
+    out = []
+    for ev in events:
+        c = (ev.get("args") or {}).get("correlation", ev.get("id"))
+        if c in mine:
+            if ev.get("cat") in ("cuda_runtime", "cuda_driver"):
+                if c != corr:
+                    continue
+                ev = ev | {"name": "cudaGraphLaunch"}
+            elif ev.get("ph") in ("s", "f"):
+                if c != corr and ev["ph"] == "s":
+                    continue
+                ev = ev | {"id": corr}
+            else:
+                ev = ev | {"args": ev["args"] | {"correlation": corr, "External id": corr}}
+        out.append(ev)
+    doc = ks.header(0, 1) | {"traceEvents": out}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def window(t0: float, durs: tuple[float, float, float], overlap: bool = False) -> list[ks.K]:
+    """A plain kernel, then a graph of three kernels on one stream (the third on its own stream when `overlap`)."""
+    a, b, c = durs
+    return [ks.K("plain", t0 + 100, 100, launch_ts=t0 + 10),
+            ks.K("g_one", t0 + 300, a, launch_ts=t0 + 250),
+            ks.K("g_two", t0 + 300 + a, b, grid=64, launch_ts=t0 + 250),
+            ks.K("g_three", t0 + 300 + (0 if overlap else a + b), c, stream=9 if overlap else 7, launch_ts=t0 + 250)]
+
+
+def test_graph_kernels_are_matched_by_their_place_in_the_replay(tmp_path):
+    trace = read_trace(graph_trace(tmp_path / "rank0_trace.json", window(0, (400, 300, 200)), [1, 2, 3], 0))
+    alone = read_trace(graph_trace(tmp_path / "a.json", window(20_000, (250, 150, 100)), [1, 2, 3], 20_000))
+    assert len({trace.kernels[i].correlation for i in (1, 2, 3)}) == 1  # one replay, one correlation
+    trace, m = with_alone(trace, alone)
+    assert (m.launches, m.matched, m.unmatched) == (4, 4, 0)
+    key = key_of(trace)
+    assert [trace.alone_us[key(k)] for k in trace.kernels] == [100, 250, 150, 100]
+    d = diagnose({0: trace})[0]
+    assert d.alone_measured
+
+
+def test_a_graphs_branches_that_overlapped_alone_stay_unknown(tmp_path):
+    trace = read_trace(graph_trace(tmp_path / "rank0_trace.json", window(0, (400, 300, 200), True), [1, 2, 3], 0))
+    alone = read_trace(graph_trace(tmp_path / "a.json", window(20_000, (250, 150, 100), True), [1, 2, 3], 20_000))
+    trace, m = with_alone(trace, alone)
+    assert m.unmatched == 2 and "g_one did not run alone (it overlapped another kernel: a CUDA graph's parallel" \
+        in m.first
+    key = key_of(trace)
+    assert trace.alone_us.get(key(trace.kernels[0])) == 100 and key(trace.kernels[1]) not in trace.alone_us
