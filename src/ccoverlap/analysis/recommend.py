@@ -390,9 +390,11 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     unknown = "" if known else ("; what communication and compute lose beside each other is unknown "
                                 "(no alone window: ccoverlap doctor measures each launch alone)")
 
-    levers_of: dict[str, list[tuple[str, Remedy]]] = {}  # strategy term (nccl-cluster=1) -> what it removes
-    for pairs in REMEDIES.values():
-        for key, r in () if isinstance(pairs, levers.NotApplicable) else pairs:
+    # strategy term (nccl-cluster=1) -> what it removes, in LEVERS_FOR's order (the order among equal gains;
+    # REMEDIES groups the terms by registry lever, which would put nccl-threads before nccl-ctas=4)
+    levers_of: dict[str, list[tuple[str, Remedy]]] = {}
+    for key, remedies in LEVERS_FOR.items():
+        for r in remedies:
             levers_of.setdefault(r.lever, []).append((key, r))
 
     def shares_of(d: RankDiagnosis, lever: str) -> list[Mechanism]:
