@@ -621,8 +621,8 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
     if shared is None:
         name = ev.name
         footprint, bad = None, None
-        if ev.cat == "kernel" and (block is None or grid is None):  # Kineto gives every kernel both
-            bad = "(kernels) without a launch shape (block and grid)"
+        if ev.cat == "kernel" and (block is None or grid is None or smem is UNSET):  # Kineto writes all three
+            bad = "(kernels) without a launch shape (block, grid and shared memory)"
         elif block is not None:
             launch = {"block": block, "grid": grid, "registers per thread": args.registers}
             try:
