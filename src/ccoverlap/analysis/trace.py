@@ -604,7 +604,7 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
     if why := _dur_problem(dur):
         tally(ev, why)
         return None
-    if corr is not None and type(corr) is not int:
+    if type(corr) is not int:  # Kineto gives every GPU activity its launch's: without it, the launch is unknown
         tally(ev, f"whose correlation is not an integer ({shorten(repr(corr), 30)})")
         return None
     if type(ev.name) is not str:
@@ -621,7 +621,9 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
     if shared is None:
         name = ev.name
         footprint, bad = None, None
-        if block is not None:
+        if ev.cat == "kernel" and (block is None or grid is None or smem is UNSET):  # Kineto writes all three
+            bad = "(kernels) without a launch shape (block, grid and shared memory)"
+        elif block is not None:
             launch = {"block": block, "grid": grid, "registers per thread": args.registers}
             try:
                 footprint = KernelFootprint.from_trace_event({"name": name, "args": launch | (
