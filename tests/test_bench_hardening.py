@@ -136,7 +136,7 @@ def test_a_stopped_bench_leaves_no_rank_no_folder_and_valid_json(signum, group, 
     assert list(tmp.glob("ccoverlap-bench-*")) == []
     data = json.loads(out.read_text())
     assert data["complete"] is False and data["interrupted"] == signal.Signals(signum).name and data["rows"] == []
-    assert "Traceback" not in err and f"stopped by {signal.Signals(signum).name}" in err
+    assert "Traceback" not in err and f"interrupted by {signal.Signals(signum).name}" in err
 
 
 def test_ranks_die_with_a_killed_bench(tmp_path):

@@ -20,7 +20,7 @@ from test_interposer import clean_env
 from ccoverlap.control import startup
 from ccoverlap.cli import main
 from ccoverlap.doctor import record
-from ccoverlap.doctor.config import DoctorConfig
+from ccoverlap.doctor.config import CaptureConfig, DoctorConfig
 
 DATA = Path(__file__).parent / "data"
 TRAIN = str(DATA / "doctor_train.py")
@@ -120,9 +120,10 @@ def test_the_verdict_gives_each_ranks_step_times_on_the_cpu(runs):
     node = f"{socket.gethostname()} node 0"  # torchrun's one node
     assert [row[:4] for row in rows] == [["0", node, "6", "steps 3-4"], ["1", node, "6", "steps 3-4"]]
     assert all(float(ms) > 0 for row in rows for ms in row[4:7]) and {row[7] for row in rows} == {"-"}  # no GPU
-    assert "no overlap analysis: the program ran on the CPU" in run.stdout
+    assert "overlap on the CPU timeline" in run.stdout and "levers that need a GPU" in run.stdout  # gloo's
     doc = json.loads(run.json.read_text())
     assert doc["exit_code"] == 0 and doc["analysis"] is None and doc["failures"] == []
+    assert [r["rank"] for r in doc["cpu_analysis"]["strategies"][run.out.name]] == [0, 1]
     assert doc["provenance"]["commit"] and doc["provenance"]["version"]  # every recorded figure says where from
     times = {s["rank"]: s for s in doc["step_times"]}
     assert sorted(times) == [0, 1] and times[1]["outside_ms"]["n"] == 2  # steps 5 and 6 (1 has no start)
@@ -222,9 +223,9 @@ def test_an_out_folder_with_files_is_refused(tmp_path, capsys):
 
 def test_the_hook_environment_keeps_the_users_pythonpath_and_the_capture_config():
     cfg = DoctorConfig(out="/x", steps=4)
-    env = startup.environ({startup.DOCTOR_ENV: cfg.capture()}, {"PYTHONPATH": "/a"})
+    env = startup.environ({startup.DOCTOR_ENV: cfg.capture().job()}, {"PYTHONPATH": "/a"})
     assert env["PYTHONPATH"].split(":") == [startup.HOOK_DIR, "/a"]
-    assert DoctorConfig(**json.loads(env[startup.DOCTOR_ENV])) == DoctorConfig(out="/x", steps=4)
+    assert CaptureConfig(**json.loads(env[startup.DOCTOR_ENV])) == DoctorConfig(out="/x", steps=4).capture()
 
 
 def gpu_record(folder: Path, rank: int) -> None:
@@ -269,6 +270,21 @@ def test_nothing_profiled_says_to_lower_skip_when_the_program_stopped_before_the
                                                    "the window opens after step 5 (lower --skip)")
 
 
+def test_an_interrupted_run_says_so_on_the_terminal_and_in_its_json(tmp_path, capsys):
+    """The doctor passed Ctrl-C on to the command: what it writes from the steps recorded says it was interrupted."""
+    from ccoverlap.doctor.session import diagnose
+
+    out = tmp_path / "out"
+    gpu_record(out, 0)
+    cfg = DoctorConfig(out=str(out), json=str(tmp_path / "d.json"))
+    diagnose(out, cfg, ["python", "train.py"], -signal.SIGINT, "SIGINT")
+    assert "ccoverlap doctor: interrupted by SIGINT: the command ended with signal SIGINT; captured" in capsys.readouterr().out
+    assert json.loads((tmp_path / "d.json").read_text())["interrupted"] == "SIGINT"
+    diagnose(out, cfg, ["python", "train.py"], 0)
+    assert "interrupted by" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "d.json").read_text())["interrupted"] is None
+
+
 def test_the_record_leaves_out_a_line_cut_short_and_refuses_a_foreign_one(tmp_path):
     log = record.Log(tmp_path, 3, {"world_size": 4, "skip": 1, "steps": 1})
     log.write({"step": 1, "ms": None, "gpu_ms": None, "profiled": False, "warmup": True})
@@ -288,7 +304,7 @@ def test_the_first_optimizer_to_step_sets_the_pace(tmp_path):
     pytest.importorskip("torch")
     from ccoverlap.doctor.capture import Capture
 
-    capture = Capture(DoctorConfig(out=str(tmp_path), skip=100))
+    capture = Capture(DoctorConfig(out=str(tmp_path), skip=100).capture())
 
     class Opt:
         pass
@@ -350,11 +366,11 @@ def test_whatever_goes_wrong_in_the_capture_is_one_line_never_the_programs_step(
     opt = Opt()
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    unwritable = Capture(DoctorConfig(out=str(blocked), skip=100))
+    unwritable = Capture(DoctorConfig(out=str(blocked), skip=100).capture())
     unwritable.post_step(opt, (), {})
     assert not unwritable.enabled and "cannot write in" in capfd.readouterr().err
 
-    broken = Capture(DoctorConfig(out=str(tmp_path / "out"), skip=100))
+    broken = Capture(DoctorConfig(out=str(tmp_path / "out"), skip=100).capture())
     broken.post_step(opt, (), {})
     broken.log.write = lambda line: 1 / 0
     broken.post_step(opt, (), {})  # the program's step goes on

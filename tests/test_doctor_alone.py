@@ -12,9 +12,10 @@ import kineto_synth as ks
 from ccoverlap.control import levers
 from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.doctor import capture, record
-from ccoverlap.analysis import analyze
+from ccoverlap.analysis import Process, analyze
 from ccoverlap.analysis.alone import match, with_alone
-from ccoverlap.analysis.contention import Cause, diagnose
+from ccoverlap.analysis.contention import diagnose
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import rank_metrics
 from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.rules import findings
@@ -63,7 +64,7 @@ def test_the_alone_window_follows_the_window_with_launches_serialized(tmp_path, 
     monkeypatch.setattr(capture, "_cuda_in_use", lambda: True)
     monkeypatch.setattr(capture, "_event", lambda: None)
     monkeypatch.setattr(interposer, "set_serialize", lambda on: switched.append(on) or (not on))
-    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3))
+    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3).capture())
     opt = FakeRecorder  # any object an optimizer's weak reference can point to
     for _ in range(12):
         c.pre_step(opt, (), {})
@@ -87,7 +88,7 @@ def test_without_the_interposer_there_is_no_alone_window_and_the_record_says_why
     monkeypatch.setattr(capture, "_event", lambda: None)
     monkeypatch.setattr(interposer, "set_serialize", lambda on: None)  # not preloaded
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3))
+    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3).capture())
     for _ in range(8):
         c.pre_step(FakeRecorder, (), {})
         c.post_step(FakeRecorder, (), {})
@@ -100,7 +101,7 @@ def test_alone_off_records_one_window(tmp_path, monkeypatch):
     monkeypatch.setattr(capture.profiling, "Recorder", FakeRecorder)
     monkeypatch.setattr(capture, "_cuda_in_use", lambda: True)
     monkeypatch.setattr(capture, "_event", lambda: None)
-    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3, alone="off"))
+    c = capture.Capture(DoctorConfig(out=str(tmp_path), skip=2, steps=3, alone="off").capture())
     for _ in range(8):
         c.pre_step(FakeRecorder, (), {})
         c.post_step(FakeRecorder, (), {})
@@ -210,16 +211,16 @@ def test_compute_in_a_green_context_leaves_sms_idle_and_clusters_the_cause(tmp_p
     trace = _green_case(tmp_path)
     plain = diagnose({0: trace})[0].comm[0]
     assert plain.cause is Cause.THREADS  # the trace alone: its 928 blocks cover every SM
-    told = diagnose({0: trace}, processes={0: record.Process(stats(sm_limits={"known_green": 116}))})[0]
+    told = diagnose({0: trace}, processes={0: Process(stats(sm_limits={"known_green": 116}))})[0]
     assert told.comm[0].cause is Cause.CLUSTER and not any("was assumed" in n for n in told.notes)  # observed: 4
     assert [r.lever for r in verdict([told]).recommendations] == ["nccl-cluster=1"]
-    ones = diagnose({0: trace}, processes={0: record.Process(stats(sm_limits={"known_green": 116},
+    ones = diagnose({0: trace}, processes={0: Process(stats(sm_limits={"known_green": 116},
                                                                    comm_clusters=frozenset({1})))})[0]
     assert ones.comm[0].cause is Cause.UNKNOWN  # clusters of 1 would have fit on the idle SMs: something else
 
 
 def test_mangled_names_in_the_stats_meet_the_traces_demangled_ones():
-    from ccoverlap.analysis.contention import demangled
+    from ccoverlap.util.demangle import demangled
 
     assert demangled("_Z3fooi") == "foo(int)" and demangled("known_green") == "known_green"
 

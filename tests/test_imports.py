@@ -1,14 +1,32 @@
 """No import cycle among ccoverlap's modules: each module's imports, read with `ast` (imports inside
-functions included: a lazy import hides a cycle, it does not remove one), form a graph with no cycle."""
+functions included: a lazy import hides a cycle, it does not remove one), form a graph with no cycle; and no
+import points up a layer (LAYERS, as docs/ARCHITECTURE.md draws it)."""
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
 import ccoverlap
 
 PACKAGE = Path(ccoverlap.__file__).parent
+
+#: ccoverlap's packages from the bottom up (docs/ARCHITECTURE.md): a module imports its own package's modules and
+#: those of lower layers only, none of its own layer's other packages. "ccoverlap" is the package's own front
+#: (ccoverlap/__init__.py: the model's names, __version__, enable).
+LAYERS = (
+    ("util", "examples"),
+    ("gpu",),
+    ("model",),
+    ("control",),
+    ("ccoverlap",),
+    ("analysis", "lab"),
+    ("bench", "doctor", "whatif"),
+    ("tune",),
+    ("cli",),
+    ("__main__",),
+)
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -86,6 +104,49 @@ def graph_of(root: Path) -> dict[str, set[str]]:
     return {name: imports(name, path, known) for name, path in known.items()}
 
 
+def package_of(module: str) -> str:
+    """ccoverlap.analysis.trace -> analysis; ccoverlap -> ccoverlap (the top package's own body)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import of `graph` that points up a layer or sideways into another package of its layer, as
+    'a -> b (layer i -> j)'; a package in no layer is one too (a new package takes its place in the table)."""
+    layer = {package: n for n, row in enumerate(layers) for package in row}
+    bad = sorted({f"{package_of(m)} is in no layer" for m in graph if package_of(m) not in layer})
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = package_of(module), package_of(target)
+            if a != b and a in layer and b in layer and layer[b] >= layer[a]:
+                bad.append(f"{module} -> {target} (layer {layer[a]} {a} -> layer {layer[b]} {b})")
+    return bad
+
+
+def test_no_import_points_up_a_layer():
+    graph = graph_of(PACKAGE)
+    assert {package_of(m) for m in graph} == {p for row in LAYERS for p in row}  # every layer names a package
+    assert upward(graph, LAYERS) == []
+
+
+def test_an_import_up_a_layer_or_across_one_is_found(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/a.py": "def f():\n    from pkg.high import b\n    return b\n",  # lazy, still up
+        "pkg/high/__init__.py": "",
+        "pkg/high/b.py": "from pkg.low import a\n",
+        "pkg/side/__init__.py": "",
+        "pkg/side/c.py": "from pkg.high.b import a\n",
+        "pkg/new/__init__.py": "",
+    })
+    assert upward(graph_of(pkg), (("pkg",), ("low",), ("high", "side"))) == [
+        "new is in no layer",
+        "pkg.low.a -> pkg.high.b (layer 1 low -> layer 2 high)",
+        "pkg.side.c -> pkg.high.b (layer 2 side -> layer 2 high)",
+    ]
+
+
 def test_no_import_cycle_among_ccoverlap_modules():
     graph = graph_of(PACKAGE)
     assert "ccoverlap.bench.emulate" in graph and "ccoverlap.lab.kernels" in graph["ccoverlap.bench.proxy"]
@@ -129,3 +190,14 @@ def test_an_acyclic_package_passes(tmp_path):
     graph = graph_of(pkg)
     assert graph["pkg.b"] == {"pkg.sub.c"} and graph["pkg.sub.c"] == set()
     assert cycle(graph) is None
+
+
+def test_the_c_core_names_no_front_end():
+    """csrc/interposer.c is the core the CUDA and HIP front ends call; they register their hook tables with it
+    (CCOV_FRONTEND), so the core refers to none of their names: C has no cycle either."""
+    csrc = Path(__file__).parents[1] / "src" / "ccoverlap" / "csrc"
+    core = (csrc / "interposer.c").read_text() + (csrc / "interposer.h").read_text()
+    fronts = {name for f in ("interposer_cuda.c", "interposer_hip.c")
+              for name in re.findall(r"^(?:static )?(?:const )?\w[\w *]*?\b(ccov_\w+)\s*[\[(=]", (csrc / f).read_text(), re.M)}
+    assert {"ccov_cuda_hooks", "ccov_hip_hooks", "ccov_cuda_proc"} <= fronts
+    assert not {name for name in fronts if re.search(rf"\b{name}\b", core)}

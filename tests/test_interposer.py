@@ -293,10 +293,12 @@ def test_run_forwards_sigterm_to_the_command(tmp_path):
 
 
 def test_cached_launch_overhead_on_the_fake_driver(fake):
-    """CPU-side cost of the interposer on a cached launch (the GPU figure is in docs/interposer.md)."""
-    base = launch(fake, "bench", 200000, 5, preload=False)[0][0]["ns_per_launch"]
-    padded = launch(fake, "bench", 200000, 5, CCOVERLAP_PAD_BYTES=256)[0][0]["ns_per_launch"]
-    assert padded - base < 1000  # loose: CI machines are noisy; the 100 ns budget is checked on the GPU
+    """CPU-side cost of the interposer on a cached launch (the GPU figure is in docs/interposer.md), in thread CPU
+    time: wall time on a loaded machine counts the time the launcher waited for a core (it failed so, 1562 ns
+    against 400, with the CPU busy)."""
+    base = launch(fake, "bench", 200000, 5, preload=False)[0][0]["cpu_ns_per_launch"]
+    padded = launch(fake, "bench", 200000, 5, CCOVERLAP_PAD_BYTES=256)[0][0]["cpu_ns_per_launch"]
+    assert padded - base < 1000  # loose: caches shared with other work; the 100 ns budget is checked on the GPU
 
 
 def test_interposer_cli_prints_the_library_path(capsys):

@@ -100,6 +100,23 @@ def test_many_threads_still_set_it_once(fake, tmp_path):
     assert json.loads(stats.read_text())["carveout_set"] == 3
 
 
+def test_first_launches_racing_on_two_devices_make_one_entry_per_handle_and_device(fake, tmp_path):
+    """16 threads on two devices make the first launch of the same fresh handles together, while each name look-up
+    takes 200 us: a CUfunction (not per device) is still described, hinted and counted once, a CUkernel once per
+    device. Before the fix a thread on the other device inserted a second entry (the flaky `cooperative: 2`)."""
+    stats = tmp_path / "s.json"
+    threads, handles = 16, 64
+    (row,), err = launch(fake, "first", threads, handles, CCOVERLAP_CARVEOUT=100, CCOVERLAP_STATS=stats,
+                         FAKE_CUDA_SLOW_NAME=200)
+    assert err == ""
+    assert row == {"handles": handles, "launches": 3 * threads * handles, "functions_not_set_once": 0,
+                   "kernels_not_set_once_per_device": 0, "cooperative_set": 0}
+    data = json.loads(stats.read_text())
+    assert data["carveout_set"] == 3 * handles and data["carveout_skipped"] == {"cooperative": handles}
+    assert all(k["carveout_set"] + sum(k["carveout_skipped"].values()) == (2 if "_kernel" in k["name"] else 1)
+               for k in data["kernels"]), data["kernels"]
+
+
 def test_a_refused_hint_logs_once_is_not_retried_and_launches_go_out(fake, tmp_path):
     stats = tmp_path / "s.json"
     rows, err = run_carveout(fake, 2, 50, CCOVERLAP_CARVEOUT=100, CCOVERLAP_PAD_BYTES=512, CCOVERLAP_STATS=stats,

@@ -61,3 +61,21 @@ def test_the_targets_of_one_program(monkeypatch):
     nothing = ka.judge(ka.CASES["same_name"], real | {"best_lever": None, "best_gain_ms": 0.0},
                        doc | {"recommendations": [], "steps": [{"lever_headroom_us": 10.0}] * 3})
     assert nothing["says_nothing_to_gain"] and nothing["nothing_target_met"] and nothing["headroom_target_met"]
+
+
+def test_the_typical_step_targets(monkeypatch):
+    """A doctor of the typical step: its headline read as it is; the first profiled steps named and left out
+    (atypical), the wave tail named with its replayed cost."""
+    real = _realized(monkeypatch, {"plain": 4.34, "priority": 3.34})
+    steps = [{"name": f"ProfilerStep#{n}", "lever_headroom_us": 1000.0} for n in range(1, 6)]
+    doc = {"lever_headroom_ms": 1.0, "headroom_ms": 1.1, "typical_steps": [s["name"] for s in steps[2:]],
+           "left_out_steps": [{"step": "ProfilerStep#1", "reason": "span"}, {"step": "ProfilerStep#2", "reason": "x"}],
+           "recommendations": [{"lever": "priority"}], "steps": steps}
+    got = ka.judge(ka.CASES["atypical"], real, doc)
+    assert got["lever_headroom_per_step_ms"] == 1.0 and got["headroom_target_met"] and got["atypical_target_met"]
+    assert not ka.judge(ka.CASES["atypical"], real, doc | {"left_out_steps": []})["atypical_target_met"]
+    tail = ka.judge(ka.CASES["wave_tail"], real | {"best_lever": None, "best_gain_ms": 0.0},
+                    doc | {"recommendations": [], "lever_headroom_ms": 0.0, "by_mechanism_ms":
+                           {"compute_slowed": 0.3, "compute_slowed:wave_tail": 0.25},
+                           "verdict": "nothing a scheduling lever can do: ... wave tail: nvjet ..."})
+    assert tail["wave_tail_named"] and tail["wave_tail_cost_ms"] == 0.25 and tail["nothing_target_met"]

@@ -213,3 +213,13 @@ def test_a_tune_trial_of_a_failing_torchrun_program_shows_the_ranks_error(tmp_pa
     assert trial.status == "failed" and trial.error.startswith("ended with exit code 1")
     assert trial.error.splitlines()[-1] == "AttributeError: 'Linear' object has no attribute 'fit'"
     assert json.loads((trial.folder / "trial.json").read_text())["status"] == "failed"
+
+
+def test_run_passes_signals_on_and_tells_the_caller_which(monkeypatch):
+    """Launch.run's `received`: the doctor says a run was interrupted from it."""
+    import threading
+
+    received: list[int] = []
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    code = launch.Launch(whole=False).run([sys.executable, "-c", "import time; time.sleep(60)"], received=received)
+    assert received == [signal.SIGINT] and code in (-signal.SIGINT, 1)  # Python: dies of it (or exits 1)

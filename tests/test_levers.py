@@ -1,4 +1,7 @@
 """The lever registry: parsing, applicability, settings, names, and `ccoverlap levers`."""
+import dataclasses
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -114,3 +117,36 @@ def test_cli_strategy_and_bad_input():
     bad = _cli("--strategy", "nccl-threads=100")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == ["ccoverlap levers: error: nccl-threads=100: valid 64..512 in steps of 32"]
+
+
+#: every table of a lever's mechanisms, and the module that makes it
+TABLES = {"what-if transform": "ccoverlap.whatif.transforms", "lab set-up": "ccoverlap.lab.runner",
+          "remedy": "ccoverlap.analysis.recommend"}
+
+
+def test_a_new_lever_must_fill_every_table_of_its_mechanisms(monkeypatch):
+    pytest.importorskip("torch")  # the lab's table lives beside its torch code
+    for module in TABLES.values():
+        importlib.import_module(module)
+    assert set(levers.MECHANISMS) == set(TABLES)
+    assert all(levers.unfilled(table) is None for table in levers.MECHANISMS.values())
+    fake = dataclasses.replace(levers.BY_NAME["priority"], name="fake-lever")
+    with_fake = (*levers.LEVERS, fake)
+    assert {kind for kind, table in levers.MECHANISMS.items() if levers.unfilled(table, with_fake)} == set(TABLES)
+    # at import: each table's module, run afresh beside a registry that holds the fake lever, fails naming it
+    monkeypatch.setattr(levers, "LEVERS", with_fake)
+    for kind, module in TABLES.items():
+        spec = importlib.util.find_spec(module)
+        with pytest.raises(TypeError, match=rf"{kind} table .*no entry for lever\(s\) fake-lever"):
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_a_mechanism_naming_no_lever_fails():
+    table = {lv.name: levers.NotApplicable("none") for lv in levers.LEVERS}
+    assert levers.mechanisms("test", table)["priority"] == levers.NotApplicable("none")
+    del levers.MECHANISMS["test"]
+    with pytest.raises(TypeError, match="name no lever: nonesuch"):
+        levers.mechanisms("test", table | {"nonesuch": levers.NotApplicable("none")})
+    with pytest.raises(TypeError, match="no entry for lever.s. shape"):
+        levers.mechanisms("test", {k: v for k, v in table.items() if k != "shape"})
+    assert "test" not in levers.MECHANISMS

@@ -11,6 +11,7 @@ from test_interposer import clean_env, run_cli
 from ccoverlap.control import levers, startup
 from ccoverlap.cli import main
 from ccoverlap.control.interposer import library_path, parse
+from ccoverlap.control.policy import TunedPolicy
 
 H200 = levers.Host("cuda", (2, 28, 9), (9, 0), sm_carveout=True, green_contexts=True, interposer=True)
 PRINT_ENV = "import json, os; print(json.dumps(dict(os.environ)))"
@@ -198,3 +199,43 @@ def test_a_policy_file_whose_levers_do_not_apply_here_is_refused(tmp_path):
     out = run_cli("run", "--config", path, "--", "true")  # this CPU machine
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         f"ccoverlap run: error: --config {path}: nccl-ctas: needs CUDA"]
+
+
+def test_a_policy_file_cannot_smuggle_code_into_the_program(tmp_path):
+    """The report's attack: a sitecustomize on PYTHONPATH, a BASH_ENV script and LD_PRELOAD, as knobs. Each is
+    refused in one line naming it and --allow-env, and the program never starts (nothing of it ran)."""
+    ran = tmp_path / "ran"
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(f"open({str(ran)!r}, 'a').write('python ')\n")
+    (tmp_path / "env.sh").write_text(f"echo bash >> {ran}\n")
+    program = ["bash", "-c", f"echo program >> {ran}"]
+    for name, value in (("PYTHONPATH", str(tmp_path / "site")), ("BASH_ENV", str(tmp_path / "env.sh")),
+                        ("LD_PRELOAD", library_path())):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"format": "ccoverlap-policy/1", "knobs": {"NCCL_ALGO": "Ring", name: value}}))
+        out = run_cli("run", "--config", str(path), "--", *program)
+        assert out.returncode == 2 and out.stderr.splitlines() == [
+            f"ccoverlap run: error: {path}: knob {name} is not a tuning variable a policy may set (it "
+            "could run code or name a file; the tuning variables: docs/tune.md); to trust this policy with it, give "
+            f"--allow-env {name}"], out.stderr
+        assert not ran.exists()
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "BASH_ENV", "NCCL_NET_PLUGIN"])
+def test_no_refused_knob_reaches_the_child_and_an_allowed_one_does(name, on_h200, capfd, tmp_path):
+    path = str(TunedPolicy.of("priority", {"NCCL_ALGO": "Tree", name: "/nowhere"}).save(tmp_path / "p.json"))
+    assert main(["run", "--config", path, "--", sys.executable, "-c", PRINT_ENV]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and err.count("\n") == 1 and f"--allow-env {name}" in err  # the child never started
+    env = child_env(capfd, "--config", path, "--allow-env", "OTHER", "--allow-env", name)
+    assert "/nowhere" in env[name] and env["NCCL_ALGO"] == "Tree"  # LD_PRELOAD: after the interposer
+
+
+def test_tuning_knobs_reach_the_child_and_allow_env_needs_config(on_h200, capfd, tmp_path):
+    knobs = {"NCCL_ALGO": "Ring", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "8",
+             "OMP_NUM_THREADS": "3"}
+    env = child_env(capfd, "--config", str(TunedPolicy.of("priority", knobs).save(tmp_path / "p.json")))
+    assert {k: env[k] for k in knobs} == knobs and env["TORCH_NCCL_HIGH_PRIORITY"] == "1"
+    assert main(["run", "--allow-env", "LD_PRELOAD", "--", "true"]) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "--allow-env: only with --config" in err

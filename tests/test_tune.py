@@ -214,11 +214,23 @@ def test_the_trial_timeout_is_derived_from_the_first_run():
     assert fake.calls[1][2] == 90 and all(t <= 90 for _, _, t in fake.calls[1:])  # then 3 x 30 s, or what is left
 
 
-def test_ctrl_c_keeps_the_best_so_far():
+def test_ctrl_c_keeps_the_best_so_far_and_says_it_was_interrupted():
     fake = Fake({"priority=on": 0.8}, stop_at=8)
     out = search(fake, ARMS).run()
     assert out.interrupted == signal.SIGINT
     assert out.kept and out.best == P("priority")
+    assert out.reason.startswith("priority is faster") and out.reason.endswith(
+        "; interrupted by SIGINT: on the trials run so far")
+
+
+@pytest.mark.parametrize(("stop_at", "reason"), [
+    (3, "default kept: interrupted by SIGINT before any candidate ran"),  # after the baselines: not "no candidate fitted"
+    (6, "default kept: nothing was faster beyond the noise (closest: "),
+])
+def test_an_interrupted_search_that_keeps_the_default_says_so(stop_at, reason):
+    out = search(Fake({}, stop_at=stop_at), ARMS).run()
+    assert not out.kept and out.reason.startswith(reason) and "interrupted by SIGINT" in out.reason
+    assert "interrupted" not in search(Fake({}), ARMS).run().reason  # a search that ran to its end does not
 
 
 # -- the candidate space -------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ccoverlap.control import policy as tuned
+from ccoverlap.util.errors import UsageError
 
 TRAIN = Path(__file__).parent / "data" / "doctor_train.py"
 PROGRAM = [sys.executable, str(TRAIN), "--steps", "100000"]
@@ -39,9 +40,14 @@ def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_pa
     assert doc["provenance"]["commit"] and doc["command"] == PROGRAM
     assert (out / "tune.png").stat().st_size > 5000
     assert "DOCTOR_TRAIN_LR=0.1" in run.stdout and "CHANGED" in run.stdout and "<- kept" in run.stdout
-    policy = tuned.load(out / "policy.json")
+    # a knob of the user's own (tune --env), no tuning variable: the file loads where the user allows it by name
+    with pytest.raises(UsageError, match="knob DOCTOR_TRAIN_SLEEP_MS is not a tuning variable"):
+        tuned.load(out / "policy.json")
+    policy = tuned.load(out / "policy.json", allow_env=["DOCTOR_TRAIN_SLEEP_MS"])
     assert dict(policy.knobs) == {"DOCTOR_TRAIN_SLEEP_MS": "2"} and policy.meta["decision"] == "tuned"
-    applied = subprocess.run([sys.executable, "-m", "ccoverlap", "run", "--config", str(out / "policy.json"), "--",
+    assert f"run --config {out / 'policy.json'} --allow-env DOCTOR_TRAIN_SLEEP_MS -- " in run.stdout  # the apply line
+    applied = subprocess.run([sys.executable, "-m", "ccoverlap", "run", "--config", str(out / "policy.json"),
+                              "--allow-env", "DOCTOR_TRAIN_SLEEP_MS", "--",
                               sys.executable, "-c", "import os; print(os.environ['DOCTOR_TRAIN_SLEEP_MS'])"],
                              capture_output=True, text=True, env=os.environ | {"DOCTOR_TRAIN_SLEEP_MS": "80"})
     assert applied.stdout.strip() == "2"
@@ -110,7 +116,10 @@ def test_a_stop_ends_the_trial_and_writes_what_it_has(signum, code, tmp_path):
     assert proc.returncode == code, stderr[-2000:]
     doc = json.loads((out / "tune.json").read_text())
     assert doc["interrupted"] == signum.name and doc["decision"] == "default kept"
-    assert f"stopped by {signum.name}" in stdout and (out / "policy.json").exists()
+    said = f"default kept: interrupted by {signum.name} before any candidate ran"  # not "no candidate fitted"
+    assert doc["reason"] == said and said in stdout and f"interrupted by {signum.name}: the verdict" in stdout
+    written = json.loads((out / "policy.json").read_text())
+    assert written["reason"] == said and written["interrupted"] == signum.name
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):  # the trial's program went with it
         os.kill(pid, 0)

@@ -6,6 +6,7 @@ import shlex
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 from test_run_strategy import H200
@@ -127,10 +128,10 @@ def script(monkeypatch):
     os.environ.update(before)
 
 
-def enabled(policy) -> tuple[TunedPolicy, list[str]]:
+def enabled(policy, allow_env=()) -> tuple[TunedPolicy, list[str]]:
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        p = tuned.enable(policy)
+        p = tuned.enable(policy, allow_env)
     return p, [str(w.message) for w in seen if w.category is UserWarning]
 
 
@@ -201,3 +202,56 @@ def test_import_ccoverlap_and_its_enable_do_not_import_torch():
     program = "import sys, ccoverlap; ccoverlap.enable; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# --- a policy is data: knobs only from the tuning variables, unless the user allows a name ------------------
+
+SMUGGLERS = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "BASH_ENV",
+             "ENV", "PATH", "CUDA_INJECTION64_PATH", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_DEBUG_FILE",
+             "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NODE_OPTIONS", "PERL5OPT"]
+TUNING = {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "TORCH_NCCL_BLOCKING_WAIT": "1",
+          "CUDA_DEVICE_MAX_CONNECTIONS": "8", "OMP_NUM_THREADS": "4"}
+
+
+@pytest.mark.parametrize("name", SMUGGLERS)
+def test_a_knob_that_is_no_tuning_variable_is_refused_in_one_line_with_how_to_allow_it(name, tmp_path):
+    content = {"format": FORMAT, "knobs": {"NCCL_ALGO": "Ring", name: "/tmp/x"}}
+    path = write(tmp_path, content)
+    with pytest.raises(UsageError) as err:
+        tuned.load(path)
+    assert str(err.value) == (f"{path}: knob {name} is not a tuning variable a policy may set (it could run code or "
+                              "name a file; the tuning variables: docs/tune.md); to trust this policy with it, give "
+                              f"--allow-env {name}")
+    with pytest.raises(UsageError, match=rf"^ccoverlap.enable: knob {name} is .*allow_env=\['{name}'\]\)$"):
+        tuned.enable(content)
+    assert tuned.load(path, allow_env=[name]).env[name] == "/tmp/x"  # allowed by name: the user's own choice
+    with pytest.raises(UsageError, match=f"knob {name} is not"):
+        tuned.load(path, allow_env=["SOMETHING_ELSE"])
+
+
+def test_tuning_variables_load_and_a_policy_tuned_with_any_knob_saves_and_loads_when_allowed(tmp_path):
+    p = tuned.load(write(tmp_path, {"format": FORMAT, "knobs": TUNING}))
+    assert p.env == TUNING
+    mine = TunedPolicy.of("priority", {"MY_APP_SETTING": "2"})  # what `tune --env MY_APP_SETTING=1,2` makes
+    path = mine.save(tmp_path / "mine.json")
+    with pytest.raises(UsageError, match="--allow-env MY_APP_SETTING$"):
+        tuned.load(path)
+    assert tuned.load(path, allow_env=("MY_APP_SETTING",)) == mine
+
+
+def test_every_levers_variable_is_a_tuning_variable_and_docs_list_the_table():
+    for lever in levers.LEVERS:
+        assert all(map(tuned.is_tuning_variable, lever.setting(lever.value(None)).env)), lever.name
+    docs = (Path(__file__).parents[1] / "docs" / "tune.md").read_text()
+    assert all(f"`{pattern}`" in docs for pattern in tuned.TUNING_VARIABLES)
+    assert not tuned.is_tuning_variable("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")  # a prefix never covers a file
+
+
+def test_enable_refuses_a_smuggled_variable_and_sets_nothing(script, tmp_path):
+    content = {"format": FORMAT, "levers": {"priority": "on"}, "knobs": {"NCCL_ALGO": "Ring", "LD_PRELOAD": "/x.so"}}
+    with pytest.raises(UsageError):
+        tuned.enable(write(tmp_path, content))
+    assert not {"TORCH_NCCL_HIGH_PRIORITY", "NCCL_ALGO", "LD_PRELOAD"} & set(os.environ)
+    enabled_policy, _ = enabled(content, ["LD_PRELOAD"])
+    assert os.environ["LD_PRELOAD"] == "/x.so" and enabled_policy.knobs[-1] == ("LD_PRELOAD", "/x.so")
+

@@ -124,9 +124,8 @@ def strategy(step: Step, name: str) -> Step:
 
 
 def test_every_lever_names_a_transformation_or_has_no_model():
-    for lv in levers.LEVERS:
-        assert lv.whatif is None or lv.whatif in transforms.TRANSFORMS
-    assert levers.BY_NAME["nccl-cta-policy"].whatif is None
+    assert set(transforms.TRANSFORMS) == set(levers.BY_NAME)
+    assert isinstance(transforms.TRANSFORMS["nccl-cta-policy"], levers.NotApplicable)
     p = predict.one(FULL, levers.strategy("nccl-cta-policy"), calibration.load(None)[0])
     assert p.status == "no model: nccl-cta-policy" and p.step_us is None
 
@@ -226,7 +225,7 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
     import json
 
     import kineto_synth as ks
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
     kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
@@ -261,7 +260,7 @@ def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
 
 def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
     import kineto_synth as ks
-    from ccoverlap.doctor.record import alone_trace
+    from ccoverlap.util.tracefiles import alone_trace
     from ccoverlap.whatif import session
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 

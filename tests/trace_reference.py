@@ -154,8 +154,10 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)" if tap.has_events
                          else "not a Chrome trace: no traceEvents")
     rank, world, notes = _rank(meta, path)
+    device, note = _device(meta, device_id)
+    notes += (note,) if note else ()
     kernels.sort(key=lambda k: k.ts)
-    return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes,
+    return Trace(path, rank, world, device, tuple(kernels), tuple(steps), launches, notes,
                  tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls))
 
 

@@ -3,7 +3,7 @@ plain and under each candidate lever, fresh processes interleaved, every step ti
 on it (its headroom, what a lever reaches, its first lever, its alone window), and `ccoverlap tune` on as many as
 the time left allows (trials to the winner). One JSON with provenance and the raw samples.
 
-  python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--tune a,b]
+  python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--doctor-only c,d] [--tune a,b]
   python bench/device/known_answers.py --reanalyze RUN.json --folders DIR [DIR...] --out OUT.json
   python bench/device/known_answers.py --combine RUN.json OUT.json [DOCTOR.json...] --what TEXT --out RESULTS.json
 
@@ -34,6 +34,7 @@ CCOVERLAP = [sys.executable, "-m", "ccoverlap"]
 STEPS = 20  # per run; the first WARMUP are left out
 WARMUP = 3
 NOTHING_PCT = 2.0  # recommend.NOTHING_TO_GAIN_PCT, the issue's threshold
+DOCTOR_STEPS = 6  # the doctor's default: 5 analysed steps, 3 typical where the first two are not
 
 
 def log(*what) -> None:
@@ -113,7 +114,7 @@ def doctor(name: str, out: Path, cmd: list[str] | None = None) -> dict:
     """`ccoverlap doctor --json` on the program: its verdict and what it cost."""
     folder, path = out / f"doctor-{name}", out / f"doctor-{name}.json"
     cmd = cmd or [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS)]
-    code, wall, tail = run([*CCOVERLAP, "doctor", "--skip", "5", "--steps", "4", "--out", str(folder), "--json",
+    code, wall, tail = run([*CCOVERLAP, "doctor", "--skip", "5", "--steps", str(DOCTOR_STEPS), "--out", str(folder), "--json",
                             str(path), "--", *cmd], 240)
     return {"code": code, "wall_s": wall, "tail": tail} | view(json.loads(path.read_text()) if path.exists() else {})
 
@@ -130,7 +131,8 @@ def view(doc: dict) -> dict:
             "launch_marks": r.get("launch_marks"), "span_us": r.get("span_us"),
             "comm_kernels": [{k: c.get(k) for k in ("sm_wait_us", "cause", "blocked_by", "uncontended_us", "duration_us")}
                              for c in r.get("comm_kernels", [])],
-            "steps": r.get("steps"),
+            "compute_slowed": r.get("compute_slowed"),
+            "steps": r.get("steps"), "typical_steps": r.get("typical_steps"), "left_out_steps": r.get("left_out_steps"),
             "analysed_steps": len({c.get("step") for c in r.get("comm_kernels", [])}) or None,
             "alone_windows": (doc.get("analysis") or {}).get("alone_windows"),
             "window_s": times.get("window_s"), "alone_window_s": times.get("alone_window_s"),
@@ -156,14 +158,15 @@ def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) 
 
 
 def judge(case: dict, real: dict, doc: dict) -> dict:
-    """The issue's targets for one program, per step: the median over the doctor's analysed steps of what a lever
-    reaches in each (its figures are sums over them: the mean per step is kept too), against the realized gain,
-    itself a difference of median steps."""
+    """The issue's targets for one program, per step: the doctor's headline (what a lever reaches in its median
+    typical step, analysis/steps.py) against the realized gain, itself a difference of median steps. A JSON of
+    an older doctor (its figures sums over the analysed steps) is read as the median of its per-step rows."""
     step = real["plain_median_ms"]
-    n = doc.get("analysed_steps") or 3
     steps = [s["lever_headroom_us"] / 1000 for s in doc.get("steps") or []]
+    per_step = doc.get("typical_steps") is not None  # this doctor's figures are the median typical step's
+    n = 1 if per_step else doc.get("analysed_steps") or 3
     mean = None if doc.get("lever_headroom_ms") is None else doc["lever_headroom_ms"] / n
-    reach = statistics.median(steps) if steps else mean
+    reach = mean if per_step else statistics.median(steps) if steps else mean
     total = None if doc.get("headroom_ms") is None else doc["headroom_ms"] / n
     gain = real["best_gain_ms"]
     first = (doc.get("recommendations") or [{}])[0].get("lever") if doc.get("recommendations") else None
@@ -183,6 +186,16 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
             best = real["levers"][real["best_lever"]]
             close = row is not None and row["verdict"] == stats.FASTER and row["ci"][0] <= best["ci"][1]
             out["first_lever_target_met"] = first == real["best_lever"] or close
+    if case.get("atypical_first"):  # the first profiled steps named and left out, and nothing else
+        names = [s["name"] for s in doc.get("steps") or []]
+        left = [s["step"] for s in doc.get("left_out_steps") or []]
+        out["left_out_steps"] = left
+        out["atypical_target_met"] = left == names[:case["atypical_first"]]
+    if case.get("wave_tail"):
+        by = doc.get("by_mechanism_ms") or {}
+        out["wave_tail_named"] = "wave tail" in (doc.get("verdict") or "")
+        out["wave_tail_cost_ms"] = by.get("compute_slowed:wave_tail")
+        out["compute_slowed_ms"] = by.get("compute_slowed")
     if doc.get("window_s") and doc.get("alone_window_s"):
         out["alone_window_cost_ratio"] = doc["alone_window_s"] / doc["window_s"]
     return out
@@ -256,6 +269,8 @@ def main() -> int:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
     p.add_argument("--programs", default=",".join(CASES), help="comma-separated, or none (only --tune)")
+    p.add_argument("--doctor-only", default="", help="comma-separated programs to run the doctor on, not realized "
+                   "(their realized gains recorded before: bench/results)")
     p.add_argument("--tune", default="carveout,same_name,threads,cluster,dispatch,persistent_gemm",
                    help="programs to tune, in this order, while time is left")
     p.add_argument("--tune-budget", type=float, default=1.5, help="minutes per tuning")
@@ -302,6 +317,15 @@ def main() -> int:
         doc["timing_s"][name] = {"realized": t1 - t0, "doctor": t2 - t1}
         doc["programs"][name] = entry
         log(name, json.dumps(entry["judged"]), f"realized {t1 - t0:.0f} s, doctor {t2 - t1:.0f} s, left {left():.0f} s")
+        _write(a.out, doc)
+    for name in [n for n in a.doctor_only.split(",") if n] if cuda else []:
+        if left() < 30:
+            break
+        t0 = time.monotonic()
+        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"], "expected_lever": CASES[name]["lever"]})
+        entry["doctor"] = doctor(name, a.out)
+        doc["timing_s"].setdefault(name, {})["doctor"] = time.monotonic() - t0
+        log(name, "doctor only:", (entry["doctor"].get("verdict") or "")[:300])
         _write(a.out, doc)
     if not cuda:  # the doctor's and the tuner's plumbing, on the CPU program of the tests
         train = [sys.executable, str(REPO / "tests" / "data" / "doctor_train.py"), "--steps", "16"]

@@ -2,7 +2,7 @@
 # One H200 call for the what-if simulator (issue 23): `ccoverlap lab --quick` (every family x the nccl proxy x
 # every lab strategy, launched `with`), then bench/device/whatif_record.py (each family's compute phase alone
 # under the profiler, the nccl proxy alone at several CTA and thread counts). Measurements only: the predictions
-# are made on the CPU from these files (bench/summarize_whatif.py), so they can be recomputed at any commit
+# are made on the CPU from these files (bench/summarize/whatif.py), so they can be recomputed at any commit
 # from the record. Back in $OUT: lab-quick.json, whatif-capture.json, traces.tgz, log.
 # usage (device tool, nvidia-h200, carry .whl): CCOVERLAP_COMMIT=<full sha> bash bench/device/whatif.sh
 set -uo pipefail

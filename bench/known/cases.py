@@ -20,4 +20,17 @@ CASES = {
     "dispatch": {"truth": "the collective fits beside a 20-wave grid's blocks but is not dispatched before the grid's "
                           "last wave at equal priority; ~1 ms to gain",
                  "lever": "priority", "gain_ms": 1.0},
+    "atypical": {"truth": "the threads program with the host asleep 3 ms inside steps 6 and 7 (the first two profiled "
+                          "with --skip 5): host-bound steps the doctor must name and leave out; ~1 ms to gain in the "
+                          "typical step, priority",
+                 "lever": "priority", "gain_ms": 1.0, "atypical_first": 2},
+    "wave_tail": {"truth": "a one-full-wave cuBLAS GEMM starts beside a collective's 24 CTAs it cannot share SMs with: "
+                           "a wave tail; fewer or smaller CTAs stretch the collective: no lever expected to net a gain",
+                  "lever": None, "gain_ms": 0.0, "wave_tail": True},
+    "compiled": {"truth": "a torch.compile'd MLP (Triton kernels) beside a side-stream collective: runs unmodified "
+                          "under the doctor, its alone window matched (>= 95% of launches); the verdict is measured",
+                 "lever": None, "gain_ms": None},
+    "compiled_graphs": {"truth": "the same compiled with mode=reduce-overhead (CUDA graphs): its graph kernels' times "
+                                 "alone are matched only where the interposer serializes graph launches",
+                        "lever": None, "gain_ms": None},
 }

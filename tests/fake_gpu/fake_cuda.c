@@ -1,6 +1,7 @@
 /* Fake libcuda.so.1: the driver entry points the interposer uses, with H200 limits. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_gpu.h"
 
@@ -61,8 +62,12 @@ CUresult cuKernelGetAttribute(int *v, int a, void *h, int dev) { (void)dev; retu
 CUresult cuFuncSetAttribute(void *h, int a, int v) { return set_attr(as(h, 0), a, v, current_device); } /* its context's */
 CUresult cuKernelSetAttribute(int a, int v, void *h, int dev) { return set_attr(as(h, 1), a, v, dev); }
 
+/* FAKE_CUDA_SLOW_NAME=US: each name look-up takes US microseconds, as a first look-up in a loaded process can;
+ * the threads that launch the same handle meanwhile then all find it not cached yet. */
 static CUresult get_name(fake_fn *f, const char **name) {
     atomic_fetch_add(&fake_name_calls, 1);
+    const char *slow = getenv("FAKE_CUDA_SLOW_NAME");
+    if (slow) usleep((useconds_t)atoi(slow));
     if (!f) return INVALID_HANDLE;
     *name = f->name;
     return SUCCESS;

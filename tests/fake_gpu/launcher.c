@@ -17,6 +17,9 @@
  *   launcher keep NAME:THREADS:REGS:DYN:GRID...  the Hopper NCCL comm kernel (in flight), then each kernel
  *   launcher carveout T N       T threads (thread i on device i % 2) x N rounds of compute, comm and a cooperative
  *                               launch; then the carveout calls each kernel received per device
+ *   launcher first T H          T threads (thread i on device i % 2) released at once, each launching H fresh
+ *                               CUfunctions, H fresh CUkernels and H fresh cooperative CUfunctions, one launch
+ *                               each: the first launches of every handle race; then the carveout calls received
  *   launcher serialize T N      T threads x N launches (compute, comm, Ex) with ccoverlap_set_serialize(1), a
  *                               launch on a capturing stream, then 10 launches serialized off: busy launches
  *   launcher hip_serialize N    N HIP launches serialized: the device syncs they made
@@ -144,19 +147,30 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double ns_between(const struct timespec *t0, const struct timespec *t1) {
+    return (t1->tv_sec - t0->tv_sec) * 1e9 + (t1->tv_nsec - t0->tv_nsec);
+}
+
+/* ns_per_launch: the median rep's wall time; cpu_ns_per_launch: the least thread CPU time of a rep, which a
+ * loaded machine does not inflate (time spent preempted is not the thread's). */
 static void bench(long n, int reps, int after_comm) {
-    double ns[64];
+    double ns[64], cpu = 0;
     if (after_comm) cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, (void *)0x1000, NULL, NULL);
-    for (int r = 0; r < reps && r < 64; ++r) {
-        struct timespec t0, t1;
+    reps = reps < 64 ? reps : 64;
+    for (int r = 0; r < reps; ++r) {
+        struct timespec t0, t1, c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         clock_gettime(CLOCK_MONOTONIC, &t0);
         for (long i = 0; i < n; ++i) /* after comm: a kernel auto mode pads */
             cuLaunchKernel_ptsz(after_comm ? compute : kernel, 132, 1, 1, 256, 1, 1, 1024, NULL, NULL, NULL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        ns[r] = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        ns[r] = ns_between(&t0, &t1) / n;
+        if (r == 0 || ns_between(&c0, &c1) / n < cpu) cpu = ns_between(&c0, &c1) / n;
     }
     qsort(ns, reps, sizeof *ns, by_value);
-    printf("{\"ns_per_launch\": %.2f, \"launches\": %ld, \"reps\": %d}\n", ns[reps / 2], n, reps);
+    printf("{\"ns_per_launch\": %.2f, \"cpu_ns_per_launch\": %.2f, \"launches\": %ld, \"reps\": %d}\n",
+           ns[reps / 2], cpu, n, reps);
 }
 
 /* ---------- gating, waves and the runtime switch ---------- */
@@ -358,6 +372,58 @@ static void carveout(int t, long n) {
                atomic_load(&all[i]->shared_sum), dyn_of(all[i]));
 }
 
+/* Every thread makes the first launch of the same handles at the same time, on two devices: a handle that is
+ * not per device (a CUfunction) must get one cache entry, one hint; a CUkernel one per device. */
+#define FIRST_MAX 512
+static fake_fn *first_fn[FIRST_MAX], *first_kernel[FIRST_MAX], *first_coop[FIRST_MAX];
+static pthread_barrier_t first_start;
+static long first_handles;
+
+static void *first_worker(void *arg) {
+    long id = (long)arg;
+    fake_cuda_set_device((int)(id % 2));
+    launch_attr attr = {.id = 2, .value.cooperative = 1};
+    pthread_barrier_wait(&first_start);
+    for (long i = 0; i < first_handles; ++i) {
+        cuLaunchKernel_ptsz(first_fn[i], 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
+        CUlaunchConfig c = {132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, 0};
+        cuLaunchKernelEx(&c, first_kernel[i], NULL, NULL);
+        CUlaunchConfig cc = {132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, &attr, 1};
+        cuLaunchKernelEx(&cc, first_coop[i], NULL, NULL);
+    }
+    return NULL;
+}
+
+static void first(int t, long h) {
+    pthread_t tid[64];
+    char name[64];
+    first_handles = h < FIRST_MAX ? h : FIRST_MAX;
+    for (long i = 0; i < first_handles; ++i) {
+        snprintf(name, sizeof name, "firstF_%ld_func", i);
+        first_fn[i] = fake_function(strdup(name), 0, 16, 0, 0);
+        snprintf(name, sizeof name, "firstK_%ld_kernel", i);
+        first_kernel[i] = fake_function(strdup(name), 1, 32, 1024, 0);
+        snprintf(name, sizeof name, "firstC_%ld_coop", i);
+        first_coop[i] = fake_function(strdup(name), 0, 32, 0, 0);
+    }
+    t = t < 64 ? t : 64;
+    pthread_barrier_init(&first_start, NULL, (unsigned)t);
+    for (long i = 0; i < t; ++i) pthread_create(&tid[i], NULL, first_worker, (void *)i);
+    for (int i = 0; i < t; ++i) pthread_join(tid[i], NULL);
+    long fn_not_once = 0, kernel_not_once = 0, coop_set = 0, launches = 0;
+    for (long i = 0; i < first_handles; ++i) {
+        fn_not_once += atomic_load(&first_fn[i]->carveout_calls[0]) + atomic_load(&first_fn[i]->carveout_calls[1]) != 1;
+        kernel_not_once += atomic_load(&first_kernel[i]->carveout_calls[0]) != 1 ||
+                           atomic_load(&first_kernel[i]->carveout_calls[1]) != (t > 1);
+        coop_set += atomic_load(&first_coop[i]->carveout_calls[0]) + atomic_load(&first_coop[i]->carveout_calls[1]);
+        launches += atomic_load(&first_fn[i]->launches) + atomic_load(&first_kernel[i]->launches) +
+                    atomic_load(&first_coop[i]->launches);
+    }
+    printf("{\"handles\": %ld, \"launches\": %ld, \"functions_not_set_once\": %ld, "
+           "\"kernels_not_set_once_per_device\": %ld, \"cooperative_set\": %ld}\n",
+           first_handles, launches, fn_not_once, kernel_not_once, coop_set);
+}
+
 /* ---------- serialized launches and what launches show ---------- */
 
 typedef int (*serialize_fn)(int);
@@ -469,6 +535,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "gate_threads") && argc > 3) gate_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "keep")) keep(argc - 2, argv + 2);
     else if (!strcmp(cmd, "carveout") && argc > 3) carveout(atoi(argv[2]), atol(argv[3]));
+    else if (!strcmp(cmd, "first") && argc > 3) first(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "serialize") && argc > 3) serialize(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "observe")) observe();
     else if (!strcmp(cmd, "hip_serialize") && argc > 2) hip_serialize(atol(argv[2]));

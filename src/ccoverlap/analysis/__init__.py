@@ -3,32 +3,47 @@
 Traces are parsed once into a small model (`trace`), analyses are pure
 functions of it (`metrics`), pictures (`plots`) and the report (`report`) are
 separate and import matplotlib only when asked for. A trace with an alone window
-beside it (the doctor's, `doctor.record.alone_trace`) gets each launch's time
-alone from it (`alone`). Each file's first pass (read, alone window, the rank's
+beside it (named as `util.tracefiles` says; the doctor passes its own in, `Process.alone`)
+gets each launch's time alone from it (`alone`). Each file's first pass (read, alone window, the rank's
 own analysis) returns a compact `Part`; with `jobs` > 1 worker processes run
 them (`parallel`), and the cross-rank pass (skew, the fewest time alone of a
-collective) runs on the parts.
+collective) runs on the parts. This package imports nothing of the commands that use it (doctor, whatif, tune).
+
+The front, what `ccoverlap analyze`, the doctor, the what-if simulator, the tuner and a notebook use:
+  analyze(root, ...) -> Analysis   every trace under a folder, per-rank metrics and diagnoses
+  Process                          what is known of a rank's process besides its trace (the doctor's)
+  read_trace(path) -> Trace        one trace file, its kernels classified (KernelClass, KernelEvent)
+  analysed_indices(trace)          the kernels of the analysed steps; windows(trace, idx): them, step by step
+  graph(trace)                     the launches' dependencies (stream order, events)
+  device_limits(props), short_name the trace's GPU as a DeviceLimits; a kernel's short name
+  verdict(diagnoses)               what to do about the diagnoses of a strategy's ranks (NOTHING_TO_GAIN_PCT)
+Showing an analysis (JSON, table, HTML report) is `analysis.summary`.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.alone import Match, with_alone
-from ccoverlap.analysis.contention import Pending, across_ranks, first_pass
+from ccoverlap.analysis.contention import Pending, across_ranks, first_pass, windows
+from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
-from ccoverlap.analysis.trace import (Classifier, Problem, Trace, analysed_kernels, discover, read_trace,
-                                             read_traces, unlaunched)
-from ccoverlap.doctor.record import alone_trace
+from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
+from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
+                                      analysed_kernels, device_limits, discover, printable, read_trace, read_traces,
+                                      short_name, trace_limit, unlaunched)
+from ccoverlap.analysis import parallel
+from ccoverlap.analysis.process import Process
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress
+from ccoverlap.util.tracefiles import alone_trace
 
-if TYPE_CHECKING:
-    from ccoverlap.doctor.record import Process
+__all__ = ["NOTHING_TO_GAIN_PCT", "Analysis", "KernelClass", "KernelEvent", "Problem", "Process", "Trace",
+           "analysed_indices", "analyze", "device_limits", "graph", "read_trace", "short_name", "verdict", "windows"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,7 @@ class Task:
     baseline: Mapping[int, Trace] | None  # rank -> the baseline's trace (in one process only: see analyze)
     keep_trace: bool
     read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
+    limit: int | None = None  # the largest decompressed trace read, in bytes (trace.trace_limit)
 
 
 @dataclass(frozen=True)
@@ -80,12 +96,17 @@ class Part:
 def first(task: Task) -> Part:
     """Read one trace and analyse its rank as far as the rank alone tells (its alone window included)."""
     path, classifier = task.path, _classifier(task.comm_regex)
-    mb = path.stat().st_size / 1e6 if path.exists() else 0.0
     try:
-        trace = task.read or read_trace(path, classifier)
+        mb = path.stat().st_size / 1e6
+    except OSError:
+        mb = 0.0
+    try:
+        trace = task.read or read_trace(path, classifier, task.limit)
     except UsageError as exc:
         return Part(path, mb, skipped=Problem(path, f"skipped: {exc}"))
     notes = tuple(Problem(path, note) for note in trace.notes)
+    if why := trace.left_out.withheld():  # a verdict only from input that was read
+        return Part(path, mb, skipped=Problem(path, f"skipped, no verdict: {why}"), notes=notes)
     gap = None
     if missing := unlaunched(trace):
         kinds = ", ".join(sorted({k.kind.value for k in missing}))
@@ -94,8 +115,8 @@ def first(task: Task) -> Part:
     if not analysed_kernels(trace):
         return Part(path, mb, trace.rank, trace.world_size, notes=notes, unlaunched=gap, empty=True)
     alone: list[Problem] = []
-    trace, match = _with_alone(trace, classifier, alone)
     process = (task.processes or {}).get(trace.rank)
+    trace, match = _with_alone(trace, classifier, alone, task.limit, process.alone if process else None)
     pending = first_pass(trace, task.comm_cluster, process)
     base = task.baseline.get(trace.rank) if task.baseline else None
     measured = measure(task.strategy, trace, base, pending.provisional())
@@ -110,7 +131,7 @@ def _classifier(comm_regex: str | None) -> Classifier:
 
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
             comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None, jobs: int = 1,
-            keep_traces: bool = True, progress: bool = False) -> Analysis:
+            keep_traces: bool = True, progress: bool = False, max_trace_mb: float = 0.0) -> Analysis:
     """Read every trace under ROOT (one strategy per folder) and compute the per-rank metrics and diagnoses.
 
     `comm_cluster`: the communication kernels' cluster size, where the caller knows it; `processes`: rank -> what
@@ -118,23 +139,28 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     own traces). The traces record neither: without them NCCL's default cluster is assumed, and said.
     `jobs`: worker processes for the first passes (1: this process). A baseline, and traces kept, need every
     rank's model in this process: with either, the first passes run here. `progress`: files done and MB/s on
-    stderr (util.output.Progress: a bar on a terminal, else a line every few seconds).
+    stderr (util.output.Progress: a bar on a terminal, else a line every few seconds). `max_trace_mb`: the
+    largest decompressed trace read (0: trace.trace_limit's share of the memory per worker).
     """
     classifier = _classifier(comm_regex)
-    found = discover(root)
     problems: list[Problem] = []
-    base, base_problems = (_baseline(baseline, found, classifier) if baseline is not None else (None, []))
-    in_process = jobs <= 1 or base is not None or keep_traces
+    found = discover(root, problems)
+    in_process = jobs <= 1 or baseline is not None or keep_traces
+    limit = trace_limit(1 if in_process else jobs, max_trace_mb)
+    base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
-    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == root.name else None, base,
-                         keep_traces, read.get(path))) for name, files in found.items() for path in files]
+    own = printable(root.name)
+    tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == own else None, base, keep_traces,
+                         read.get(path), limit)) for name, files in found.items() for path in files]
     with _Pace(len(tasks), progress) as pace:
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
         else:
-            from ccoverlap.analysis.parallel import run
-
-            parts = run(first, [task for _, task in tasks], jobs, pace)
+            try:
+                parts = parallel.run(first, [task for _, task in tasks], jobs, pace)
+            except parallel.WorkerDied as exc:
+                raise UsageError(f"a worker process died reading {printable(exc.task.path)}: {exc.why}; nothing "
+                                 "was written") from None
     by_strategy: dict[str, list[Part]] = {}
     for (name, _), part in zip(tasks, parts, strict=True):
         by_strategy.setdefault(name, []).append(part)
@@ -200,10 +226,10 @@ def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:
     """One strategy's usable parts by rank, in file order; unusable files and duplicate ranks become problems."""
     ranks: dict[int, Part] = {}
     for part in parts:
+        problems += part.notes
         if part.skipped is not None:
             problems.append(part.skipped)
             continue
-        problems += part.notes
         if part.rank in ranks:
             problems.append(Problem(part.path, f"skipped: rank {part.rank} again (already read from "
                                     f"{ranks[part.rank].path.name})"))
@@ -212,16 +238,23 @@ def _ranks(parts: list[Part], problems: list[Problem]) -> dict[int, Part]:
     return dict(sorted(ranks.items()))
 
 
-def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem]) -> tuple[Trace, Match | None]:
-    """`trace` with its launches' times alone where its alone window lies beside it (one line where it is bad)."""
-    path = alone_trace(trace.path)
-    if not path.exists():
-        return trace, None
+def _with_alone(trace: Trace, classifier: Classifier, problems: list[Problem],
+                limit: int | None, path: Path | None = None) -> tuple[Trace, Match | None]:
+    """`trace` with its launches' times alone from its alone window (one line where it is bad): `path`, the one the
+    doctor recorded, else the one beside the trace by its name (util.tracefiles), where either exists."""
+    path = path or alone_trace(trace.path)
     try:
-        alone = read_trace(path, classifier)
+        os.stat(path)
+    except FileNotFoundError:
+        return trace, None
+    except OSError:
+        pass  # read_trace says what
+    try:
+        alone = read_trace(path, classifier, limit)
     except UsageError as exc:
         problems.append(Problem(path, f"alone window skipped: {exc}"))
         return trace, None
+    problems += [Problem(path, f"alone window: {line}") for line in alone.notes if line.startswith("left out")]
     trace, m = with_alone(trace, alone)
     if note := m.note():
         problems.append(Problem(path, note))
@@ -249,15 +282,17 @@ def _spans(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _baseline(path: Path, found: dict, classifier: Classifier) -> tuple[dict[int, Trace], list[Problem]]:
+def _baseline(path: Path, found: dict, classifier: Classifier, limit: int) -> tuple[dict[int, Trace], list[Problem]]:
     """The baseline's traces by rank, and its problems; where it is one of the analysed folders (read again then,
     without its alone windows, which no baseline figure reads), the ranks that folder analyses, and no problems
     (that folder's own say them)."""
-    runs = discover(path)
+    bad: list[Problem] = []
+    runs = discover(path, bad)
     if len(runs) > 1:
         raise UsageError(f"--baseline {path} holds several strategies ({', '.join(runs)}): name one of its folders")
     (files,) = runs.values()
-    traces, bad = read_traces(files, classifier)
+    traces, unread = read_traces(files, classifier, limit)
+    bad += unread
     if any([p.resolve() for p in ours] == [p.resolve() for p in files] for ours in found.values()):
         return {rank: t for rank, t in traces.items() if analysed_kernels(t)}, []  # as that folder's ranks
     return traces, [Problem(p.path, f"(baseline) {p.message}") for p in bad]

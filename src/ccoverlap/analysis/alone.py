@@ -17,7 +17,7 @@ import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ccoverlap.analysis.contention import windows
+from ccoverlap.analysis.steps import windows
 from ccoverlap.analysis.trace import KernelClass, KernelEvent, Trace, analysed_indices, short_name
 
 #: Two alone-window kernels overlapping by more than this (us) did not run alone.

@@ -16,54 +16,30 @@ docs/analysis.md, "Why a collective started late".
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import dataclasses
 import math
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.deps import Graph, graph
+from ccoverlap.analysis.mechanisms import found as mechanisms_found
+from ccoverlap.analysis.mechanisms import compute_slowed, sm_wait
+from ccoverlap.analysis.mechanisms.compute_slowed import Slowed
+from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mechanism
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
+from ccoverlap.analysis.steps import Shape, shape, windows
 from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
-from ccoverlap.util.errors import UsageError
-from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
-from ccoverlap.model.nccl import DEFAULT_CLUSTER
-from ccoverlap.model.occupancy import CARVEOUT, Beside, Resource, beside, occupancy
 
 if TYPE_CHECKING:
     from ccoverlap.control.interposer import LaunchStats
-    from ccoverlap.doctor.record import Process
+    from ccoverlap.analysis.process import Process
 
 
-class Cause(str, Enum):
-    """Why a ready communication kernel did not start."""
-
-    NONE = "none"  # it did not wait (at most SM_WAIT_TOLERANCE_US: launch latency)
-    REGISTERS = "registers"
-    THREADS = "threads"
-    SHARED_MEMORY = "shared_memory"
-    CARVEOUT = "carveout"  # fits by capacity, but the SM's shared-memory configuration does not take it
-    BLOCKS = "blocks"
-    CLUSTER = "cluster"  # SMs were idle, but not enough of one GPC for its cluster
-    DISPATCH_ORDER = "dispatch_order"  # room, but an earlier grid of equal priority was still being dispatched
-    UNKNOWN = "unknown"  # none of the above explains it, or a dependency before it is unresolved
-
-
-#: The occupancy model's blocking resource (`occupancy.Beside.blocking`) as the cause reports name: the one mapping.
-RESOURCE_CAUSES: dict[str, Cause] = {
-    Resource.REGISTERS.value: Cause.REGISTERS, Resource.WARPS.value: Cause.THREADS,
-    Resource.SHARED_MEMORY.value: Cause.SHARED_MEMORY, Resource.BLOCKS.value: Cause.BLOCKS, CARVEOUT: Cause.CARVEOUT,
-}
-#: A start at most this long (us) after ready is launch latency, not a wait for SMs.
-SM_WAIT_TOLERANCE_US = 10.0
 #: What exposed communication time is split into (the JSON's order).
 PARTS = ("sm_wait", "slowdown", "dependency", "skew")
 
@@ -72,12 +48,6 @@ def collective_key(k: KernelEvent) -> tuple:
     """A collective's identity across ranks (the n-th of a step with this key is one collective): name and size
     (torch's args), else name and grid."""
     return (k.name, k.collective) if k.collective else (k.name, k.footprint.grid if k.footprint else None)
-
-
-#: The mechanisms a replay can remove besides each cause's SM-wait (whose keys are SM_WAIT + cause).
-SM_WAIT = "sm_wait:"
-COMM_SLOWED = "comm_slowed"  # collectives ran longer than alone, beside compute
-COMPUTE_SLOWED = "compute_slowed"  # compute ran longer than alone, beside collectives
 
 
 @dataclass(frozen=True)
@@ -123,18 +93,6 @@ class CommWait:
 
 
 @dataclass(frozen=True)
-class Mechanism:
-    """One way a rank lost time that a replay can take away: the SM-wait of some collectives (their start held
-    back), or kernels slowed beside the other side (their duration against their measured time alone).
-    `known` is False for a slowdown that no alone window measured: its cost is unknown, never guessed."""
-
-    key: str  # SM_WAIT + cause, COMM_SLOWED or COMPUTE_SLOWED (or a lever's share of them, recommend.py)
-    waits: frozenset[int] = frozenset()  # kernel indices (trace.kernels) started at their ready time
-    durations: Mapping[int, float] = dataclasses.field(default_factory=dict)  # kernel index -> its time alone
-    known: bool = True
-
-
-@dataclass(frozen=True)
 class StepReplay:
     """A step's dependency graph as replay nodes (replay.Node), with each kernel's measured start delay beyond
     what its release and dependencies allow: replayed as it is, it gives the measured schedule back."""
@@ -164,6 +122,7 @@ class StepDiagnosis:
     measured_end: float
     replayed_end: float  # the same graph replayed with every known mechanism removed
     exposed: dict[str, float]  # PARTS -> us
+    shape: Shape | None = None  # its span, idle time and launch sequence (analysis.steps: is it typical?)
 
     @property
     def headroom_us(self) -> float:
@@ -183,6 +142,7 @@ class RankDiagnosis:
     replays: tuple[StepReplay, ...] = dataclasses.field(default=(), repr=False)
     alone_measured: bool = False  # an alone window gave (some of) its launches' times alone
     process: Process | None = None  # what the interposer saw this rank's process launch, its variables
+    compute_slowed: tuple[Slowed, ...] = ()  # compute slower beside communication than alone, why
 
     @property
     def launches(self) -> LaunchStats | None:
@@ -315,10 +275,11 @@ class _Rank:
         self.beside_comm = dict(zip(map(id, compute), overlapping(compute, merge((k.ts, k.end) for k in comm)),
                                     strict=True))
         self.device = device_limits(trace.device)
-        sm_limits = _sm_limits(launches)
+        sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
         running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE])
+        self.running_comm = _Running([k for k in kernels if k.kind is KernelClass.COMMUNICATION])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i in self.analysed:
@@ -330,13 +291,13 @@ class _Rank:
             unresolved = self.graph.unresolved.get(i, ())
             blockers = running(ready, k.ts, k.stream) if wait > SM_WAIT_TOLERANCE_US else []
             cause = (Cause.NONE if wait <= SM_WAIT_TOLERANCE_US else Cause.UNKNOWN if unresolved
-                     else _cause(k, blockers, ready, self.device, self.comm_cluster or _nccl_cluster(k, self.device),
+                     else sm_wait.cause(k, blockers, ready, self.device, self.comm_cluster or sm_wait.nccl_cluster(k, self.device),
                                  sm_limits))
             self.comm.append(CommWait(k, step_of[i], ready, by, wait, tuple(dict.fromkeys(b.name for b in blockers)),
                                       cause, self._alone(k), unresolved, index=i,
                                       blocker=blockers[0] if blockers else None))
         self.comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
-        self.notes = list(self.graph.notes) + _assumptions({c.cause for c in self.comm}, comm_cluster or observed,
+        self.notes = list(self.graph.notes) + sm_wait.assumptions({c.cause for c in self.comm}, comm_cluster or observed,
                                                            self.device, self.comm)
 
     def _alone(self, k: KernelEvent) -> float | None:
@@ -358,9 +319,12 @@ class _Rank:
                          if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
                          and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
         return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
-                       tuple((name, min(kernels[i].ts for i in idx)) for name, idx in self.windows),
+                       tuple(shape(name, [kernels[i] for i in idx]) for name, idx in self.windows),
                        tuple(self._replay(idx, held) for _, idx in self.windows), compute_alone,
-                       any(self.beside_comm.values()), self._compute_beside(), tuple(self.notes), self.device,
+                       any(self.beside_comm.values()), self._compute_beside(),
+                       compute_slowed.slowed(kernels, [i for i in self.analysed if self.beside_comm.get(id(kernels[i]))],
+                                             self._alone, self.running_comm, self.device),
+                       tuple(self.notes), self.device,
                        self.alone is not None, self.process)
 
     def _replay(self, idx: list[int], held: set[int]) -> StepReplay:
@@ -431,11 +395,12 @@ class Pending:
     rank: int
     comm: tuple[CommWait, ...]  # skew and the ranks' fewest time alone still to come
     exposed: tuple[float, ...]  # per collective: its exposed time, not yet split into PARTS
-    windows: tuple[tuple[str, float], ...]  # per step: its name and its first kernel's start
+    windows: tuple[Shape, ...]  # per step: its name, first kernel's start, idle time and launch sequence
     replays: tuple[StepReplay, ...]
     compute_alone: Mapping[int, float]  # compute kernel index -> its time alone, where it ran longer beside comm
     compute_beside_any: bool  # some compute ran beside communication
     compute_beside: tuple[float, float, str | None] | None
+    compute_slowed: tuple[Slowed, ...]
     notes: tuple[str, ...]
     device: DeviceLimits | None
     alone_measured: bool
@@ -448,7 +413,7 @@ class Pending:
         for c, exposed, skew, fewest in zip(self.comm, self.exposed, skews, alone, strict=True):
             comm.append(dataclasses.replace(c, uncontended_us=fewest, skew_us=skew,
                                             exposed=split_exposed(exposed, c, skew, fewest)))
-        mechanisms = self._mechanisms(comm)
+        mechanisms = mechanisms_found(self, comm)
         everything = [m for m in mechanisms.values() if m.known]
         waits = frozenset().union(*(m.waits for m in everything))
         durations = {i: t for m in everything for i, t in m.durations.items()}
@@ -456,59 +421,25 @@ class Pending:
         for c in comm:
             by_step[c.step].append(c)
         steps, later = [], []
-        for (name, first), replay in zip(self.windows, self.replays, strict=True):
+        for window, replay in zip(self.windows, self.replays, strict=True):
+            name, first = window.name, window.start_us
             replayed_end = replay.end(waits, durations)
             if replayed_end > replay.measured_end + 1e-6:
                 later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
             exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
-            steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed))
+            steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed,
+                                       window))
         notes = self.notes + ((f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
                                "headroom taken as 0 there",) if later else ())
         return RankDiagnosis(self.rank, tuple(comm), tuple(steps), self.compute_beside, notes, self.device, mechanisms,
-                             self.replays, self.alone_measured, self.process)
+                             self.replays, self.alone_measured, self.process, self.compute_slowed)
 
     def provisional(self) -> RankDiagnosis:
         """The diagnosis as far as this rank alone tells: its collectives' waits and causes (what the rules read),
         no steps."""
         return RankDiagnosis(self.rank, self.comm, (), self.compute_beside, self.notes, self.device,
-                             alone_measured=self.alone_measured, process=self.process)
-
-    def _mechanisms(self, comm: list[CommWait]) -> dict[str, Mechanism]:
-        """What the replay can remove: each cause's SM-wait (the collectives whose start SMs held back, with a
-        known cause), collectives slowed beside compute and compute slowed beside collectives (their measured
-        time alone, their wait for a late peer kept; never longer than measured). Compute that ran with no
-        communication beside it stays as measured: its spread is not the scheduler's to recover."""
-        out: dict[str, Mechanism] = {}
-        by_cause: dict[Cause, set[int]] = defaultdict(set)
-        for c in comm:
-            if c.waited:
-                by_cause[c.cause].add(c.index)
-        for cause, waits in by_cause.items():
-            out[SM_WAIT + cause.value] = Mechanism(SM_WAIT + cause.value, frozenset(waits))
-        known = self.alone_measured
-        slowed = {c.index: min(c.uncontended_us + c.skew_us, c.kernel.dur) for c in comm
-                  if c.uncontended_us is not None and c.uncontended_us + c.skew_us < c.kernel.dur}
-        if comm:
-            out[COMM_SLOWED] = Mechanism(COMM_SLOWED, durations=slowed, known=known)
-        if comm and self.compute_beside_any:
-            out[COMPUTE_SLOWED] = Mechanism(COMPUTE_SLOWED, durations=dict(self.compute_alone), known=known)
-        return out
-
-
-def _assumptions(causes: set[Cause], comm_cluster: int | None, device: DeviceLimits | None,
-                 comm: list[CommWait]) -> list[str]:
-    """What the causes found rest on that the trace does not record."""
-    notes = []
-    if Cause.CLUSTER in causes and comm_cluster is None:
-        notes.append(f"cluster: Kineto does not record cluster sizes; NCCL's default ({DEFAULT_CLUSTER} on sm_90) "
-                     "was assumed")
-    if Cause.DISPATCH_ORDER in causes:
-        notes.append("dispatch_order: Kineto does not record stream priorities; the grids were taken to have "
-                     "the communication's priority")
-    if device is None and any(c.sm_wait_us > SM_WAIT_TOLERANCE_US for c in comm):
-        notes.append("the trace's deviceProperties name no GPU the occupancy model knows: causes are unknown")
-    return notes
-
+                             alone_measured=self.alone_measured, process=self.process,
+                             compute_slowed=self.compute_slowed)
 
 def overlapping(kernels: Sequence[KernelEvent], merged: Sequence[Interval]) -> list[bool]:
     """For kernels sorted by start: does each overlap (for some time) the merged intervals? One sweep."""
@@ -534,31 +465,13 @@ def split_exposed(exposed: float, c: CommWait, skew_us: float, uncontended_us: f
     return {"sm_wait": sm, "slowdown": slow, "dependency": left - slow, "skew": skew}
 
 
-def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]]:
-    """The analysed kernels (indices into trace.kernels) by profiler step, launched in it; one window without
-    two or more steps (named after the one step, or 'trace'). Work launched before the first step joins it."""
-    starts: dict[str, float] = {}
-    for name, ts in trace.steps:
-        starts[name] = min(ts, starts.get(name, ts))
-    if len(starts) < 2:
-        return [(next(iter(starts), "trace"), list(analysed))] if analysed else []
-    order = sorted(starts.items(), key=lambda s: s[1])
-    bounds = [ts for _, ts in order]
-    groups: dict[int, list[int]] = defaultdict(list)
-    kernels, launches = trace.kernels, trace.launches
-    for i in analysed:
-        call = launches.get(kernels[i].correlation)
-        groups[max(bisect_right(bounds, call.ts if call else kernels[i].ts) - 1, 0)].append(i)
-    return [(order[n][0], groups[n]) for n in sorted(groups)]
-
-
 class _Running:
-    """Compute kernels by start, to find those running in an interval."""
+    """Kernels (compute, or communication) by start, to find those running in an interval."""
 
-    def __init__(self, compute: list[KernelEvent]):
-        self.kernels = compute
-        self.starts = [k.ts for k in compute]
-        self.longest = max((k.dur for k in compute), default=0.0)
+    def __init__(self, kernels: list[KernelEvent]):
+        self.kernels = kernels
+        self.starts = [k.ts for k in kernels]
+        self.longest = max((k.dur for k in kernels), default=0.0)
 
     def __call__(self, lo: float, hi: float, stream: int) -> list[KernelEvent]:
         """Those on other streams than `stream` running at some time in [lo, hi), longest overlap first."""
@@ -572,104 +485,3 @@ class _Running:
         return sorted(out, key=lambda k: (max(k.ts, lo) - min(k.end, hi), k.ts))
 
 
-def _nccl_cluster(k: KernelEvent, device: DeviceLimits | None) -> int:
-    """NCCL's default cluster size for its kernels on sm_90 and newer (Kineto does not record cluster sizes)."""
-    sm90 = device is not None and device.vendor == "nvidia" and device.compute_capability >= (9, 0)
-    return DEFAULT_CLUSTER if sm90 and k.name.startswith("nccl") else 1
-
-
-def _cause(comm: KernelEvent, blockers: list[KernelEvent], ready: float, device: DeviceLimits | None, cluster: int,
-           sm_limits: Mapping[str, int]) -> Cause:
-    """Why `comm`, ready at `ready`, did not start beside `blockers` (the compute kernels running meanwhile).
-
-    The blocker that overlapped the wait longest decides by the occupancy model: a resource that does not
-    fit beside it, when no SM was idle; `cluster` when SMs were idle but the communication kernel comes in
-    clusters; where it fits, `dispatch_order` when an earlier multi-wave grid was still being dispatched. A
-    blocker covers at most the SMs its context allowed (`sm_limits`: a green context's, by kernel name).
-    """
-    top = blockers[0] if blockers else None
-    if device is None or comm.footprint is None or top is None or top.footprint is None:
-        return Cause.UNKNOWN
-    fit = _beside(device, top.footprint, comm.footprint)
-    if fit is None:
-        return Cause.UNKNOWN
-    if not fit.fits:
-        at = max(ready, top.ts)
-        busy = sum(min(sm_limits.get(b.name, device.sm_count), b.footprint.grid)
-                   for b in blockers if b.footprint and b.ts <= at < b.end)
-        if busy >= device.sm_count:
-            return RESOURCE_CAUSES[fit.blocking]
-        return Cause.CLUSTER if cluster > 1 else Cause.UNKNOWN
-    if any(b.footprint and dispatching(device, b, max(ready, b.ts)) for b in blockers):
-        return Cause.DISPATCH_ORDER
-    return Cause.UNKNOWN
-
-
-def dispatching(device: DeviceLimits, k: KernelEvent, at: float) -> bool:
-    """Was grid `k` still being dispatched at `at`? Its blocks fill more than one wave, and its last wave
-    (taken as 1/waves of its time) had not begun."""
-    per_sm = resident(device, k.footprint)
-    if not per_sm:
-        return False
-    waves = math.ceil(k.footprint.grid / (per_sm * device.sm_count))
-    return waves > 1 and k.ts <= at < k.ts + k.dur * (waves - 1) / waves
-
-
-def _sm_limits(launches: LaunchStats | None) -> dict[str, int]:
-    """Kernel name as the trace writes it -> the SMs its context allowed (green contexts), from the interposer's
-    stats (which name kernels as the driver does: C++ names mangled, Kineto's demangled)."""
-    return {demangled(name): sms for name, sms in launches.sm_limits.items()} if launches else {}
-
-
-@cache
-def _cxa_demangle():
-    name = ctypes.util.find_library("stdc++")
-    try:
-        fn = ctypes.CDLL(name or "libstdc++.so.6").__cxa_demangle
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    fn.restype = ctypes.c_void_p
-    return fn
-
-
-@lru_cache(maxsize=4096)
-def demangled(name: str) -> str:
-    """A C++ symbol as Kineto shows it (abi::__cxa_demangle, as torch's profiler does); other names unchanged."""
-    fn = _cxa_demangle()
-    if fn is None or not name.startswith("_Z"):
-        return name
-    status = ctypes.c_int()
-    out = fn(name.encode(), None, None, ctypes.byref(status))
-    if status.value != 0 or not out:
-        return name
-    try:
-        return ctypes.string_at(out).decode(errors="replace")
-    finally:
-        ctypes.CDLL(None).free(ctypes.c_void_p(out))
-
-
-@lru_cache(maxsize=4096)
-def _beside(device: DeviceLimits, resident: KernelFootprint, comm: KernelFootprint) -> Beside | None:
-    try:
-        return beside(device, resident, comm)
-    except (UsageError, ValueError):  # a footprint the device cannot run: nothing to say
-        return None
-
-
-#: A grid this close to its full residency on every SM (and no more: one wave) holds every SM until it ends.
-FULL_WAVE = 0.9
-
-
-def holds_every_sm(device: DeviceLimits, k: KernelFootprint) -> bool:
-    """One wave that fills every SM to its residency (a persistent kernel: blocks never retire to make room)."""
-    slots = resident(device, k) * device.sm_count
-    return bool(slots) and FULL_WAVE * slots <= k.grid <= slots
-
-
-@lru_cache(maxsize=4096)
-def resident(device: DeviceLimits, k: KernelFootprint) -> int:
-    try:
-        return occupancy(device, k).blocks
-    except (UsageError, ValueError):
-        return 0

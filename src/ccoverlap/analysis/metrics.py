@@ -19,7 +19,7 @@ from ccoverlap.analysis.contention import RankDiagnosis, diagnose
 from ccoverlap.analysis.intervals import Interval, covered, intersection, length, merge, subtract
 from ccoverlap.analysis.recommend import Verdict, verdict
 from ccoverlap.analysis.rules import Finding, findings
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits, printable
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import occupancy
@@ -244,7 +244,7 @@ METRICS: tuple[Metric, ...] = (
            mean, Column(9, "comm slowdown", "comm x")),
     Metric("padded_launches", "padded launches", "", "d", lambda r: sum(s.padded_launches for s in r.padded),
            column=Column(10, "padded launches", "padded")),
-    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.diagnosis.headroom_ms, mean,
+    Metric("scheduling_headroom_ms", "scheduling headroom", "ms", ".3f", lambda r: r.verdict.headroom_ms, mean,
            Column(11, "headroom ms"), judged=True),
     Metric("compute_slowdown_beside_comm", "compute slowdown beside communication", "x", ".3f",
            lambda r: r.diagnosis.compute_slowdown_beside_comm, mean, Column(12, "compute x beside comm"), judged=True),
@@ -309,7 +309,10 @@ class RankMetrics:
                 "findings": [f.to_dict() for f in self.findings],
                 "launch_marks": d.launches.to_dict() if d.launches else None,
                 "lever_marks": levers.marks_seen(d.launches) if d.launches else None,
-                "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()}}
+                "alone_us": None if self.alone_us is None else {str(c): us for c, us in self.alone_us.items()},
+                "typical_steps": list(self.verdict.typical),
+                "left_out_steps": [{"step": s, "reason": why} for s, why in self.verdict.left_out],
+                "compute_slowed": [s.to_dict() for s in d.compute_slowed]}
 
 
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
@@ -345,7 +348,7 @@ def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: Rank
     """The trace's part of `rank_metrics`; `diagnosis` may be the rank's provisional one (contention.Pending): the
     rules read only what the rank's own trace tells of its collectives."""
     times = RankTimes.of(trace, baseline)
-    return Measured(strategy, trace.rank, str(trace.path), {m.key: m.value(times) for m in METRICS if not m.judged},
+    return Measured(strategy, trace.rank, printable(trace.path), {m.key: m.value(times) for m in METRICS if not m.judged},
                     times.padded, findings(trace, diagnosis, times.overlap_us,
                                            diagnosis.process.env if diagnosis.process else None), trace.alone_us)
 

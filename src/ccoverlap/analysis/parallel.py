@@ -1,28 +1,125 @@
 """The first passes of `analyze` in worker processes: one a core, each reading and analysing one file at a time.
 
 A worker returns a compact Part (no trace model), so memory grows with the
-workers, not with the files; the parts come back in the files' order.
+workers, not with the files; the parts come back in the files' order. The pool
+is this module's own (a pipe per worker), so that a worker that dies (killed by
+a signal, as an OOM killer or a scheduler does) is known by the task it held,
+and Ctrl-C in the parent stops every worker before it returns.
 """
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import TypeVar
+from multiprocessing.connection import Connection, wait
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
+class WorkerDied(Exception):
+    """A worker process ended while it held `task`: `why` says how (the signal, or the exit code)."""
+
+    def __init__(self, task: Any, why: str):
+        super().__init__(why)
+        self.task, self.why = task, why
+
+
+def _serve(fn: Callable, conn: Connection) -> None:
+    """A worker: tasks in, (ok, result or exception) out, until the parent sends None, closes the pipe or is gone
+    (a forked worker holds copies of the pipes' ends, so it looks for its parent too)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    parent = os.getppid()
+    while True:
+        try:
+            if not conn.poll(1.0):
+                if os.getppid() != parent:
+                    return
+                continue
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        try:
+            conn.send((True, fn(task)))
+        except Exception as exc:  # raised again in the parent, as a pool does
+            conn.send((False, exc))
+
+
+def _why(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 def run(fn: Callable[[T], R], tasks: list[T], jobs: int, progress: Callable[[R], None] | None = None) -> list[R]:
     """fn over tasks in `jobs` processes (forked: the parent's imports come along), results in the tasks' order;
-    `progress` is called in this process as each one ends."""
+    `progress` is called in this process as each one ends. A worker that dies raises WorkerDied naming its
+    task; on any exit every worker is stopped."""
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     results: list = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)) or 1, mp_context=context) as pool:
-        futures = {pool.submit(fn, task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            results[futures[future]] = result = future.result()
-            if progress:
-                progress(result)
+    todo = iter(range(len(tasks)))
+    workers: dict[Connection, tuple[Any, int | None]] = {}  # parent's end -> (process, task index it holds)
+    try:
+        for _ in range(max(min(jobs, len(tasks)), 1)):
+            mine, theirs = context.Pipe()
+            proc = context.Process(target=_serve, args=(fn, theirs), daemon=True)
+            proc.start()
+            theirs.close()
+            workers[mine] = (proc, None)
+        for conn in list(workers):
+            _give(conn, workers, todo, tasks)
+        while any(i is not None for _, i in workers.values()):
+            busy = {conn: proc for conn, (proc, i) in workers.items() if i is not None}
+            ready = wait(list(busy) + [p.sentinel for p in busy.values()])
+            for conn, proc in busy.items():
+                if conn not in ready and proc.sentinel not in ready:
+                    continue
+                index = workers[conn][1]
+                try:
+                    ok, result = conn.recv()
+                except (EOFError, OSError):
+                    proc.join()
+                    raise WorkerDied(tasks[index], _why(proc.exitcode)) from None
+                if not ok:
+                    raise result
+                results[index] = result
+                if progress:
+                    progress(result)
+                _give(conn, workers, todo, tasks)
+    finally:
+        _stop(workers)
     return results
+
+
+def _give(conn: Connection, workers: dict, todo, tasks: list) -> None:
+    """The next task to the worker at `conn`, or none left."""
+    index = next(todo, None)
+    workers[conn] = (workers[conn][0], index)
+    if index is not None:
+        conn.send(tasks[index])
+
+
+def _stop(workers: dict) -> None:
+    """Every worker ended: idle ones told to, the rest (an error, Ctrl-C) terminated, then killed."""
+    for conn, (proc, index) in workers.items():
+        if index is None and proc.is_alive():
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        conn.close()
+    for proc, index in workers.values():
+        if index is not None and proc.is_alive():
+            proc.terminate()
+    for proc, _ in workers.values():
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()

@@ -4,19 +4,25 @@ of the mechanisms it can remove taken away, and the levers are ranked by that ga
 `LEVERS_FOR` is the one table from a mechanism (a cause's SM-wait, a slowdown beside the other side) to the
 levers of the registry (ccoverlap.control.levers) that remove it, each with the condition under which it can
 for one collective (the occupancy model applied to the footprints the trace recorded, and the order of the
-launches). Where no lever can, the time is headroom beyond any lever, and the verdict says what would take it
+launches); `REMEDIES` is the same turned round, by lever, checked against the registry at import (a lever
+that removes nothing known says so in NO_REMEDY). Where no lever can, the time is headroom beyond any lever, and the verdict says what would take it
 (an SM partition, or nothing known). Below NOTHING_TO_GAIN_PCT of the step, the verdict is "nothing to gain
 here".
 """
 from __future__ import annotations
 
+import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ccoverlap.analysis import steps
 from ccoverlap.control import levers
-from ccoverlap.analysis.contention import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
-                                                  CommWait, Mechanism, RankDiagnosis, dispatching, holds_every_sm)
+from ccoverlap.analysis.contention import CommWait, RankDiagnosis
+from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
+                                                Mechanism, holds_every_sm)
+from ccoverlap.analysis.mechanisms import compute_slowed
+from ccoverlap.analysis.mechanisms.dispatch import dispatching
 from ccoverlap.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside
@@ -39,6 +45,8 @@ class Remedy:
     lever: str
     fits: Fits | None = None
     nccl: bool = False  # one of NCCL's own knobs: it reaches NCCL's kernels only
+    price: Callable[[RankDiagnosis], Mechanism | None] | None = None  # the lever's whole effect, both sides, where
+    # it costs the other side too (compute_slowed.CommLever): replayed for its net, named only where that is a gain
 
     def applies(self, c: CommWait | None, device: DeviceLimits | None) -> bool:
         if self.nccl and c is not None and not _is_nccl(c):
@@ -95,8 +103,9 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 #: full multi-wave grid takes the comm CTAs in as its blocks retire (lab: 5.88 ms of SM-wait to 0.94 ms); the
 #: carveout hint lets a CTA's shared memory into an SM configured by a 0 B kernel (3.45 ms to 0.002 ms); clusters
 #: of 1 let the CTAs onto SMs left idle that clusters of 4 cannot take (green-cluster case); fewer NCCL CTAs give
-#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%); one hardware queue dispatches a
-#: collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
+#: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%) but stretch the collective (NOTES: 8
+#: CTAs made a GEMM step 1.5x slower): priced on both sides, named only where the replay nets a gain
+#: (mechanisms/compute_slowed.py); one hardware queue dispatches a collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
 #: the hint). A collective slowed beside compute has no lever known to remove it (sm-carveout does not reach
 #: cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does an SM-wait behind a kernel no lever can make
 #: room beside: those are headroom beyond any lever.
@@ -112,40 +121,90 @@ LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
     SM_WAIT + Cause.DISPATCH_ORDER.value: (Remedy("priority"), FIRST),
     COMM_SLOWED: (),
-    COMPUTE_SLOWED: (Remedy("nccl-ctas", nccl=True),),
+    COMPUTE_SLOWED: tuple(Remedy(lv.lever, price=lv.price)
+                          for lv in [*map(compute_slowed.fewer_ctas, levers.BY_NAME["nccl-ctas"].candidates),
+                                     compute_slowed.smaller_ctas(levers.BY_NAME["nccl-threads"].default)]),
 }
+#: the levers of the registry that remove no mechanism the diagnosis finds, and why
+NO_REMEDY = {
+    "sm-carveout": levers.NotApplicable("it does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13 (NOTES)"),
+    "green": levers.NotApplicable("an SM partition: named where a blocker holds every SM, as beyond any lever"),
+    "nccl-cta-policy": levers.NotApplicable("no mechanism the diagnosis finds is known to yield to it"),
+}
+
+
+def _by_lever(table: dict[str, tuple[Remedy, ...]], none: dict[str, levers.NotApplicable]) -> dict:
+    """`table` turned round: lever name -> its (mechanism, remedy) pairs, levers and pairs in the table's order
+    (the verdict's order among equal gains), then the levers of `none`."""
+    out: dict[str, list[tuple[str, Remedy]]] = {}
+    for key, remedies in table.items():
+        for r in remedies:
+            for name, _ in levers.strategy(r.lever).levers:
+                out.setdefault(name, []).append((key, r))
+    if both := sorted(set(out) & set(none)):
+        raise TypeError(f"NO_REMEDY names levers that LEVERS_FOR has remedies for: {', '.join(both)}")
+    return {name: tuple(pairs) for name, pairs in out.items()} | none
+
+
+#: lever -> the mechanisms it removes, as (mechanism, remedy) pairs, or NotApplicable(why)
+REMEDIES: Mapping[str, tuple[tuple[str, Remedy], ...] | levers.NotApplicable] = levers.mechanisms(
+    "remedy", _by_lever(LEVERS_FOR, NO_REMEDY))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A per-step value over the typical steps: the median step's, and the least and most of any typical step."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        return cls(statistics.median(values), min(values), max(values)) if values else cls(0.0, 0.0, 0.0)
+
+    def to_list(self) -> list[float]:
+        return [self.low, self.high]
 
 
 @dataclass(frozen=True)
 class Recommendation:
     lever: str  # a strategy term: a registry lever, with =value where not its default
-    gain_ms: float  # per rank: the replay with the mechanisms' share it removes taken away
+    gain_ms: float  # per rank, the median typical step's: the replay with the mechanisms' share it removes taken away
     evidence: str
+    spread_ms: tuple[float, float] = (0.0, 0.0)  # the least and most gain of a typical step
 
     def to_dict(self) -> dict:
-        return {"lever": self.lever, "gain_ms": self.gain_ms, "evidence": self.evidence}
+        return {"lever": self.lever, "gain_ms": self.gain_ms, "gain_spread_ms": list(self.spread_ms),
+                "evidence": self.evidence}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Per rank (the mean over the ranks given): the headroom, what levers can reach, the levers, and one line."""
+    """Per rank (the mean over the ranks given), the median typical step's: the headroom, what levers can reach,
+    the levers, and one line. Steps left out as atypical (analysis.steps) are named, never averaged in."""
 
     headroom_ms: float  # every known mechanism removed
-    headroom_pct: float | None
+    headroom_pct: float | None  # the median typical step's share of its span
     lever_headroom_ms: float  # every lever's share removed together: what levers can reach
     lever_headroom_pct: float | None
     by_mechanism_ms: dict[str, float | None]  # each mechanism alone (None: unknown, no alone window)
-    lever_steps_ms: tuple[float, ...]  # lever_headroom_ms step by step (the mean over the ranks of each step)
+    lever_steps_ms: tuple[float, ...]  # lever_headroom_ms step by step, every analysed step (mean over the ranks)
     recommendations: tuple[Recommendation, ...]
     unrecoverable_ms: dict[str, float]  # skew and dependency: exposed time no lever on this rank changes
     slowdown_known: bool
     line: str
+    typical: tuple[str, ...] = ()  # the typical steps' names, the headline's
+    left_out: tuple[tuple[str, str], ...] = ()  # (step, why) of the steps left out as atypical
+    headroom_pct_spread: tuple[float, float] | None = None  # the least and most share of a typical step
 
     def to_dict(self) -> dict:
         return {"headroom_ms": self.headroom_ms, "headroom_pct": self.headroom_pct,
+                "headroom_pct_spread": list(self.headroom_pct_spread) if self.headroom_pct_spread else None,
                 "lever_headroom_ms": self.lever_headroom_ms, "lever_headroom_pct": self.lever_headroom_pct,
                 "lever_steps_ms": list(self.lever_steps_ms), "by_mechanism_ms": self.by_mechanism_ms,
-                "slowdown_known": self.slowdown_known}
+                "slowdown_known": self.slowdown_known, "typical_steps": list(self.typical),
+                "left_out_steps": [{"step": s, "reason": why} for s, why in self.left_out]}
 
 
 def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
@@ -153,6 +212,8 @@ def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
     m = d.mechanisms.get(key)
     if m is None:
         return None
+    if remedy.price is not None:
+        return remedy.price(d) if m.known else None
     if not m.waits:
         if not m.known or not m.durations or (remedy.nccl and not any(_is_nccl(c) for c in d.comm)):
             return None
@@ -161,9 +222,75 @@ def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
     return Mechanism(remedy.lever, waits) if waits else None
 
 
-def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float) -> str:
-    """Why a lever: the mechanism it takes away, with the collectives and their blockers."""
-    waits = [c for d in diagnoses for c in d.comm if c.waited and SM_WAIT + c.cause.value in keys]
+@dataclass(frozen=True)
+class _Typical:
+    """The steps the headline reads: typical on every rank (by name), and those left out with why."""
+
+    names: tuple[str, ...]
+    left_out: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, diagnoses: Sequence[RankDiagnosis]) -> _Typical:
+        kept: set[str] | None = None
+        out: dict[str, str] = {}
+        for d in diagnoses:
+            if any(s.shape is None for s in d.steps):
+                mine = {s.name for s in d.steps}
+            else:
+                found = steps.typical([s.shape for s in d.steps])
+                mine = set(found.names)
+                for i, why in found.left_out:
+                    out.setdefault(found.shapes[i].name, why if len(diagnoses) == 1 else f"rank {d.rank}: {why}")
+            kept = mine if kept is None else kept & mine
+        order = [s.name for s in diagnoses[0].steps] if diagnoses else []
+        names = tuple(n for n in order if n in (kept or set()))
+        if not names:  # no step typical on every rank: every step common to them
+            names = tuple(n for n in order if all(n in {s.name for s in d.steps} for d in diagnoses))
+            out = {}
+        return cls(names, tuple((n, out[n]) for n in order if n in out and n not in names))
+
+    def values(self, diagnoses: Sequence[RankDiagnosis],
+               per_step: Callable[[RankDiagnosis], Sequence[float] | None]) -> list[float] | None:
+        """Per typical step, the mean over the ranks of `per_step(d)` (one value per step of d); None where one
+        rank's is unknown."""
+        rows = []
+        for d in diagnoses:
+            row = per_step(d)
+            if row is None:
+                return None
+            rows.append(dict(zip((s.name for s in d.steps), row, strict=False)))
+        return [sum(r.get(n, 0.0) for r in rows) / len(rows) for n in self.names] if rows else []
+
+    def line(self) -> str:
+        left = "; ".join(f"{n}: {why}" for n, why in self.left_out)
+        return f" [median of {len(self.names)} typical step(s)" + (f"; left out: {left}]" if left else "]")
+
+
+def _compute_said(diagnoses: Sequence[RankDiagnosis]) -> str:
+    """Compute slowed beside communication, in words: how much, the kernel that lost most, and why."""
+    measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
+    alone = sum(d.compute_beside_comm[1] for d in diagnoses if d.compute_beside_comm)
+    ratio = f"{measured / alone:.2f}x" if alone > 0 else "longer than"
+    why = "; ".join(dict.fromkeys(w for d in diagnoses if (w := compute_slowed.story(d))))
+    return f"compute beside communication ran {ratio} its measured time alone" + (f" ({why})" if why else "")
+
+
+def _priced(diagnoses: Sequence[RankDiagnosis], lever: str, ms: float) -> str:
+    """A priced lever's two sides: how much longer the collectives take under it, and the replay's net."""
+    remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+    stretch = max((m.durations.get(c.index, c.kernel.dur) / c.kernel.dur for d in diagnoses
+                   if (m := remedy.price(d)) is not None for c in d.comm if c.kernel.dur > 0), default=1.0)
+    return (f"with {lever} the collectives take {stretch:.1f}x longer (their time scaled by the CTA threads taken "
+            f"away): the replay of both ends {ms:.3f} ms sooner" if ms >= 0 else
+            f"with {lever} the collectives take {stretch:.1f}x longer (their time scaled by the CTA threads taken "
+            f"away): the replay of both ends {-ms:.3f} ms later")
+
+
+def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typical: _Typical, lever: str) -> str:
+    """Why a lever: the mechanism it takes away, with the collectives and their blockers (per typical step)."""
+    per = max(len(diagnoses), 1) * max(len(typical.names), 1)
+    waits = [c for d in diagnoses for c in d.comm
+             if c.waited and SM_WAIT + c.cause.value in keys and c.step in typical.names]
     if waits:
         total = sum(c.sm_wait_us for c in waits)
         by_cause = Counter()
@@ -174,43 +301,62 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float) -> 
         behind = Counter(c.blocked_by[0] for c in waits if c.blocked_by)
         where = f" behind {short_name(behind.most_common(1)[0][0])}" if behind else ""
         return (f"{100 * part / total:.0f}% of {what.most_common(1)[0][0]} SM-wait is {cause}{where} "
-                f"({total / 1000 / len(diagnoses):.3f} ms of wait per rank; the replay without it ends {ms:.3f} ms sooner)")
+                f"({total / 1000 / per:.3f} ms of wait per rank and step; the replay without it ends {ms:.3f} ms sooner)")
     if COMPUTE_SLOWED in keys:
-        measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
-        alone = sum(d.compute_beside_comm[1] for d in diagnoses if d.compute_beside_comm)
-        worst = Counter(d.compute_beside_comm[2] for d in diagnoses if d.compute_beside_comm and d.compute_beside_comm[2])
-        most = f" (most: {short_name(worst.most_common(1)[0][0])})" if worst else ""
-        ratio = f"{measured / alone:.2f}x" if alone > 0 else "longer than"
-        return f"compute beside communication ran {ratio} its measured time alone{most}; the replay without it ends {ms:.3f} ms sooner"
+        return f"{_compute_said(diagnoses)}; {_priced(diagnoses, lever, ms)}"
     return f"the replay without it ends {ms:.3f} ms sooner"
 
 
-def _mean(diagnoses: Sequence[RankDiagnosis], parts: Callable[[RankDiagnosis], list[Mechanism]]) -> float | None:
-    """Per rank, the mean of the replays with `parts(d)` removed (ms); None where one is unknown."""
-    gains = [d.gain_us(parts(d)) for d in diagnoses]
-    return None if any(g is None for g in gains) else sum(gains) / len(gains) / 1000
+def _gains(diagnoses: Sequence[RankDiagnosis], typical: _Typical,
+           parts: Callable[[RankDiagnosis], list[Mechanism]]) -> Spread | None:
+    """Per typical step, the mean over the ranks of the replay with `parts(d)` removed (ms); None where unknown."""
+    values = typical.values(diagnoses, lambda d: None if (g := d.gain_by_step(parts(d))) is None
+                            else [us / 1000 for us in g])
+    return None if values is None else Spread.of(values)
+
+
+def _net(diagnoses: Sequence[RankDiagnosis], typical: _Typical, lever: str) -> float | None:
+    """A priced lever's net in the median typical step (ms; negative: the step ends later), not clamped at 0."""
+    remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+
+    def signed(d: RankDiagnosis) -> list[float] | None:
+        m = remedy.price(d)
+        if m is None:
+            return None
+        return [(r.measured_end - r.end(frozenset(), m.durations)) / 1000 for r in d.replays]
+
+    values = typical.values(diagnoses, signed)
+    return None if not values else statistics.median(values)
 
 
 def _beyond(diagnoses: Sequence[RankDiagnosis], reachable: set[str], by_mechanism: dict[str, float | None],
-            floor_ms: float) -> str:
+            floor_ms: float, typical: _Typical, nets: dict[str, float | None] | None = None) -> str:
     """In words, the headroom no lever reaches (mechanisms that cost at least `floor_ms`): what holds it, and what
     would take it."""
     out = []
+    per = max(len(diagnoses), 1) * max(len(typical.names), 1)
     for key in sorted({k for d in diagnoses for k, m in d.mechanisms.items() if m.waits}):
         if (by_mechanism.get(key) or 0) < floor_ms:
             continue
         left = [(c, d.device) for d in diagnoses for c in d.comm
-                if c.waited and SM_WAIT + c.cause.value == key
+                if c.waited and SM_WAIT + c.cause.value == key and c.step in typical.names
                 and not any(r.applies(c, d.device) for r in LEVERS_FOR.get(key, ()))]
         if not left:
             continue
         blocker = Counter(c.blocker.name for c, _ in left if c.blocker).most_common(1)
         name = short_name(blocker[0][0]) if blocker else "compute"
         held = any(_holds_every_sm(c, device) for c, device in left)
-        out.append(f"{sum(c.sm_wait_us for c, _ in left) / 1000 / len(diagnoses):.3f} ms of "
+        out.append(f"{sum(c.sm_wait_us for c, _ in left) / 1000 / per:.3f} ms of "
                    f"{key.removeprefix(SM_WAIT)} SM-wait behind {name}"
                    + (", which holds every SM: only an SM partition makes room beside it (a green context for the "
                       "compute, or a library's own SM count)" if held else ", which no lever can make room beside"))
+    if COMPUTE_SLOWED not in reachable and (by_mechanism.get(COMPUTE_SLOWED) or 0) >= floor_ms:
+        priced = [f"{lv}: the collectives longer, the step {-ms:.3f} ms later" if ms < 0 else
+                  f"{lv}: net {ms:.3f} ms" for lv, ms in (nets or {}).items() if ms is not None]
+        out.append(f"{_compute_said(diagnoses)}, {by_mechanism[COMPUTE_SLOWED]:.3f} ms of the step: nothing a lever "
+                   f"can do" + (f" ({'; '.join(priced)})" if priced else "")
+                   + "; an SM partition leaves a one-full-wave grid the same second wave, copy-engine collectives "
+                     "(NCCL's, where offered) are no lever here")
     if COMM_SLOWED not in reachable and (by_mechanism.get(COMM_SLOWED) or 0) >= floor_ms:
         out.append(f"collectives ran {by_mechanism[COMM_SLOWED]:.3f} ms slower than alone beside compute: no lever "
                    "is known to remove that")
@@ -223,63 +369,84 @@ def _holds_every_sm(c: CommWait, device: DeviceLimits | None) -> bool:
 
 
 def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
-    """The levers worth trying for these ranks (one rank, or a strategy's), ranked by the replayed gain."""
+    """The levers worth trying for these ranks (one rank, or a strategy's), ranked by the median typical step's
+    replayed gain."""
     diagnoses = list(diagnoses)
     n = max(len(diagnoses), 1)
-    step = sum(d.step_ms for d in diagnoses) / n
+    typical = _Typical.of(diagnoses)
+    spans = typical.values(diagnoses, lambda d: [s.span_us / 1000 for s in d.steps]) or []
+    heads = typical.values(diagnoses, lambda d: [s.headroom_us / 1000 for s in d.steps]) or []
+    step = statistics.median(spans) if spans else 0.0
+    shares = [100 * h / s for h, s in zip(heads, spans, strict=True) if s > 0]
     pct = (lambda ms: 100 * ms / step if step > 0 else None)
-    headroom = sum(d.headroom_ms for d in diagnoses) / n
+    headroom = Spread.of(heads).median
     known = all(d.slowdown_known for d in diagnoses)
     keys = sorted({k for d in diagnoses for k in d.mechanisms})
-    by_mechanism = {k: _mean(diagnoses, lambda d, k=k: [d.mechanisms[k]] if k in d.mechanisms else []) for k in keys}
+    by_mechanism = {k: None if (g := _gains(diagnoses, typical, lambda d, k=k: [d.mechanisms[k]] if k in d.mechanisms
+                                            else [])) is None else g.median for k in keys}
     parts = {p: sum(d.exposed_ms[p] or 0 for d in diagnoses) / n for p in ("skew", "dependency")}
     rest = ", ".join(f"{p} {ms:.3f} ms" for p, ms in parts.items() if ms > 0)
     unrecoverable = f"; exposed beyond any lever: {rest}" if rest else ""
     unknown = "" if known else ("; what communication and compute lose beside each other is unknown "
                                 "(no alone window: ccoverlap doctor measures each launch alone)")
 
-    levers_of: dict[str, list[tuple[str, Remedy]]] = {}
-    for key, remedies in LEVERS_FOR.items():
-        for r in remedies:
+    levers_of: dict[str, list[tuple[str, Remedy]]] = {}  # strategy term (nccl-cluster=1) -> what it removes
+    for pairs in REMEDIES.values():
+        for key, r in () if isinstance(pairs, levers.NotApplicable) else pairs:
             levers_of.setdefault(r.lever, []).append((key, r))
 
-    def shares(d: RankDiagnosis, lever: str) -> list[Mechanism]:
+    def shares_of(d: RankDiagnosis, lever: str) -> list[Mechanism]:
         return [m for key, r in levers_of[lever] if (m := _share(d, key, r)) is not None]
 
     floor = NAMED_PCT / 100 * step
     recs = []
     for lever in levers_of:
-        if not any(shares(d, lever) for d in diagnoses):
+        if not any(shares_of(d, lever) for d in diagnoses):
             continue
-        gain = _mean(diagnoses, lambda d, lever=lever: shares(d, lever))
-        if gain is None or gain <= 0 or gain < floor:  # below the floor: noise, not a lever's worth
+        gain = _gains(diagnoses, typical, lambda d, lever=lever: shares_of(d, lever))
+        if gain is None or gain.median <= 0 or gain.median < floor:  # below the floor: noise, not a lever's worth
             continue
         taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
-        recs.append(Recommendation(lever, gain, _evidence(diagnoses, taken, gain)))
+        recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical, lever),
+                                   (gain.low, gain.high)))
     order = {lever: i for i, lever in enumerate(levers_of)}
     recs.sort(key=lambda r: (-round(r.gain_ms, 6), order[r.lever]))
-    def everything(d: RankDiagnosis) -> list[Mechanism]:
-        return [m for lever in levers_of for m in shares(d, lever)]
 
-    reach = _mean(diagnoses, everything) or 0.0
+    named = {r.lever for r in recs}
+    counted = [lv for lv in levers_of if lv in named or not any(r.price for _, r in levers_of[lv])]
+
+    def everything(d: RankDiagnosis) -> list[Mechanism]:  # a priced lever only where its net is a gain
+        return [m for lever in counted for m in shares_of(d, lever)]
+
+    reach = (_gains(diagnoses, typical, everything) or Spread.of([])).median
     by_step = [g for d in diagnoses if (g := d.gain_by_step(everything(d))) is not None]
     lever_steps = tuple(sum(s) / len(by_step) / 1000 for s in zip(*by_step, strict=False)) if by_step else ()
-    reachable = {key for lever in levers_of for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
-    head_pct, reach_pct = pct(headroom), pct(reach)
+    reachable = {key for lever in counted for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
+    tails = _gains(diagnoses, typical, lambda d: [compute_slowed.wave_tail(d)] if d.compute_slowed else [])
+    if any(s.cause == compute_slowed.WAVE_TAIL for d in diagnoses for s in d.compute_slowed) and tails is not None:
+        by_mechanism[COMPUTE_SLOWED + ":" + compute_slowed.WAVE_TAIL] = tails.median
+    nets = {lv: _net(diagnoses, typical, lv) for lv in levers_of if lv not in named and
+            any(r.price for _, r in levers_of[lv])}
+    head_pct = statistics.median(shares) if shares else None
+    reach_pct = pct(reach)
     shown = "-" if head_pct is None else f"{head_pct:.1f}%"
+    spread = (min(shares), max(shares)) if shares else None
+    of_steps = typical.line() if len(typical.names) > 1 or typical.left_out else ""
+    if spread and len(shares) > 1:
+        of_steps = of_steps.replace("typical step(s)", f"typical step(s), {spread[0]:.1f}-{spread[1]:.1f}%", 1)
     if head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
-        line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){unknown}{unrecoverable}"
+        line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){of_steps}{unknown}{unrecoverable}"
         recs = []
     elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
-        beyond = _beyond(diagnoses, reachable, by_mechanism, floor) or "no lever removes the mechanisms found"
-        line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}), a lever reaches "
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets) or "no lever removes the mechanisms found"
+        line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches "
                 f"{reach:.3f} ms: {beyond}{unknown}{unrecoverable}")
         recs = []
     else:
-        beyond = _beyond(diagnoses, reachable, by_mechanism, floor)
+        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
         top = recs[0]
-        line = (f"headroom {headroom:.3f} ms ({shown}), a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); try "
-                f"{top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
+        line = (f"headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); "
+                f"try {top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
                 + (f"; beyond any lever: {beyond}" if beyond else "") + unknown + unrecoverable)
-    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, known, line)
-
+    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, known, line,
+                   typical.names, typical.left_out, spread)

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
-from ccoverlap.analysis.contention import PARTS, Cause
+from ccoverlap.analysis.contention import PARTS
+from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
-from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, short_name
+from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, printable, short_name
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:90%}th{max-width:7em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
@@ -67,8 +68,9 @@ def _recommendations(analysis: Analysis) -> str:
     return "".join(out)
 
 
-def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
+def write_report(analysis: Analysis, path: Path, top: int = 12, perfetto: Path | None = None) -> list[Path]:
     """Write the HTML report and its PNGs (in <stem>_files/ beside it); returns every file written.
+    `perfetto`: the annotated trace written beside it (analysis.perfetto), linked from the report.
 
     All or nothing: both are written into a temporary folder beside the report and moved into place
     at the end, so a full disk or an interrupt leaves the previous report (or none), never half of one.
@@ -79,7 +81,7 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
     try:
         new = tmp / "new"
         (new / files.name).mkdir(parents=True)
-        names = _write(analysis, new / path.name, new / files.name, top)
+        names = _write(analysis, new / path.name, new / files.name, top, perfetto and _perfetto(perfetto, path))
         if files.exists():
             files.rename(tmp / "old")  # removed with tmp
         (new / files.name).rename(files)
@@ -89,7 +91,16 @@ def write_report(analysis: Analysis, path: Path, top: int = 12) -> list[Path]:
     return [path, *(files / name for name in names)]
 
 
-def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
+def _perfetto(trace: Path, report: Path) -> str:
+    """The paragraph that links the annotated trace (relative to the report) and says how to open it."""
+    link = html.escape(os.path.relpath(trace.absolute(), report.absolute().parent))
+    return (f"<p>Annotated trace: <a href=\"{link}\"><code>{link}</code></a>, every rank's captured trace with "
+            "lanes of the findings (exposed communication, each collective's SM wait with its cause and blocker, "
+            "the lever recommended). Open it in <a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> (Open trace "
+            "file; it stays on your machine) or in Chrome at <code>chrome://tracing</code> (Load).</p>")
+
+
+def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str | None = None) -> list[str]:
     """The report at `path`, its PNGs in `files`; returns the PNGs' names."""
     names: list[str] = []
 
@@ -107,6 +118,7 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
         "no compute beside it. " + ("Pad B and padded launches: shared memory above the baseline's for the same "
         "kernel." if analysis.baseline is not None else "Padding is measured against a baseline (--baseline, an "
         "unshaped run of the same program); none was given, so no pad is shown.") + "</p>",
+        perfetto or "",
         image(strategy_bars_png(strategy_values(analysis.ranks)), "strategies.png", "strategies compared"),
         _table(["strategy", "rank", *(m.column.header for m in metrics)], [r.row(metrics) for r in analysis.ranks]),
         _recommendations(analysis),
@@ -123,7 +135,7 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int) -> list[str]:
             diagnosis = next(r.diagnosis for r in analysis.ranks if (r.strategy, r.rank) == (name, rank))
             waits = [(c.kernel.stream, c.ready_us, c.kernel.ts, c.cause.value) for c in diagnosis.comm
                      if c.cause is not Cause.NONE]
-            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(str(trace.path))}</code></p>")
+            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(printable(trace.path))}</code></p>")
             parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}", waits),
                                f"timeline_{name}_rank{rank}.png", f"timeline of {name} rank {rank}"))
             stats = kernel_stats(kernels, reference, device_limits(trace.device))

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccoverlap.analysis.contention import (SM_WAIT_TOLERANCE_US, Cause, CommWait, RankDiagnosis, demangled,
-                                                  holds_every_sm)
+from ccoverlap.analysis.contention import CommWait, RankDiagnosis
+from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, holds_every_sm
 from ccoverlap.analysis.trace import KernelClass, Trace, analysed_kernels, short_name
+from ccoverlap.util.demangle import demangled
 
 #: Overlap below this share of the communication time counts as none.
 NO_OVERLAP_PCT = 1.0

@@ -6,23 +6,31 @@ from pathlib import Path
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table
+from ccoverlap.analysis.metrics import shown, strategy_values
+from ccoverlap.analysis.report import write_report
+from ccoverlap.analysis.perfetto import write
 
 
-def write_html(result, path: Path) -> list[Path]:
-    """The HTML report at `path` and its PNGs (every file written); UsageError where it cannot be written."""
-    from ccoverlap.analysis.report import write_report
-
+def write_html(result, path: Path, perfetto: Path | None = None) -> list[Path]:
+    """The HTML report at `path` and its PNGs (every file written), linking the annotated trace `perfetto`
+    where one was written; UsageError where it cannot be written."""
     try:
-        return write_report(result, path)
+        return write_report(result, path, perfetto=perfetto)
     except OSError as exc:
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+
+
+def write_perfetto(result, path: Path) -> Path:
+    """The annotated trace at `path` (analysis.perfetto); UsageError where it cannot be written."""
+    try:
+        return write(result, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write the annotated trace {path}: {exc.strerror or exc}") from None
 
 
 def document(result, baseline: Path | None, written: list[Path], rows: bool = True) -> dict:
     """The JSON of an analysis (`--json`; `ccoverlap doctor --json` holds it too); `rows`: with each rank's
     per-collective and per-step rows (RankMetrics.to_dict)."""
-    from ccoverlap.analysis.metrics import strategy_values
-
     return {
         "ranks": [r.to_dict(rows) for r in result.ranks],
         "strategies": strategy_values(result.ranks),
@@ -36,7 +44,5 @@ def document(result, baseline: Path | None, written: list[Path], rows: bool = Tr
 
 def print_ranks(result, title: str) -> None:
     """The terminal's table of the analysis: a row per rank, the metrics that have a terminal column."""
-    from ccoverlap.analysis.metrics import shown
-
-    columns = shown(terminal=True, baseline=result.baseline is not None)  # metrics.METRICS; JSON and the report have them all
+    columns = shown(terminal=True, baseline=result.baseline is not None)  # metrics.METRICS; JSON, report: all
     print_table(title, ["strategy", "rank", *(m.column.short for m in columns)], [r.row(columns) for r in result.ranks])

@@ -13,7 +13,9 @@ import gc
 import gzip
 import json
 import math
+import os
 import re
+import stat
 import zlib
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -36,6 +38,8 @@ _MEMORY = re.compile(r"^(Memcpy|Memset|dma)")
 _MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 #: On GPU lanes but not GPU work: annotations, cuda_sync (a host or stream waiting), cuda_event (an event recorded).
 _SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_event", "Trace", "trace"})
+_ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})  # where ProfilerStep annotations are
+_CALL_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # CPU calls: each has a correlation id
 #: CPU calls that record a CUDA event, and that make a stream wait for one (runtime and driver API).
 _RECORD_CALLS = ("cudaEventRecord", "cuEventRecord")  # name prefixes: cudaEventRecordWithFlags too
 _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
@@ -118,6 +122,7 @@ class Trace:
     # by launch (analysis/alone.py); None where no alone window was measured. A launch missing from it was
     # not matched: its time alone is unknown, never inferred from other launches.
     alone_us: Mapping[int, float] | None = field(default=None, repr=False)
+    left_out: LeftOut = field(default_factory=lambda: LeftOut(), repr=False)  # what the reader could not read
 
     @cached_property
     def analysed_indices(self) -> tuple[int, ...]:
@@ -162,7 +167,7 @@ class _Event(msgspec.Struct, gc=False):
 
     ph: Any = None
     cat: Any = None
-    name: Any = ""
+    name: Any = UNSET  # missing: not text, as a mistyped one
     ts: Any = UNSET
     dur: Any = UNSET
     tid: Any = None
@@ -209,25 +214,124 @@ _EVENT = msgspec.json.Decoder(_Event)
 _KEPT = msgspec.json.Decoder(_Kept)
 _NO_LANE = _Lane()
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+#: Kineto's categories of GPU activity: an event of one of them that cannot be read is left out, counted.
+_GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
+#: A profiled window lasts seconds to minutes: a GPU event longer than this, or starting further than this from
+#: the median start of the rank's GPU events (or launched further from it), has an impossible time (us).
+MAX_SPAN_US = 3600e6
+#: A rank whose left-out GPU events are more than this share of its GPU events, or of its GPU time, gets no
+#: verdict: what was read is not the run.
+LEFT_OUT_SHARE = 0.01
+#: Ranks and world sizes past this are not a job's (and would make the missing-rank list endless).
+MAX_RANKS = 1 << 20
+#: deviceProperties fields the occupancy model reads, and their valid range: outside it the entry is left out.
+_DEVICE_FIELDS = {"numSms": (1, 4096), "maxThreadsPerMultiprocessor": (32, 1 << 16),
+                  "regsPerMultiprocessor": (1024, 1 << 24), "sharedMemPerMultiprocessor": (0, 1 << 30),
+                  "sharedMemPerBlockOptin": (0, 1 << 30), "computeMajor": (1, 99), "computeMinor": (0, 99)}
+#: The decompressed size limit where none is given: this share of the memory available per worker (the model
+#: and the decoder's buffers take about as much again as the text).
+MEMORY_SHARE = 0.25
+_CHUNK = 1 << 20
 
 
-def _load(path: Path) -> bytes | bytearray:
-    """The whole JSON text: msgspec decodes one buffer, so a .gz is inflated in 1 MiB chunks into one bytearray
-    (the memory cost: the uncompressed text, once)."""
-    if not path.name.endswith(".gz"):
-        return path.read_bytes()
-    text = bytearray()
-    with gzip.open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            text += chunk
+def trace_limit(jobs: int = 1, mb: float = 0.0) -> int:
+    """The largest decompressed trace read, in bytes: `mb` where given (> 0), else MEMORY_SHARE of the memory
+    available (MemAvailable, else physical memory) per worker, at least 64 MiB."""
+    if mb > 0:
+        return int(mb * 1e6)
+    avail = None
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            avail = next((int(line.split()[1]) * 1024 for line in fh if line.startswith(b"MemAvailable:")), None)
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (OSError, ValueError, AttributeError):
+            avail = 16 << 30
+    return max(int(avail * MEMORY_SHARE / max(jobs, 1)), 64 << 20)
+
+
+def printable(path: Path | str) -> str:
+    """A path as text that prints anywhere: bytes that are not UTF-8 (a name's surrogate escapes) as \\xNN."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _load(path: Path, limit: int) -> bytes | bytearray:
+    """The whole JSON text: msgspec decodes one buffer, so a .gz is inflated in 1 MiB chunks into one bytearray,
+    stopping past `limit` bytes (the memory cost: the uncompressed text, once). Only a regular file is opened
+    (stat first: a FIFO or a device is never opened), and one that changed while read is refused."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{_kind(mode)}, not a trace file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as raw:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):  # replaced between the stat and the open
+            raise UsageError(f"{_kind(before.st_mode)}, not a trace file")
+        os.set_blocking(fd, True)
+        if not path.name.endswith(".gz"):
+            if before.st_size > limit:
+                raise UsageError(_too_large(_size(before.st_size), limit))
+            text = raw.read(before.st_size)  # what is there now: a file still growing is caught below
+        else:
+            text = bytearray()
+            with gzip.GzipFile(fileobj=raw) as fh:
+                while chunk := fh.read(_CHUNK):
+                    text += chunk
+                    if len(text) > limit:
+                        raise UsageError(_too_large(f"{_size(before.st_size)} compressed, more than "
+                                                    f"{_size(len(text))} decompressed", limit))
+        after = os.fstat(fd)
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise UsageError(f"changed while it was read ({before.st_size} -> {after.st_size} bytes): read it once "
+                         "it is complete")
     return text
 
 
-def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
-    """Decode one trace file into a Trace (typed: only the fields read are built); a UsageError says why a file
-    is unusable."""
+def _size(n: int) -> str:
+    return next(f"{n / scale:.1f} {unit}" for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1, "B"))
+                if n >= scale or scale == 1)
+
+
+def _too_large(size: str, limit: int) -> str:
+    return (f"{size}: past the limit of {limit / 1e6:.0f} MB decompressed (a quarter of the memory available per "
+            "worker; --max-trace-mb MB sets it)")
+
+
+def read_document(path: Path) -> dict:
+    """The whole decoded JSON of a trace file (every event, every key), for what writes it out again
+    (analysis.perfetto); a UsageError says why it is unusable."""
     try:
-        doc = _FILE.decode(_load(path))
+        doc = msgspec.json.decode(_load(path, trace_limit()))
+    except (msgspec.DecodeError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UsageError(f"{path}: invalid or truncated JSON ({_short(exc)})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or _short(exc)})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a Chrome trace: no traceEvents")
+    return doc
+
+
+def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | None = None) -> Trace:
+    """Decode one trace file into a Trace (typed: only the fields read are built); a UsageError says why a file
+    is unusable. `limit`: the largest decompressed text read, in bytes (default: trace_limit())."""
+    try:
+        doc = _FILE.decode(_load(path, trace_limit() if limit is None else limit))
     except msgspec.ValidationError as exc:
         if " - at `$" not in str(exc):  # JSON, but not an object
             raise UsageError("not a Chrome trace: no traceEvents") from None
@@ -249,11 +353,82 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
         raise UsageError(f"malformed trace event ({_short(exc)})") from None
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """What the reader could not read in a trace and left out, counted: each reason one line, its first example
+    named; and the shares that decide whether the rank still gets a verdict (LEFT_OUT_SHARE)."""
+
+    lines: tuple[str, ...] = ()
+    events: int = 0  # GPU events left out
+    us: float = 0.0  # their GPU time, where their duration was readable
+    kept: int = 0  # GPU events kept
+    kept_us: float = 0.0
+    steps: int = 0  # ProfilerStep annotations left out: what is analysed depends on every one of them
+    calls: int = 0  # CPU calls left out whose correlation is unknown: which kernels they launched is unknown
+
+    def withheld(self) -> str | None:
+        """Why the rank gets no verdict, or None: more than LEFT_OUT_SHARE of its GPU events or GPU time, or a
+        profiler step, left out."""
+        total, total_us = self.events + self.kept, self.us + self.kept_us
+        if self.steps:
+            return f"{self.steps} profiler step annotation(s) unreadable: which kernels count is unknown"
+        if self.calls:
+            return (f"{self.calls} CPU call(s) without a readable correlation: which kernels they launched (and so "
+                    "which count) is unknown")
+        if self.events > LEFT_OUT_SHARE * total or self.us > LEFT_OUT_SHARE * total_us:
+            return (f"{self.events} of {total} GPU event(s) ({self.us / max(total_us, 1e-9):.1%} of the GPU time) "
+                    f"could not be read, more than {LEFT_OUT_SHARE:.0%}")
+        return None
+
+
+class _Tally:
+    """Left-out events by reason: count, first example, readable GPU time."""
+
+    def __init__(self):
+        self.gpu: dict[str, list] = {}
+        self.other: dict[str, list] = {}
+        self.steps = self.calls = 0
+
+    def __call__(self, ev: _Event, why: str, gpu: bool = True) -> None:
+        entry = (self.gpu if gpu else self.other).setdefault(why, [0, ev, 0.0])
+        entry[0] += 1
+        dur = ev.dur
+        if gpu and (type(dur) is float or type(dur) is int) and 0 < dur <= MAX_SPAN_US:
+            entry[2] += dur
+
+    def left_out(self, kernels: list[KernelEvent]) -> LeftOut:
+        lines = []
+        for table, what in ((self.other, "CPU event(s)"), (self.gpu, "GPU event(s)")):
+            for why, (n, ev, _) in table.items():
+                lines.append(f"left out: {n} {what} {why} (first: {_name(ev, 60)} at ts {shorten(repr(ev.ts), 30)})")
+        return LeftOut(tuple(lines), sum(e[0] for e in self.gpu.values()), sum(e[2] for e in self.gpu.values()),
+                       len(kernels), math.fsum(k.dur for k in kernels), self.steps, self.calls)
+
+
+def _time(value) -> float | None:
+    """A time as the trace writes it (a number, not a boolean), finite; else None."""
+    if (type(value) is float or type(value) is int) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _dur_problem(dur) -> str | None:
+    if (type(dur) is not float and type(dur) is not int) or not math.isfinite(dur):
+        return f"with a dur that is not a finite number ({shorten(repr(dur), 30)})"
+    if dur < 0:
+        return "with a negative dur"
+    if dur == 0:
+        return "with a zero dur"
+    if dur > MAX_SPAN_US:
+        return f"longer than {MAX_SPAN_US / 3.6e9:g} h"
+    return None
+
+
 def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
-    """The Trace of a decoded file: what each event is, in one pass."""
-    seen: dict[tuple, tuple[str, KernelClass, KernelFootprint | None]] = {}
+    """The Trace of a decoded file: what each event is, in one pass; what cannot be read is left out, counted."""
+    seen: dict[tuple, tuple] = {}
     kernels: list[KernelEvent] = []
-    steps: list[tuple[str, float]] = []
+    steps: list[tuple[str, float, _Event]] = []
     launches: dict[int, Call] = {}
     waits: list[StreamWait] = []
     records: list[int] = []
@@ -261,31 +436,58 @@ def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
     event_streams: dict[int, tuple[int, int]] = {}
     graph_calls: list[int] = []
     threads: dict[int, int] = {}
+    bad_calls: set[int] = set()  # correlations of launch calls that could not be read
+    tally = _Tally()
     device_id = None
     decode, kept, events = _EVENT.decode, _KEPT.decode, doc.traceEvents
     for raw in events or ():
         ev = decode(raw)
-        if ev.ph != "X" or ev.dur is UNSET:
-            continue
+        if type(cat := ev.cat) is not str:  # a mistyped one would not hash
+            cat = None
         lane = ev.args or _NO_LANE
+        if ev.ph != "X" or ev.dur is UNSET:
+            if cat in _GPU_CATS or cat in _CALL_CATS or cat not in _SKIPPED_CATS and type(lane.correlation) is int:
+                _unreadable(ev, lane, cat, "that are not complete events (ph 'X' with a dur)", tally, bad_calls)
+            elif type(name := ev.name) is str and "ProfilerStep" in name:
+                tally(ev, "(ProfilerStep annotations) that are not complete events (ph 'X' with a dur)", gpu=False)
+                tally.steps += 1
+            continue
         stream = lane.stream
-        if (cat := ev.cat) in _SKIPPED_CATS:
+        if type(ev.name) is not str and (cat in _ANNOTATION_CATS or cat not in _SKIPPED_CATS and (
+                lane.correlation is not None or stream is not None)):  # a step, a call or GPU work: unknown which
+            _unreadable(ev, lane, cat, f"whose name is not text ({shorten(repr(ev.name), 30)})", tally, bad_calls)
+            continue
+        if cat is None and stream is not None:
+            tally(ev, f"on a GPU lane whose cat is not text ({shorten(repr(ev.cat), 30)})")
+            continue
+        if cat in _SKIPPED_CATS:
             # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
             # step start: the GPU-side annotation too, which Kineto writes without a stream.
             if "ProfilerStep" in (name := str(ev.name)) and not (
                     type(stream) is int and stream >= 0 and lane.correlation is not None):
-                steps.append((name, _ts(ev)))
+                _step(ev, name, steps, tally)
             elif cat == "cuda_sync" and name == "Stream Wait Event" and type(stream) is int:
                 waits.append(_wait(ev, kept(raw).args, stream))
-            elif cat == "cuda_event" and type(stream) is int and lane.correlation is not None:
-                event_streams[int(lane.correlation)] = (stream, int(kept(raw).args.event_id))
+            elif cat == "cuda_event" and type(stream) is int and type(lane.correlation) is int:
+                event_streams[lane.correlation] = (stream, _int(kept(raw).args.event_id))
             continue
         if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
             args = kept(raw).args
-            kernels.append(_kernel(ev, args, stream, classifier, seen))
-            device_id = args.device if args.device is not None else device_id
+            if (kernel := _kernel(ev, args, stream, classifier, seen, tally)) is not None:
+                kernels.append(kernel)
+                device_id = args.device if type(args.device) is int else device_id
+        elif cat in _GPU_CATS:
+            tally(ev, "without a stream (args null or missing)" if ev.args is None or stream is None else
+                  f"whose stream is not a non-negative integer ({shorten(repr(stream), 30)})")
         elif (corr := lane.correlation) is not None:
-            corr, ts, dur, tid = int(corr), _ts(ev), ev.dur, ev.tid
+            ts, dur, tid = _time(ev.ts), ev.dur, ev.tid
+            if type(corr) is not int or ts is None:
+                tally(ev, "(calls with a correlation) whose ts or correlation is not a number", gpu=False)
+                if type(corr) is int:
+                    bad_calls.add(corr)
+                else:
+                    tally.calls += 1
+                continue
             finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
             tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
             launches[corr] = _call((ts, ts + dur if finite else ts, tid))
@@ -295,24 +497,87 @@ def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
                 records.append(corr)
             elif type(name) is str and _GRAPH_CALL in name:
                 graph_calls.append(corr)
+        elif cat in _CALL_CATS:
+            tally(ev, "(runtime and driver calls) without a correlation", gpu=False)
+            tally.calls += 1
         elif "ProfilerStep" in (name := str(ev.name)):
-            steps.append((name, _ts(ev)))
-    if not kernels:
+            _step(ev, name, steps, tally)
+    if not kernels and not tally.gpu:
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
                          if events is not UNSET else "not a Chrome trace: no traceEvents")
+    kernels.sort(key=lambda k: k.ts)
+    kernels = _in_span(kernels, launches, bad_calls, steps, tally)
+    left = tally.left_out(kernels)
+    if not kernels:
+        raise UsageError(f"no readable GPU kernel ({'; '.join(left.lines)})")
     meta = {"distributedInfo": doc.distributedInfo, "deviceProperties": doc.deviceProperties}
     rank, world, notes = _rank(meta, path)
-    kernels.sort(key=lambda k: k.ts)
-    return Trace(path, rank, world, _device(meta, device_id), tuple(kernels), tuple(steps), launches, notes,
-                 tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls))
+    device, device_note = _device(meta, device_id)
+    notes = notes + left.lines + ((device_note,) if device_note else ())
+    return Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
+                 tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls),
+                 left_out=left)
+
+
+def _unreadable(ev: _Event, lane: _Lane, cat: str | None, why: str, tally: _Tally, bad_calls: set[int]) -> None:
+    """Count an event that cannot be read as what it would have been: GPU work, a CPU call (whose kernels are then
+    left out too), or an annotation that may have been a profiler step."""
+    if cat in _GPU_CATS or (cat not in _SKIPPED_CATS and lane.stream is not None):
+        tally(ev, why)
+    elif cat in _CALL_CATS or cat not in _SKIPPED_CATS and lane.correlation is not None:
+        tally(ev, f"(calls with a correlation) {why}", gpu=False)
+        if type(lane.correlation) is int:
+            bad_calls.add(lane.correlation)
+        else:
+            tally.calls += 1
+    else:
+        tally(ev, f"(annotations, perhaps a ProfilerStep) {why}", gpu=False)
+        tally.steps += 1
+
+
+def _step(ev: _Event, name: str, steps: list, tally: _Tally) -> None:
+    if (ts := _time(ev.ts)) is None:
+        tally(ev, "(ProfilerStep annotations) whose ts is not a finite number", gpu=False)
+        tally.steps += 1
+    else:
+        steps.append((name, ts, ev))
+
+
+def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: set[int], steps: list,
+             tally: _Tally) -> list[KernelEvent]:
+    """The kernels (sorted by start) that start within MAX_SPAN_US of their median start and were launched
+    within it, by a call that could be read; the rest, and the profiler steps outside it, left out."""
+    if not kernels:
+        return kernels
+    mid = kernels[len(kernels) // 2].ts
+    lo, hi = mid - MAX_SPAN_US, mid + MAX_SPAN_US
+    out = []
+    for k in kernels:
+        if not lo <= k.ts <= hi:
+            tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h from "
+                  "the rank's other GPU events")
+        elif k.correlation in bad_calls:
+            tally(_Event(name=k.name, ts=k.ts, dur=k.dur), "whose launch call could not be read")
+        elif (call := launches.get(k.correlation)) is not None and not lo <= call.ts <= hi:
+            tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"launched more than {MAX_SPAN_US / 3.6e9:g} h from "
+                  "the rank's GPU events")
+        else:
+            out.append(k)
+    for step in [s for s in steps if not lo <= s[1] <= hi]:
+        tally(step[2], f"(ProfilerStep annotations) more than {MAX_SPAN_US / 3.6e9:g} h from the rank's GPU "
+              "events", gpu=False)
+        tally.steps += 1
+        steps.remove(step)
+    return out
+
+
+def _int(value) -> int:
+    return value if type(value) is int else -1
 
 
 def _wait(ev: _Event, args: _Args, stream: int) -> StreamWait:
-    def arg(value) -> int:
-        return value if type(value) is int else -1
-
-    return StreamWait(stream, _ts(ev), arg(args.correlation), arg(args.wait_on_cuda_event_id),
-                      arg(args.wait_on_stream), arg(args.wait_on_cuda_event_record_corr_id))
+    return StreamWait(stream, _ts(ev), _int(args.correlation), _int(args.wait_on_cuda_event_id),
+                      _int(args.wait_on_stream), _int(args.wait_on_cuda_event_record_corr_id))
 
 
 @contextmanager
@@ -328,27 +593,47 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: dict) -> KernelEvent:
-    """A KernelEvent; name, class and footprint are computed once per distinct launch shape and shared."""
+def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: dict,
+            tally: _Tally) -> KernelEvent | None:
+    """A KernelEvent, or None where it cannot be read (left out, counted); name, class and footprint are computed
+    once per distinct launch shape and shared."""
+    ts, dur, corr = _time(ev.ts), ev.dur, args.correlation
+    if ts is None:
+        tally(ev, f"whose ts is not a finite number ({shorten(repr(ev.ts), 30)})")
+        return None
+    if why := _dur_problem(dur):
+        tally(ev, why)
+        return None
+    if corr is not None and type(corr) is not int:
+        tally(ev, f"whose correlation is not an integer ({shorten(repr(corr), 30)})")
+        return None
+    if type(ev.name) is not str:
+        tally(ev, f"whose name is not text ({shorten(repr(ev.name), 30)})")
+        return None
     block, grid, smem = args.block, args.grid, args.smem
-    key = (ev.name, ev.cat, tuple(block) if isinstance(block, list) else block,
-           tuple(grid) if isinstance(grid, list) else grid, args.registers, None if smem is UNSET else smem)
-    if (shared := seen.get(key)) is None:
-        name = str(ev.name)
-        footprint = None
+    try:
+        key = (ev.name, ev.cat, tuple(block) if isinstance(block, list) else block,
+               tuple(grid) if isinstance(grid, list) else grid, args.registers, None if smem is UNSET else smem)
+        shared = seen.get(key)
+    except TypeError:  # an unhashable value (an object) in the launch shape
+        key, shared = None, (None, None, None, "whose launch shape (block, grid, registers, shared memory) "
+                             "cannot be read")
+    if shared is None:
+        name = ev.name
+        footprint, bad = None, None
         if block is not None:
             launch = {"block": block, "grid": grid, "registers per thread": args.registers}
             try:
                 footprint = KernelFootprint.from_trace_event({"name": name, "args": launch | (
                     {} if smem is UNSET else {"shared memory": smem})})
             except UsageError:
-                pass
+                bad = "whose launch shape (block, grid, registers, shared memory) cannot be read"
         shared = seen[key] = (name, classifier.classify(name, "" if ev.cat is None else str(ev.cat).lower()),
-                              footprint)
-    name, kind, footprint = shared
-    ts, dur = _ts(ev), float(ev.dur)
-    if not 0 <= dur < math.inf:  # NaN too
-        raise UsageError(f"GPU event {_name(ev)} at ts {ts}: duration {dur} us (valid: finite and >= 0)")
+                              footprint, bad)
+    name, kind, footprint, bad = shared
+    if bad:
+        tally(ev, bad)
+        return None
     bps = args.blocks_per_sm
     collective = None if args.collective is UNSET else tuple(_scalar(v) for v in (
         args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group))
@@ -357,10 +642,10 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
         kind=kind,
         stream=stream,
         ts=ts,
-        dur=dur,
-        correlation=-1 if args.correlation is None else int(args.correlation),
+        dur=float(dur),
+        correlation=-1 if corr is None else corr,
         footprint=footprint,
-        blocks_per_sm=float(bps) if isinstance(bps, (int, float)) else None,
+        blocks_per_sm=float(bps) if type(bps) is float or type(bps) is int else None,
         collective=collective,
     )
 
@@ -371,12 +656,9 @@ def _scalar(value):
 
 
 def _ts(ev: _Event) -> float:
-    """An event's start; a time that is not finite refuses the trace (every analysis would be wrong)."""
-    if ev.ts is UNSET:
-        raise UsageError(f"event {_name(ev)}: no ts")
-    ts = float(ev.ts)
-    if not math.isfinite(ts):
-        raise UsageError(f"event {_name(ev)}: ts {ts} (valid: a finite time)")
+    """An event's start; a time that is not a finite number refuses the trace (every analysis would be wrong)."""
+    if (ts := _time(ev.ts)) is None:
+        raise UsageError(f"event {_name(ev)}: ts {shorten(repr(ev.ts), 30)} (valid: a finite number)")
     return ts
 
 
@@ -386,21 +668,41 @@ def _name(ev: _Event, width: int = 100) -> str:
 
 
 def _rank(meta: dict, path: Path) -> tuple[int, int | None, tuple[str, ...]]:
+    """The rank and world size (distributedInfo; else the rank from the file name); a rank outside the world (or
+    negative) refuses the file, a world size that is not one is ignored, said."""
     info = meta.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
-    world = info.get("world_size") if isinstance(info.get("world_size"), int) else None
-    if isinstance(info.get("rank"), int):
-        return info["rank"], world, ()
-    if match := _RANK_IN_NAME.search(path.name):
-        return int(match.group(1)), world, ("no distributedInfo rank: rank taken from the file name",)
-    return 0, world, ("no distributedInfo rank and none in the file name: taken as rank 0",)
+    world, rank, notes = info.get("world_size"), info.get("rank"), ()
+    if world is not None and not (type(world) is int and 1 <= world <= MAX_RANKS):
+        notes = (f"distributedInfo world_size {shorten(repr(world), 30)} ignored (valid 1-{MAX_RANKS})",)
+        world = None
+    if type(rank) is not int:
+        if match := _RANK_IN_NAME.search(path.name):
+            rank = int(match.group(1))
+            notes += ("no distributedInfo rank: rank taken from the file name",)
+        else:
+            rank = 0
+            notes += ("no distributedInfo rank and none in the file name: taken as rank 0",)
+    top = (world or MAX_RANKS) - 1
+    if not 0 <= rank <= top:
+        raise UsageError(f"rank {rank} out of range (valid 0-{top}" + (f": world size {world})" if world else ")"))
+    return rank, world, notes
 
 
-def _device(meta: dict, device_id) -> dict | None:
-    """The deviceProperties entry of the GPU the kernels ran on (Kineto lists every visible GPU)."""
+def _device(meta: dict, device_id) -> tuple[dict | None, str | None]:
+    """The deviceProperties entry of the GPU the kernels ran on (Kineto lists every visible GPU), and a line where
+    there is none, or it is left out for a value the occupancy model cannot use."""
     props = meta.get("deviceProperties")
     props = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-    return next((p for p in props if p.get("id") == device_id), props[0] if props else None)
+    entry = next((p for p in props if p.get("id") == device_id), props[0] if props else None)
+    if entry is None:
+        return None, "no deviceProperties: the GPU is unknown (what its SMs hold is unknown)"
+    for key, (lo, hi) in _DEVICE_FIELDS.items():
+        if key in entry and not (type(value := entry[key]) is int and lo <= value <= hi):
+            return None, (f"left out: deviceProperties {key} {shorten(repr(value), 30)} (valid {lo}-{hi}): the GPU "
+                          "is unknown (what its SMs hold is unknown)")
+    return entry, None
+
 
 
 _BASIC_TYPES = frozenset("float double int long unsigned char bool short signed half Half BFloat16 complex array "
@@ -503,22 +805,51 @@ def device_limits(props: dict | None) -> DeviceLimits | None:
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
-def trace_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+def trace_files(folder: Path, problems: list[Problem] | None = None) -> list[Path]:
+    """The entries of `folder` named as traces: a FIFO, a device or a folder so named too (the reader refuses
+    those, named, without opening them). A folder that cannot be listed is a problem where `problems` is given,
+    else a UsageError."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(e.path) for e in entries if e.name.endswith(TRACE_SUFFIXES))
+    except OSError as exc:
+        if problems is None:
+            raise UsageError(f"{printable(folder)}: cannot list it ({exc.strerror or _short(exc)})") from None
+        problems.append(Problem(folder, f"left out: cannot list it ({exc.strerror or _short(exc)})"))
+        return []
 
 
-def discover(root: Path) -> dict[str, list[Path]]:
-    """Strategy name -> trace files: ROOT's own files, and one strategy per subfolder with traces.
+def _folders(root: Path, problems: list[Problem]) -> list[Path]:
+    """ROOT's subfolders, by name; an entry that cannot be examined is a problem."""
+    out = []
+    with os.scandir(root) as entries:
+        for e in entries:
+            try:
+                if e.is_dir() and not e.name.endswith(TRACE_SUFFIXES):
+                    out.append(Path(e.path))
+            except OSError as exc:
+                problems.append(Problem(Path(e.path), f"left out: cannot examine it ({exc.strerror or _short(exc)})"))
+    return sorted(out)
+
+
+def discover(root: Path, problems: list[Problem] | None = None) -> dict[str, list[Path]]:
+    """Strategy name (its folder's name, printable) -> trace files: ROOT's own files, and one strategy per
+    subfolder with traces; subfolders that cannot be read are added to `problems` (where given).
 
     `ccoverlap bench --trace` writes one folder per strategy, each with
     rank{r}_trace.json.gz, so its output folder is analysed as it is.
     """
-    if not root.is_dir():
-        raise UsageError(f"{root} is not a directory")
-    found = {root.name: trace_files(root)} | {d.name: trace_files(d) for d in sorted(root.iterdir()) if d.is_dir()}
+    problems = [] if problems is None else problems
+    try:
+        if not stat.S_ISDIR(os.stat(root).st_mode):
+            raise UsageError(f"{printable(root)} is not a directory")
+        found = {printable(root.name): trace_files(root)} | {printable(d.name): trace_files(d, problems)
+                                                         for d in _folders(root, problems)}
+    except OSError as exc:
+        raise UsageError(f"{printable(root)}: cannot read it ({exc.strerror or _short(exc)})") from None
     found = {name: files for name, files in found.items() if files}
     if not found:
-        raise UsageError(f"{root}: no trace files (*.json, *.json.gz) in it or in its subfolders")
+        raise UsageError(f"{printable(root)}: no trace files (*.json, *.json.gz) in it or in its subfolders")
     return found
 
 
@@ -530,7 +861,7 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{printable(self.path)}: {self.message}"
 
 
 def grouped(problems: Sequence[Problem]) -> list[str]:
@@ -542,25 +873,29 @@ def grouped(problems: Sequence[Problem]) -> list[str]:
     out = []
     for same in kinds.values():
         paths = list(dict.fromkeys(p.path for p in same))
-        where = str(paths[0]) if len(paths) == 1 else (
-            f"{len(paths)} files in {paths[0].parent}: {', '.join(p.name for p in paths)}"
-            if len({p.parent for p in paths}) == 1 else f"{len(paths)} files: {', '.join(map(str, paths))}")
+        where = printable(paths[0]) if len(paths) == 1 else (
+            f"{len(paths)} files in {printable(paths[0].parent)}: {', '.join(printable(p.name) for p in paths)}"
+            if len({p.parent for p in paths}) == 1 else f"{len(paths)} files: {', '.join(map(printable, paths))}")
         out.append(f"{where}: {same[0].message}" + (" (numbers from the first)" if len({p.message for p in same}) > 1
                                                     else ""))
     return out
 
 
-def read_traces(files: list[Path], classifier: Classifier) -> tuple[dict[int, Trace], list[Problem]]:
-    """One strategy's traces by rank; unusable files and duplicate ranks become problems."""
+def read_traces(files: list[Path], classifier: Classifier, limit: int | None = None) -> tuple[dict[int, Trace], list[Problem]]:
+    """One strategy's traces by rank; unusable files, files with too much left out and duplicate ranks become
+    problems."""
     traces: dict[int, Trace] = {}
     problems: list[Problem] = []
     for path in files:
         try:
-            trace = read_trace(path, classifier)
+            trace = read_trace(path, classifier, limit)
         except UsageError as exc:
             problems.append(Problem(path, f"skipped: {exc}"))
             continue
         problems += [Problem(path, note) for note in trace.notes]
+        if why := trace.left_out.withheld():
+            problems.append(Problem(path, f"skipped, no verdict: {why}"))
+            continue
         if trace.rank in traces:
             problems.append(Problem(path, f"skipped: rank {trace.rank} again (already read from {traces[trace.rank].path.name})"))
             continue

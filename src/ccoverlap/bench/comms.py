@@ -142,11 +142,11 @@ class Emulate(Comm):
     def init(self, cfg: BenchConfig):
         import torch
 
-        from ccoverlap.bench import emulate
+        from ccoverlap.bench import emulate  # on use: it imports torch, and a rank imports this module without it
 
         emulation = emulate.Emulation.from_env(cfg.emulate_world, cfg.busbw_gbps)
         if cfg.device == "cuda":
-            from ccoverlap.bench.proxy import ProxyMover
+            from ccoverlap.bench.proxy import ProxyMover  # on use: torch and the CUDA driver
 
             device = torch.device("cuda", 0)
             torch.cuda.set_device(device)
@@ -157,7 +157,7 @@ class Emulate(Comm):
         return device, 0, cfg.emulate_world
 
     def describe(self) -> dict | None:
-        from ccoverlap.bench import emulate
+        from ccoverlap.bench import emulate  # on use: torch
 
         return emulate.describe()
 

@@ -15,13 +15,13 @@ from ccoverlap.bench.config import BenchConfig
 from ccoverlap.control.procs import exit_for
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress, print_table, print_text, warn, write_json
+from ccoverlap.gpu import provenance
+from ccoverlap.bench.plots import bars
 
 
 def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None) -> int:
     """Run `cfg` (checked), print the tables and write `out` (JSON, and its chart); the exit code: 1 where a
     strategy failed, nothing ran or the outputs differ, 130 or the signal's where stopped, else 0."""
-    from ccoverlap.gpu import provenance
-
     if launcher_kind == "torchrun":
         launcher.torchrun()
     if note := cfg.comm_backend.note(cfg):
@@ -39,7 +39,7 @@ def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None)
     except launcher.Stopped as stop:
         if out:
             _write(out, document := run.document(complete=False, interrupted=str(stop)))
-        print(f"ccoverlap bench: stopped by {stop}: every rank ended"
+        print(f"ccoverlap bench: interrupted by {stop}: every rank ended"
               + (f"; {out} holds {len(document['rows'])} rows (complete: false)" if out else ""), file=sys.stderr)
         return exit_for(stop.signum)
     rows, match, unmatched, lines = results = run.results()
@@ -81,6 +81,8 @@ class Run:
         if results is None and (complete or interrupted):
             results = self.results()
         rows, match, _, lines = results or (launcher.aggregate(self.rows), None, None, None)
+        if interrupted and lines:  # a best line from the sets run so far says so
+            lines = {w: f"{line} (interrupted by {interrupted}: on the sets run so far)" for w, line in lines.items()}
         return {"provenance": self.prov, "config": json.loads(json.dumps(vars(self.cfg), default=lambda o: vars(o))),
                 "complete": complete, "rows": rows, "not_applicable": self.skipped,
                 "outputs_match": match if complete else None, "best": lines, "sets": self.sets,
@@ -90,8 +92,6 @@ class Run:
 
 def _chart(rows: list[dict], path: Path) -> Path | None:
     """The bar chart, or a warning: a picture that fails does not fail the run."""
-    from ccoverlap.bench.plots import bars
-
     try:
         return bars(rows, path)
     except Exception as exc:  # noqa: BLE001 - any plotting failure is a warning

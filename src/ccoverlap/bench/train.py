@@ -76,7 +76,7 @@ def single_process_env(env: Mapping[str, str]) -> dict[str, str]:
     """What torch.distributed's env:// needs, where no launcher set it: rank 0 of 1 on a free local port."""
     if "WORLD_SIZE" in env:
         return {}
-    from ccoverlap.bench.launcher import _free_port
+    from ccoverlap.bench.launcher import _free_port  # on use: the launcher imports torch; the parser answers without it
 
     return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
 
@@ -85,7 +85,7 @@ def train(cfg: BenchConfig, steps: int, log_every: int, say=print) -> None:
     """Build the workload as a bench rank does, run `steps` steps, print rank 0's loss every `log_every`."""
     import torch.distributed as dist
 
-    from ccoverlap.bench import workloads
+    from ccoverlap.bench import workloads  # on use: torch's models; the parser answers without them
 
     device, rank, world = cfg.comm_backend.init(cfg)
     name = cfg.workloads[0]

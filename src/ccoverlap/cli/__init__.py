@@ -8,9 +8,10 @@ import sys
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
 
-from . import analyze, bench, doctor, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
+from . import analyze, bench, doctor, example, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
+from ccoverlap import __version__
 
-COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, whatif, tune)
+COMMANDS = (bench, info, levers, occupancy, plan, lab, run, interposer, analyze, doctor, whatif, tune, example)
 
 DESCRIPTION = """\
 ccoverlap makes computation and collective communication overlap on GPUs.
@@ -30,6 +31,7 @@ Start with:
   ccoverlap whatif DIR                        predict each lever's effect from that capture (here, on other GPUs)
   ccoverlap tune -- torchrun ...              find its fastest levers; keep them only if faster beyond noise, same result
   ccoverlap run --config policy.json -- torchrun ...   apply what tune found
+  ccoverlap example ex                        a recorded H200 capture to try analyze and whatif on
 """
 
 
@@ -39,8 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="ccoverlap", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    from ccoverlap import __version__
-
     parser.add_argument("--version", action="version", version=f"ccoverlap {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True

@@ -6,10 +6,15 @@ import os
 import sys
 from pathlib import Path
 
-from ccoverlap.analysis.summary import document, print_ranks, write_html
+from ccoverlap.analysis.config import AnalyzeConfig
+from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import print_json, print_table
+from ccoverlap.util.options import add_options, from_args
+from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table
+from ccoverlap.analysis import analyze, short_name, verdict
+from ccoverlap.analysis import cpu
+from ccoverlap.analysis.trace import discover, grouped
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -20,6 +25,7 @@ the exit code is 2 only when nothing could be analysed.
 
 examples:
   ccoverlap analyze runs/ --baseline runs/default --report runs/report.html
+  ccoverlap analyze runs/priority --perfetto priority.json   then open it in ui.perfetto.dev
   ccoverlap analyze runs/priority --json | jq '.ranks[].comp_comm_overlap_pct'
 """
 
@@ -40,6 +46,10 @@ def register(sub) -> None:
     p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
+    p.add_argument("--perfetto", type=Path, metavar="PATH",
+                   help="write the annotated trace: every rank's captured trace plus lanes of the findings (exposed "
+                   "communication, each collective's SM wait with its cause and blocker, the lever recommended), "
+                   "for ui.perfetto.dev or chrome://tracing")
     p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
                    "communication, besides NCCL's and RCCL's")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
@@ -49,24 +59,29 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
                    "--baseline and --report run in one process: both need every rank's trace model")
+    add_options(p, AnalyzeConfig)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.analysis.trace import grouped, short_name
-
     comm.check(args.comm_regex)  # before any trace is read
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
-    result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs, keep_traces=bool(args.report),
-                     progress=True)
+    cfg = from_args(AnalyzeConfig, args)
+    if args.perfetto:
+        check_writable(args.perfetto, "--perfetto")
+    check_distinct({"--report": args.report, "--perfetto": args.perfetto})
+    if args.perfetto and args.perfetto.resolve() in {p.resolve() for folder in (args.dir, args.baseline) if folder
+                                                      for files in discover(folder).values() for p in files}:
+        raise UsageError(f"--perfetto {args.perfetto}: is one of the traces to analyse; give a new file")
+    result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs,
+                     keep_traces=bool(args.report or args.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
+    if not result.ranks:
+        return _cpu(args, result.problems)
     for line in grouped(result.problems):  # one line per kind of note, with its files
         print(f"ccoverlap analyze: {line}", file=sys.stderr)
-    if not result.ranks:
-        raise UsageError(f"nothing could be analysed in {args.dir}")
-    written = write_html(result, args.report) if args.report else []
+    trace = write_perfetto(result, args.perfetto) if args.perfetto else None
+    written = write_html(result, args.report, trace) if args.report else []
     if args.json:
         print_json(document(result, args.baseline, written, rows=args.rows))
         return 0
@@ -80,4 +95,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict {name}: {verdict([r.diagnosis for r in result.ranks if r.strategy == name]).line}")
     if written:
         print(f"report: {written[0]}")
+    if trace:
+        print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def _cpu(args: argparse.Namespace, problems: list) -> int:
+    """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
+    strategies, cpu_problems = cpu.analyze_folders(args.dir, args.comm_regex)
+    if not strategies:
+        for line in grouped(problems):
+            print(f"ccoverlap analyze: {line}", file=sys.stderr)
+        raise UsageError(f"nothing could be analysed in {args.dir}")
+    for problem in cpu_problems:
+        print(f"ccoverlap analyze: {problem}", file=sys.stderr)
+    for flag, path in (("--report", args.report), ("--perfetto", args.perfetto)):
+        if path:
+            print(f"ccoverlap analyze: {flag} {path} not written: the traces hold no GPU kernels (the CPU "
+                  "timeline's figures are below)", file=sys.stderr)
+    if args.json:
+        print_json(cpu.document(strategies) | {"problems": [str(p) for p in cpu_problems]})
+        return 0
+    cpu.print_cpu(strategies, "ccoverlap analyze: CPU timeline (no GPU kernels), ms per rank")
     return 0

@@ -12,6 +12,8 @@ from ccoverlap.util.stats import CONFIDENCE
 
 from ccoverlap.util.options import add_options, add_preset, from_args
 from ccoverlap.util.output import check_writable
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.bench.config import torch_available
 
 EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in (
     f"workloads: {', '.join(f'{w.name} ({w.description})' for w in WORKLOADS)}.",
@@ -68,8 +70,6 @@ def _config(args) -> BenchConfig:
 
 
 def _gpu_count() -> int:
-    from ccoverlap.gpu import cuda_driver
-
     drv = cuda_driver.driver()
     return drv.device_count() if drv else 0
 
@@ -81,9 +81,7 @@ def run(args: argparse.Namespace) -> int:
         check_writable(out, "--json")
     if cfg.trace_dir:
         check_writable(cfg.trace_dir, "--trace", directory=True)
-    from ccoverlap.bench.config import torch_available
-
     torch_available()
-    from ccoverlap.bench import session
+    from ccoverlap.bench import session  # on use: torch (every command's module loads at each start)
 
     return session.run(cfg, args.launcher, out)

@@ -30,6 +30,7 @@ analysis failed. See docs/doctor.md.
 examples:
   ccoverlap doctor -- python train.py
   ccoverlap doctor --skip 10 --report doctor.html -- torchrun --nproc-per-node 8 train.py
+  ccoverlap doctor --perfetto doctor-trace.json -- torchrun --nproc-per-node 2 train.py
   ccoverlap doctor --seconds 5 --skip-seconds 30 --json doctor.json -- python serve.py
 """
 
@@ -50,10 +51,10 @@ def _config(args: argparse.Namespace) -> DoctorConfig:
     if cfg.seconds and {"steps", "skip"} & getattr(args, GIVEN, set()):
         raise UsageError("--seconds profiles a time window; --steps and --skip count optimizer steps: give one or the other")
     out = check_new_folder(cfg.out or f"ccoverlap-doctor-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
-    for flag, path in (("--json", cfg.json), ("--report", cfg.report)):
+    for flag, path in (("--json", cfg.json), ("--report", cfg.report), ("--perfetto", cfg.perfetto)):
         if path is not None:
             check_writable(path, flag)
-    check_distinct({"--json": cfg.json, "--report": cfg.report})
+    check_distinct({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto})
     return replace(cfg, out=str(out))
 
 

@@ -6,6 +6,8 @@ import argparse
 from ccoverlap.model.limits import PRESETS, DeviceLimits, device_help, get_device
 
 from ccoverlap.util.output import print_json, print_table, print_text
+from ccoverlap.gpu import cuda_driver
+from ccoverlap.model.nccl import nccl_footprint
 
 FIELDS = [
     ("sm_count", "SMs"), ("compute_capability", "compute capability"), ("warp_size", "warp size"),
@@ -37,8 +39,6 @@ def register(sub) -> None:
 def _devices(name: str | None) -> list[DeviceLimits]:
     if name:
         return [get_device(name)]
-    from ccoverlap.gpu import cuda_driver
-
     return [get_device("cuda")] if cuda_driver.driver() else list(PRESETS.values())
 
 
@@ -46,8 +46,6 @@ def run(args: argparse.Namespace) -> int:
     devices = _devices(args.device)
     nccl = {}
     if args.nccl:  # per device: its arch decides the cluster (4 from sm_90 on) and which kernels cuobjdump reads
-        from ccoverlap.model.nccl import nccl_footprint
-
         nccl = {d.name: nccl_footprint(arch=d.arch) for d in devices if d.vendor == "nvidia"}
     if args.json:
         out = {"devices": [{**d.to_dict(), "max_warps_per_sm": d.max_warps_per_sm} for d in devices]}

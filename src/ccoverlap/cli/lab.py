@@ -14,6 +14,11 @@ from ccoverlap.lab.config import CASES, QUICK, LabConfig
 from ccoverlap.util.options import add_options, add_preset, from_args
 from ccoverlap.util.output import Progress, print_table, print_text, write_json
 from ccoverlap.util.text import shorten
+from ccoverlap.control.interposer import preloaded
+from ccoverlap.control.launch import Launch
+from ccoverlap.gpu import cuda_driver, provenance
+from ccoverlap.lab.config import cells, needs_interposer
+from ccoverlap.model.limits import get_device
 
 EPILOG = """\
 The communication kernels are PROXIES: a reduce-copy whose threads, registers,
@@ -67,8 +72,6 @@ LAB_POLICY = {"mode": "off", "gate": "always"}
 def _rerun_with_interposer(args: argparse.Namespace) -> None:
     """Replace this process by the same command with the interposer preloaded (mode off; the
     runner switches it to auto around each shaped library phase)."""
-    from ccoverlap.control.launch import Launch
-
     env = Launch(fields=LAB_POLICY).environ(os.environ) | {"CCOVERLAP_LAB_CHILD": "1"}
     print_text("preloading the launch interposer to shape library kernels (gemm, attention, transformer)")
     sys.stdout.flush()
@@ -77,19 +80,12 @@ def _rerun_with_interposer(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)  # validate everything before touching the GPU
-    from ccoverlap.gpu import cuda_driver, provenance
-    from ccoverlap.lab.config import cells
-    from ccoverlap.model.limits import get_device
-
     if cuda_driver.driver() is None:
         raise UsageError("the lab needs a CUDA GPU; without one, `ccoverlap plan` reasons about the same footprints")
     try:
-        from ccoverlap.lab import plots, runner
+        from ccoverlap.lab import plots, runner  # on use: torch with CUDA, its absence one line
     except ImportError as exc:
         raise UsageError(f"the lab needs PyTorch with CUDA: {exc}") from None
-    from ccoverlap.control.interposer import preloaded
-    from ccoverlap.lab.config import needs_interposer
-
     if needs_interposer(cfg) and not preloaded() and not os.environ.get("CCOVERLAP_LAB_CHILD"):
         _rerun_with_interposer(args)
     device = get_device("cuda")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 
 from ccoverlap.control import levers
-
 from ccoverlap.util.output import print_json, print_table
+from ccoverlap.whatif.transforms import TRANSFORMS
 
 EPILOG = """\
 A strategy is a combination of levers: lever[=value]+lever[=value]... (a lever
@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_table(f"strategy {s.name}", ["what", "value"], [[k, v] for k, v in out.items() if k != "strategy"])
         return 0
-    rows = levers.table(host)
+    rows = [row | {"whatif": "no model" if isinstance(TRANSFORMS[row["name"]], levers.NotApplicable) else row["name"]}
+            for row in levers.table(host)]
     if args.json:
         print_json({"host": vars(host), "levers": rows})
         return 0

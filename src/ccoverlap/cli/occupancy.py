@@ -9,6 +9,9 @@ from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.occupancy import occupancy
 
 from ccoverlap.util.output import Progress, print_json, print_text, write_json
+from ccoverlap.gpu import provenance
+from ccoverlap.lab import carveout_sweep as sweep
+from ccoverlap.lab import validate
 
 EPILOG = """\
 examples:
@@ -72,9 +75,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ccoverlap.gpu import provenance
-    from ccoverlap.lab import validate
-
     check_range("--validate", args.validate, 1, 10000)
     check_range("--shapes", args.shapes, 1, 10000)
     ordinal = _ordinal(args.device)
@@ -96,9 +96,6 @@ def _ordinal(device: str) -> int:
 
 
 def _validate_carveout(args: argparse.Namespace) -> int:
-    from ccoverlap.lab import carveout_sweep as sweep
-    from ccoverlap.gpu import provenance
-
     check_range("--reps", args.reps, 1, 100)
     settings = sweep.Settings(reps=args.reps, seed=args.seed)
     cases = sweep.cases(args.quick)

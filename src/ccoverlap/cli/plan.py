@@ -9,6 +9,7 @@ from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.planner import plan
 
 from ccoverlap.util.output import print_json, print_text
+from ccoverlap.model.nccl import nccl_footprint
 
 EPILOG = """\
 specs are comma-separated key=value: threads, regs, static, dynamic (bytes; K/KiB
@@ -50,8 +51,6 @@ def comm_footprint(spec: str, arch: str) -> tuple[KernelFootprint, dict[str, str
     head, _, overrides = spec.partition(":")
     if head.strip().lower() != "nccl":
         return KernelFootprint.from_spec(spec, "comm"), {}
-    from ccoverlap.model.nccl import nccl_footprint
-
     found = nccl_footprint(arch=arch)
     fp = KernelFootprint.from_spec(overrides, "comm", base=found.footprint) if overrides else found.footprint
     return fp, found.sources

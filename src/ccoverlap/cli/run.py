@@ -29,7 +29,9 @@ environment knobs and communication regex) exactly as the tuner's trials ran it:
 same variables, the interposer with its whole policy (unset fields written empty, so
 your CCOVERLAP_* variables do not change it) where it has policy fields, its start-up
 calls. Not with --strategy or --policy; an option that disagrees with the file's policy
-fields is refused. See docs/tune.md.
+fields is refused. A policy is data: a knob may set only a tuning variable (NCCL's,
+TORCH_NCCL_*, CUDA's launch variables, thread counts: the list in docs/tune.md); any
+other (LD_PRELOAD, PYTHONPATH, BASH_ENV, PATH...) is refused unless --allow-env NAME.
 
 CMD runs in a process group of its own under a keeper process: signals to ccoverlap
 (SIGINT, SIGTERM, SIGHUP, SIGQUIT) go on to it; when it ends, whatever it left running
@@ -62,6 +64,9 @@ def register(sub) -> None:
                    "(`ccoverlap levers`): their variables, policy fields and start-up calls")
     p.add_argument("--config", metavar="POLICY", help="apply a tuned policy file (`ccoverlap tune`): its levers "
                    "and knobs, as the tuner ran them")
+    p.add_argument("--allow-env", metavar="NAME", action="append", default=[], help="with --config: let the "
+                   "file's knob set NAME although it is no tuning variable (docs/tune.md), e.g. one you tuned "
+                   "with `tune --env NAME=...`; repeatable")
     for field in FIELDS:  # one option per field of the interposer's policy table
         p.add_argument(field.option, metavar=field.metavar, dest=field.key, help=option_help(field))
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
@@ -81,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
     if args.policy is not None and args.config is not None:
         raise UsageError("--config and --policy: give one (a tuned policy file is a whole policy)")
     base = dict(os.environ) | ({POLICY_ENV: os.path.abspath(args.policy)} if args.policy is not None else {})
-    return end_as(policy.for_run(args.config, args.strategy, given).run(cmd, base))
+    return end_as(policy.for_run(args.config, args.strategy, given, allow_env=args.allow_env).run(cmd, base))
 

@@ -8,6 +8,7 @@ from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import add_options, from_args
 from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table, print_text, write_json
 from ccoverlap.whatif.config import WhatIfConfig
+from ccoverlap.whatif import plots, session
 
 EPILOG = """\
 DIR is a `ccoverlap doctor` capture (its traces and the alone window beside
@@ -51,8 +52,6 @@ def run(args: argparse.Namespace) -> int:
         if path is not None:
             check_writable(path, flag)
     check_distinct({"--json": None if cfg.json == "-" else cfg.json, "--plot": cfg.plot})
-    from ccoverlap.whatif import session
-
     report = session.run(cfg, root)
     if cfg.json == "-":
         print_json(report)
@@ -67,8 +66,6 @@ def run(args: argparse.Namespace) -> int:
              if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", ""] for p in report["predictions"]],
             caption="; ".join(report["notes"]) or None)
     if cfg.plot:
-        from ccoverlap.whatif import plots
-
         plots.predictions(report, Path(cfg.plot))
         if cfg.json != "-":
             print_text(f"wrote {cfg.plot}")

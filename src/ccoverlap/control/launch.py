@@ -64,11 +64,18 @@ class Launch:
         found(cmd, env)
         return Child(cmd, env, **io)
 
-    def run(self, cmd: Sequence[str], base: Mapping[str, str] = os.environ) -> int:
+    def run(self, cmd: Sequence[str], base: Mapping[str, str] = os.environ, received: list[int] | None = None) -> int:
         """Run `cmd` in the foreground: SIGINT, SIGTERM, SIGHUP and SIGQUIT to ccoverlap go on to it (torchrun
-        tells its workers), and it runs until it ends; its return code (-N: killed by signal N)."""
+        tells its workers), and it runs until it ends; its return code (-N: killed by signal N). `received`
+        gets each signal passed on, so a caller can say the run was interrupted."""
+
+        def forward(sig, _frame) -> None:
+            if received is not None:
+                received.append(sig)
+            child.send_signal(sig)
+
         with self.start(cmd, base) as child:
-            previous = {sig: signal.signal(sig, lambda sig, _frame: child.send_signal(sig)) for sig in FORWARDED}
+            previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
             try:
                 return child.wait()
             finally:

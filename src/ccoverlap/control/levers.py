@@ -6,8 +6,10 @@ range; the lab's single process or a fresh training process), what it costs, and
 reasons about it, and the mark it leaves in a run's launches (so a tool can tell a lever that took effect
 from one that was ignored). Strategies are combinations of levers, written `lever[=value]+lever...`; their
 names are derived from the levers, so the lab, the bench, `ccoverlap run` and the tuner share one
-list and one set of names. A new lever is one entry in `LEVERS` (plus the code that honours it in
-the lab or the emulation, where it has a mechanism there).
+list and one set of names. A new lever is one entry in `LEVERS`, plus one entry in each table of its
+mechanisms, made through `mechanisms` so that a lever missing one fails at import, naming it: its what-if
+transformation (whatif/transforms.py TRANSFORMS), its lab set-up (lab/runner.py LAB_SETUP), the mechanisms of
+the diagnosis it removes (analysis/recommend.py REMEDIES); `NotApplicable(why)` where it has none.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ccoverlap.model import nccl
 from ccoverlap.util.errors import UsageError
@@ -163,7 +165,6 @@ class Lever:
     not_in: Mapping[str, str] = field(default_factory=dict)  # scope -> why the lever has no effect there
     tries: tuple[str, ...] = ()  # the values `ccoverlap tune` tries, most promising first (none: the default)
     mark: Mark | None = None  # what it leaves in the launches; None: nothing the interposer can see
-    whatif: str | None = None  # its transformation of a captured step (ccoverlap.whatif.transforms); None: no model
 
     @property
     def candidates(self) -> tuple[str, ...]:
@@ -219,7 +220,6 @@ LEVERS: tuple[Lever, ...] = (
         platforms=("cuda", "rocm"),
         mark=Mark("communication launched on streams of raised priority (< 0)",
                   _on_comm(lambda s, _v: min(s.comm_priorities) < 0)),
-        whatif="priority",
     ),
     Lever(
         "shape", "occupancy shaping: compute blocks padded with dynamic shared memory so comm CTAs fit beside them",
@@ -229,7 +229,6 @@ LEVERS: tuple[Lever, ...] = (
         planner="the pad planner: smallest pad that lets the comm CTA fit, drain by grid; infeasible when registers bind",
         platforms=("cuda", "rocm"), needs=_needs_interposer,
         mark=Mark("compute launches padded", lambda s, _v: s.padded > 0),
-        whatif="shape",
     ),
     Lever(
         "carveout-hint", "compute kernels ask for a larger shared-memory carveout, so a comm CTA finds its shared memory",
@@ -239,7 +238,6 @@ LEVERS: tuple[Lever, ...] = (
         planner="fixes cause carveout: occupancy.fits_beside with the resident's hint set",
         needs=_needs_interposer,
         mark=Mark("the carveout hint set on compute kernels", lambda s, _v: s.carveout_set > 0),
-        whatif="carveout-hint",
     ),
     Lever(
         "sm-carveout", "cuBLAS GEMMs leave N SMs free for communication",
@@ -248,7 +246,6 @@ LEVERS: tuple[Lever, ...] = (
         cost="GEMMs run on N fewer SMs",
         planner="partitions SMs for library GEMMs (the only compute it reaches)",
         needs=lambda h: None if h.sm_carveout or h.platform != "cuda" else "this torch has no SM carveout",
-        whatif="sm-carveout",
     ),
     Lever(
         "green", "compute confined to a green context that leaves N SMs to communication",
@@ -259,7 +256,6 @@ LEVERS: tuple[Lever, ...] = (
         needs=lambda h: None if h.green_contexts or h.platform != "cuda" else "this torch has no green contexts",
         not_in={"process": _NO_GREEN_STREAM},
         mark=Mark("compute launched in a green context", lambda s, _v: bool(s.sm_limits)),
-        whatif="green",
     ),
     Lever(
         "nccl-cluster", "NCCL's CTAs launched in thread-block clusters of this size (default 4 on sm_90)",
@@ -269,7 +265,6 @@ LEVERS: tuple[Lever, ...] = (
         nccl_min=(2, 17, 1), needs=_needs_sm90,
         mark=Mark("communication launched in clusters of at most {value}",
                   _on_comm(lambda s, v: max(s.comm_clusters) <= max(int(v), 1))),
-        whatif="nccl-cluster",
     ),
     Lever(
         "nccl-cta-policy", "NCCL chooses its CTAs for sharing the GPU: EFFICIENCY (fewest CTAs), ZERO (copy engines)",
@@ -287,7 +282,6 @@ LEVERS: tuple[Lever, ...] = (
         nccl_min=(2, 17, 1), tries=("4", "2", "8"),
         mark=Mark("communication launched with at most {value} CTAs",
                   _on_comm(lambda s, v: s.comm_grid[1] <= int(v))),
-        whatif="nccl-ctas",
     ),
     Lever(
         "nccl-threads", "threads per NCCL CTA (ring Simple adds a sync warp; send/recv keeps 640)",
@@ -296,7 +290,6 @@ LEVERS: tuple[Lever, ...] = (
         planner="a smaller CTA in threads and registers, so it can fit beside compute",
         mark=Mark("communication CTAs of at most {value} threads (+ NCCL's sync warp)",
                   _on_comm(lambda s, v: s.comm_threads[1] <= int(v) + 32)),
-        whatif="nccl-threads",
     ),
     Lever(
         "max-connections", "hardware work queues per device: 1 serialises launches, so launch order decides",
@@ -304,10 +297,43 @@ LEVERS: tuple[Lever, ...] = (
         cost="false dependencies between streams",
         planner="none: it orders launches, it does not make room",
         not_in={"lab": _ONE_PROCESS},
-        whatif="max-connections",
     ),
 )
 BY_NAME: Mapping[str, Lever] = MappingProxyType({lever.name: lever for lever in LEVERS})
+
+
+# --- each lever's mechanisms: one table per kind, checked against LEVERS ----------------------------
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A lever's explicit entry in a table of mechanisms it has none of, and why."""
+
+    why: str
+
+
+M = TypeVar("M")
+#: every table made through `mechanisms`: its kind -> lever name -> the lever's mechanism of that kind
+MECHANISMS: dict[str, Mapping[str, object]] = {}
+
+
+def unfilled(table: Mapping[str, object], registry: Sequence[Lever] | None = None) -> str | None:
+    """What is wrong with `table` (lever name -> mechanism) against `registry` (LEVERS), in words, or None: a lever
+    without an entry, an entry that names no lever."""
+    names = [lv.name for lv in (LEVERS if registry is None else registry)]
+    missing = [n for n in names if n not in table]
+    unknown = [n for n in table if n not in names]
+    parts = ([f"no entry for lever(s) {', '.join(missing)} (its mechanism, or NotApplicable(why))"] if missing else []) \
+        + ([f"entries that name no lever: {', '.join(unknown)}"] if unknown else [])
+    return "; ".join(parts) or None
+
+
+def mechanisms(kind: str, table: Mapping[str, M | NotApplicable]) -> Mapping[str, M | NotApplicable]:
+    """`table` as the levers' mechanisms of `kind`, once every lever of LEVERS has its entry and every entry is a
+    lever's: else a TypeError at import, naming them, rather than a lever that fails halfway through a run."""
+    if problem := unfilled(table):
+        raise TypeError(f"the levers' {kind} table (control/levers.py LEVERS): {problem}")
+    MECHANISMS[kind] = frozen = MappingProxyType(dict(table))
+    return frozen
 
 
 def lever(name: str) -> Lever:
@@ -413,7 +439,6 @@ def table(host: Host) -> list[dict]:
             "nccl_min": _version(lv.nccl_min) if lv.nccl_min else None,
             "applies": {s: lv.applies(host, s) or "yes" for s in SCOPES},
             "mark": lv.mark.what if lv.mark else None,
-            "whatif": lv.whatif or "no model",
         }
         for lv in LEVERS
     ]

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from fnmatch import fnmatchcase
 import shlex
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -36,6 +37,35 @@ _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_BYTES = 1 << 20
 #: digits of a number in a policy file (Python refuses to read an int of more than 4300)
 MAX_DIGITS = 100
+
+#: The variables a policy's knobs may set (name or fnmatch pattern -> what it tunes), besides its levers' own.
+#: A policy travels (tuned once, applied on a cluster, passed between colleagues), so it must be data: a knob
+#: such as LD_PRELOAD, PYTHONPATH, BASH_ENV or PATH would run code in the program, and NCCL_NET_PLUGIN or a
+#: variable naming a file would load a library or write where the file says. Every other name, and any name
+#: holding FILE, PATH, DIR, PLUGIN or LIB (_NAMES_A_FILE), is refused on load unless the user allows it by name
+#: (`run --allow-env`, `enable(allow_env=...)`). docs/tune.md lists this table (tests/test_tuned.py checks it).
+TUNING_VARIABLES: Mapping[str, str] = MappingProxyType({
+    **dict.fromkeys(("NCCL_ALGO", "NCCL_PROTO", "NCCL_NTHREADS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS",
+                     "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_CGA_CLUSTER_SIZE", "NCCL_CTA_POLICY",
+                     "NCCL_BUFFSIZE", "NCCL_NVLS_CHUNKSIZE", "NCCL_P2P_LEVEL",
+                     "NCCL_P2P_DISABLE", "NCCL_P2P_NVL_CHUNKSIZE", "NCCL_P2P_NET_CHUNKSIZE", "NCCL_SHM_DISABLE",
+                     "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ", "NCCL_CROSS_NIC", "NCCL_IB_QPS_PER_CONNECTION",
+                     "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_PXN_DISABLE", "NCCL_LAUNCH_MODE",
+                     "NCCL_GRAPH_MIXING_SUPPORT", "NCCL_WORK_FIFO_BYTES", "NCCL_LL128_ENABLE"), "NCCL's tuning"),
+    "TORCH_NCCL_*": "PyTorch's NCCL process groups",
+    **dict.fromkeys(("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_DEVICE_MAX_COPY_CONNECTIONS", "CUDA_MODULE_LOADING",
+                     "CUDA_LAUNCH_BLOCKING"), "CUDA's launches"),
+    **dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"), "thread pools"),
+})
+_NAMES_A_FILE = re.compile(r"FILE|PATH|DIR|PLUGIN|LIB")
+#: how a refused knob is allowed, by caller (`{}`: the variable's name)
+RUN_ALLOW = "--allow-env {}"
+ENABLE_ALLOW = "ccoverlap.enable(..., allow_env=[{!r}])"
+
+
+def is_tuning_variable(name: str) -> bool:
+    """Is `name` in TUNING_VARIABLES (and names no file)?"""
+    return not _NAMES_A_FILE.search(name) and any(fnmatchcase(name, pattern) for pattern in TUNING_VARIABLES)
 
 
 @dataclass(frozen=True)
@@ -133,12 +163,21 @@ class TunedPolicy:
             | dict(self.meta) | meta
 
     @classmethod
-    def from_dict(cls, d: object, where: str) -> TunedPolicy:
-        """The policy in `d` (as in a file); a UsageError of one line naming `where` and the problem."""
+    def from_dict(cls, d: object, where: str, allow_env: Collection[str] = (), how: str = RUN_ALLOW) -> TunedPolicy:
+        """The policy in `d` (as in a file); a UsageError of one line naming `where` and the problem. A knob
+        outside TUNING_VARIABLES is refused unless named in `allow_env` (`how`: how the user allows it)."""
         try:
-            return cls._from_dict(d)
+            return cls._from_dict(d)._allowing(allow_env, how)
         except UsageError as exc:
             raise UsageError(f"{where}: {exc}") from None
+
+    def _allowing(self, allow_env: Collection[str], how: str) -> TunedPolicy:
+        for name, _ in self.knobs:
+            if name not in allow_env and not is_tuning_variable(name):
+                raise UsageError(f"knob {name} is not a tuning variable a policy may set (it could run code or name "
+                                 f"a file; the tuning variables: docs/tune.md); to trust this policy with it, give "
+                                 f"{how.format(name)}")
+        return self
 
     @classmethod
     def _from_dict(cls, d: object) -> TunedPolicy:
@@ -167,8 +206,9 @@ class TunedPolicy:
         return write_json(path, self.to_dict(**meta), indent=2)
 
 
-def load(path: str | os.PathLike) -> TunedPolicy:
-    """The policy in the file at `path`; a UsageError of one line naming the file and the problem."""
+def load(path: str | os.PathLike, allow_env: Collection[str] = (), how: str = RUN_ALLOW) -> TunedPolicy:
+    """The policy in the file at `path`; a UsageError of one line naming the file and the problem (`allow_env`,
+    `how`: as for TunedPolicy.from_dict)."""
     try:
         with open(path, "rb") as f:
             text = f.read(MAX_BYTES + 1).decode()
@@ -184,7 +224,7 @@ def load(path: str | os.PathLike) -> TunedPolicy:
         raise UsageError(f"{path}: nested too deeply to be a policy file") from None
     except UsageError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    return TunedPolicy.from_dict(d, str(path))
+    return TunedPolicy.from_dict(d, str(path), allow_env, how)
 
 
 def _bounded_int(text: str) -> int:
@@ -221,13 +261,17 @@ def applying(policy: TunedPolicy, source: str, given: Mapping[str, str], whole: 
     return policy.launch(fields=dict(given), whole=whole, interposer=whole)  # a whole policy: as the tuner measured it
 
 
-def for_run(config: str | None, strategy: str | None, given: Mapping[str, str], host: levers.Host | None = None) -> launch.Launch:
-    """`ccoverlap run`'s launch: a tuned policy file as the tuner ran it (a whole policy), a strategy's levers
-    layered over the caller's interposer variables, or the interposer with the options `given` alone."""
+def for_run(config: str | None, strategy: str | None, given: Mapping[str, str], host: levers.Host | None = None,
+            allow_env: Collection[str] = ()) -> launch.Launch:
+    """`ccoverlap run`'s launch: a tuned policy file as the tuner ran it (a whole policy; knobs outside
+    TUNING_VARIABLES only where named in `allow_env`), a strategy's levers layered over the caller's interposer
+    variables, or the interposer with the options `given` alone."""
+    if allow_env and config is None:
+        raise UsageError("--allow-env: only with --config (it lets a policy file's knob set that variable)")
     if config is not None:
         if strategy is not None:
             raise UsageError("--config and --strategy: give one (a policy file names its own levers)")
-        return applying(load(config), f"--config {config}", given, whole=True, host=host)
+        return applying(load(config, allow_env), f"--config {config}", given, whole=True, host=host)
     if strategy is not None:
         s = levers.strategy(strategy)
         if s.no_overlap:
@@ -245,9 +289,10 @@ def _normal(f: interposer.Field, value: str) -> int | str:
 
 # --- inside a running script -----------------------------------------------------------------------
 
-def enable(policy: str | os.PathLike | TunedPolicy | Mapping) -> TunedPolicy:
+def enable(policy: str | os.PathLike | TunedPolicy | Mapping, allow_env: Collection[str] = ()) -> TunedPolicy:
     """Apply `policy` (a file, a TunedPolicy, or a dict as in the file) to this running process, as far as a
-    running process can take it, and return it. Call it before `init_process_group`.
+    running process can take it, and return it. Call it before `init_process_group`. A file's or dict's knob
+    outside TUNING_VARIABLES is refused unless named in `allow_env`.
 
     - Its variables are set in os.environ. PyTorch reads TORCH_NCCL_HIGH_PRIORITY each time a process group
       creates an NCCL communicator (ProcessGroupNCCL.cpp, initNCCLComm: `force_high =
@@ -266,10 +311,10 @@ def enable(policy: str | os.PathLike | TunedPolicy | Mapping) -> TunedPolicy:
     if isinstance(policy, TunedPolicy):
         p = policy
     elif isinstance(policy, Mapping):
-        p = TunedPolicy.from_dict(policy, "ccoverlap.enable")
+        p = TunedPolicy.from_dict(policy, "ccoverlap.enable", allow_env, ENABLE_ALLOW)
     else:
         path = os.path.abspath(policy)
-        p = load(path)
+        p = load(path, allow_env, ENABLE_ALLOW)
     if reason := p.not_applicable(levers.Host.detect()):
         _warn(f"policy {p.name} does not apply here ({reason}): nothing applied")
         return p

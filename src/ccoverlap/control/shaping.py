@@ -14,6 +14,7 @@ from ccoverlap.gpu import cuda_driver as cu
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.model.planner import Plan, plan
+from ccoverlap.model.nccl import nccl_footprint
 
 
 def shaped_dynamic_smem(
@@ -37,8 +38,6 @@ def shaped_dynamic_smem(
     drv = drv or cu.driver()
     dev = get_device(device)
     if comm is None:
-        from ccoverlap.model.nccl import nccl_footprint
-
         comm = nccl_footprint(arch=dev.arch).footprint
     compute = KernelFootprint.from_function(handle, threads=threads, dynamic_smem=dynamic_smem, is_kernel=is_kernel, drv=drv)
     p = plan(dev, compute, comm, per_sm)

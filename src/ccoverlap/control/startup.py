@@ -17,18 +17,18 @@ import sys
 from collections.abc import Mapping
 
 from ccoverlap.control import levers
+from ccoverlap.gpu import cuda_driver as cu
+from ccoverlap.model import nccl
 
 #: JSON of the start-up calls (name in levers.STARTUP_CALLS -> argument) for the hook to make
 STARTUP_ENV = "CCOVERLAP_STARTUP"
-#: JSON of the doctor's capture (doctor.config.DoctorConfig.capture())
+#: JSON of the doctor's capture (doctor.config.CaptureConfig.job())
 DOCTOR_ENV = "CCOVERLAP_DOCTOR"
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook")
 
 
 def auto_sms(environ: Mapping[str, str], sm_count: int) -> int:
     """`auto` of a start-up lever: the SMs NCCL's collective CTAs need under the NCCL knobs in `environ`."""
-    from ccoverlap.model import nccl
-
     return levers.comm_sms(nccl.Knobs.from_env(environ).channels(), sm_count)
 
 
@@ -47,8 +47,6 @@ def call(calls: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> N
     through the driver: no context) under the NCCL knobs in `environ`. For the hook and `ccoverlap.enable`."""
     sms = 0  # no call takes `auto`: no GPU needed to size it
     if "auto" in calls.values():
-        from ccoverlap.gpu import cuda_driver as cu
-
         if (drv := cu.driver()) is None:
             raise RuntimeError("no CUDA driver: `auto` needs a GPU's SM count")
         sms = drv.device_attribute(cu.ATTR_MULTIPROCESSOR_COUNT, drv.device(0))

@@ -60,11 +60,16 @@ void *ccov_real_dlsym(void *handle, const char *symbol) {
     return f ? f(handle, symbol) : NULL;
 }
 
-static ccov_hook *hook_named(const char *symbol) {
-    ccov_hook *tables[] = {ccov_cuda_hooks, ccov_hip_hooks};
-    for (size_t t = 0; t < 2; ++t)
-        for (ccov_hook *h = tables[t]; h->name; ++h)
-            if (strcmp(h->name, symbol) == 0) return h;
+/* The front ends, registered with CCOV_FRONTEND: the linker bounds their section. */
+extern const ccov_frontend *const __start_ccov_frontends[], *const __stop_ccov_frontends[];
+
+static ccov_hook *hook_named(const char *symbol, const ccov_frontend **owner) {
+    for (const ccov_frontend *const *fe = __start_ccov_frontends; fe < __stop_ccov_frontends; ++fe)
+        for (ccov_hook *h = (*fe)->hooks; h->name; ++h)
+            if (strcmp(h->name, symbol) == 0) {
+                *owner = *fe;
+                return h;
+            }
     return NULL;
 }
 
@@ -100,13 +105,13 @@ void *ccov_library_of(ccov_hook *h) {
     return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
 }
 
-static void *hooked_lookup(void *handle, const char *symbol, ccov_hook *h) {
+static void *hooked_lookup(void *handle, const char *symbol, const ccov_frontend *fe, ccov_hook *h) {
     void *p = ccov_real_dlsym(handle, symbol);
     /* A global look-up finds our own export first: answer with it only where
      * the real API is loaded, so probing for CUDA or HIP stays truthful. */
     if (p && is_ours(p)) p = ccov_real_dlsym(RTLD_NEXT, symbol);
     if (!p) return NULL;
-    if (symbol[0] == 'c') return ccov_cuda_proc(symbol, p, -1, 0);
+    if (fe->answer) return fe->answer(h, symbol, p);
     ccov_remember(h, p);
     return h->wrapper;
 }
@@ -114,8 +119,9 @@ static void *hooked_lookup(void *handle, const char *symbol, ccov_hook *h) {
 /* Everything but the hooked names goes straight to the real dlsym as a tail
  * call, so RTLD_NEXT keeps meaning "after the caller". */
 CCOV_EXPORT void *dlsym(void *handle, const char *symbol) {
-    ccov_hook *h = symbol[0] == 'c' || symbol[0] == 'h' ? hook_named(symbol) : NULL;
-    if (h) return hooked_lookup(handle, symbol, h);
+    const ccov_frontend *fe = NULL;
+    ccov_hook *h = symbol[0] == 'c' || symbol[0] == 'h' ? hook_named(symbol, &fe) : NULL;
+    if (h) return hooked_lookup(handle, symbol, fe, h);
     dlsym_fn f = real_dlsym();
     return f ? f(handle, symbol) : NULL;
 }
@@ -236,9 +242,12 @@ static int hint(ccov_entry *e, void *handle, int cooperative) {
     return HINT_FAILED;
 }
 
+/* The entry of `handle` on `device`, made under the lock unless another thread made it first: the one for
+ * `device`, or the one shared by every device (a handle that is not per device, inserted from any device). */
 static ccov_entry *insert(const ccov_backend *be, void *handle, int kind, int device, int cooperative) {
     pthread_mutex_lock(&lock);
-    ccov_entry *e = find((uintptr_t)handle, device);
+    ccov_entry *e = find((uintptr_t)handle, -1);
+    if (e && e->per_device) e = find((uintptr_t)handle, device);
     if (e || cache_used >= CACHE_FILL) goto out;
     ccov_info info = {0};
     int ok = be->describe(handle, kind, device, &info) == 0 && info.name;

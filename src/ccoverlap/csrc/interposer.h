@@ -140,10 +140,17 @@ void *ccov_library_of(ccov_hook *h);
 /* dlsym that is never ours. */
 void *ccov_real_dlsym(void *handle, const char *symbol);
 
-/* Front-end hook tables, NULL-terminated by name. */
-extern ccov_hook ccov_cuda_hooks[];
-extern ccov_hook ccov_hip_hooks[];
-/* The CUDA front end answers cuGetProcAddress look-ups of hooked names. */
-void *ccov_cuda_proc(const char *symbol, void *real, int version, unsigned long long flags);
+/* A front end as the core sees it: its hook table, NULL-terminated by name, and how it answers a dlsym of one
+ * of its hooks whose real function is `real` (NULL: the core remembers `real` and answers h's wrapper). */
+typedef struct {
+    ccov_hook *hooks;
+    void *(*answer)(ccov_hook *h, const char *symbol, void *real);
+} ccov_frontend;
+
+/* Registers a front end with the core: a pointer to it in the section the core reads. The registration is
+ * static, in place before any constructor runs, so a dlsym made while libraries load finds every hook, and
+ * the core names no front end. */
+#define CCOV_FRONTEND(fe) \
+    __attribute__((used, section("ccov_frontends"))) static const ccov_frontend *const ccov_frontend_##fe = &(fe)
 
 #endif

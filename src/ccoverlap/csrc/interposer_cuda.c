@@ -67,6 +67,9 @@ typedef CUresult (*launch_ex_fn)(const CUlaunchConfig *, CUfunction, void **, vo
 typedef CUresult (*getproc_fn)(const char *, void **, int, unsigned long long);
 typedef CUresult (*getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 
+extern ccov_hook ccov_cuda_hooks[]; /* this front end's, defined below */
+static void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned long long flags);
+
 /* ---------- driver helpers, from the library that provides the launches ---------- */
 
 static struct {
@@ -394,7 +397,7 @@ ccov_hook ccov_cuda_hooks[] = {
  * look-up asked for, -1 for dlsym: the name "cuGetProcAddress" means the v2
  * ABI from CUDA 12.0 on (cuda.h maps it to cuGetProcAddress_v2), the exported
  * symbol of that name is the v1 ABI. */
-void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned long long flags) {
+static void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned long long flags) {
     if (strcmp(symbol, "cuGetProcAddress") == 0 || strcmp(symbol, "cuGetProcAddress_v2") == 0) {
         int v2 = symbol[16] == '_' || version >= 12000;
         ccov_hook *h = &ccov_cuda_hooks[v2 ? H_GETPROC_V2 : H_GETPROC];
@@ -412,3 +415,12 @@ void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned long lon
     ccov_remember(h, p);
     return h->wrapper;
 }
+
+/* dlsym of a hooked name: as cuGetProcAddress of it with no version or flags. */
+static void *dlsym_answer(ccov_hook *h, const char *symbol, void *real) {
+    (void)h;
+    return ccov_cuda_proc(symbol, real, -1, 0);
+}
+
+static const ccov_frontend cuda_frontend = {ccov_cuda_hooks, dlsym_answer};
+CCOV_FRONTEND(cuda_frontend);

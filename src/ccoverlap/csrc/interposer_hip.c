@@ -30,6 +30,8 @@ enum { hipDeviceAttributeMultiprocessorCount = 63, hipDeviceAttributeMaxSharedMe
 enum { hipEventDisableTiming = 0x2, hipStreamCaptureStatusNone = 0, hipStreamCaptureModeRelaxed = 2 };
 enum { KIND_MODULE = 1, KIND_HOST_FUNCTION = 2 }; /* hipFunction_t vs the host stub's address */
 
+extern ccov_hook ccov_hip_hooks[]; /* this front end's, defined below */
+
 static struct {
     hipError_t (*GetDevice)(int *);
     hipError_t (*DeviceGetAttribute)(int *, int, int);
@@ -249,3 +251,6 @@ ccov_hook ccov_hip_hooks[] = {
     [H_LAUNCH] = {"hipLaunchKernel", (void *)hipLaunchKernel, NULL, libhip},
     {NULL, NULL, NULL, NULL},
 };
+
+static const ccov_frontend hip_frontend = {ccov_hip_hooks, NULL};
+CCOV_FRONTEND(hip_frontend);

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 from ccoverlap.util import profiling
-from ccoverlap.doctor.config import DoctorConfig
+from ccoverlap.doctor.config import CaptureConfig
 from ccoverlap.doctor.record import Identity, Log, identity
 
 #: how long the end of a process waits for the GPU to finish its last steps' events (never a device sync:
@@ -92,7 +92,7 @@ def _event():
 
 
 class Capture:
-    def __init__(self, cfg: DoctorConfig):
+    def __init__(self, cfg: CaptureConfig):
         self.cfg = cfg
         self.enabled = True
         self.log: Log | None = None
@@ -203,7 +203,7 @@ class Capture:
     def open_alone(self) -> None:
         """The same number of steps again, every launch alone: a warm-up step (serialized too, so the recorded
         steps start from a drained device), then the steps, into the alone trace."""
-        from ccoverlap.control import interposer
+        from ccoverlap.control import interposer  # on use: the user's program loads it only for the alone window
 
         if not _cuda_in_use():
             return
@@ -223,7 +223,7 @@ class Capture:
         self.log.write({"alone_window": "open", "trace": self.log.alone.name, "t": time.monotonic()})
 
     def _end_serialized(self) -> None:
-        from ccoverlap.control import interposer
+        from ccoverlap.control import interposer  # on use, as in open_alone
 
         interposer.set_serialize(False)
 
@@ -358,7 +358,7 @@ def _knobs() -> dict[str, str]:
 def _write_launch_stats() -> None:
     """The interposer's stats (where it is preloaded) before an os._exit skips its atexit."""
     if "ccoverlap.control.interposer" in sys.modules or os.environ.get("LD_PRELOAD"):
-        from ccoverlap.control import interposer
+        from ccoverlap.control import interposer  # only where it is loaded or preloaded (the test above)
 
         interposer.write_stats()
 
@@ -406,7 +406,7 @@ def install(config: dict) -> None:
     """Called by the start-up hook, once torch is imported: time every optimizer step, open the window."""
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-    cfg = DoctorConfig(**config)
+    cfg = CaptureConfig(**config)
     capture = Capture(cfg)
     register_optimizer_step_pre_hook(capture.pre_step)
     register_optimizer_step_post_hook(capture.post_step)

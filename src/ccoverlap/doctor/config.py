@@ -1,4 +1,5 @@
-"""What `ccoverlap doctor` captures and writes: validated before the program starts (importable without torch)."""
+"""What `ccoverlap doctor` captures and writes (DoctorConfig), and what the capture inside the program reads
+(CaptureConfig, which the tuner's trials build too): validated before the program starts, importable without torch."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,17 +8,35 @@ from dataclasses import dataclass, field
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError, check_range
 
-#: the fields the capture inside the program reads (the rest are the command's)
-CAPTURE_FIELDS = ("out", "steps", "skip", "seconds", "skip_seconds", "alone", "profile", "stop", "fingerprint")
+@dataclass(frozen=True, kw_only=True)
+class CaptureConfig:
+    """What the capture inside every process of the program reads (doctor/capture.py), given to it as the start-up
+    hook's JSON (`job`): the window (DoctorConfig's options of the same names), and the tuner's switches."""
 
+    steps: int
+    skip: int
+    seconds: float
+    skip_seconds: float
+    out: str
+    alone: str
+    # the tuner's trials (tune/trial.py): time steps without the profiler, end the program once steps
+    # skip+1..skip+steps are timed, and write a fingerprint of the trained parameters then
+    profile: bool = True
+    stop: bool = False
+    fingerprint: bool = False
+
+    def job(self) -> dict:
+        """The start-up hook's JSON (control/startup.DOCTOR_ENV)."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
 class DoctorConfig:
     """The defaults are the CLI's; every field is an option (util/options.py)."""
 
-    steps: int = field(default=3, metadata={
-        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts short)"})
+    steps: int = field(default=6, metadata={
+        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts "
+        "short; the headline reads the typical ones: 6 leaves 3 where the first two are atypical)"})
     skip: int = field(default=5, metadata={
         "metavar": "K", "help": "optimizer steps to run first, unprofiled; the profiler warms up in the last one's optimizer step"})
     seconds: float = field(default=0.0, metadata={
@@ -32,6 +51,10 @@ class DoctorConfig:
         "metavar": "PATH", "help": "write the analysis, the step times and what was captured as JSON"})
     report: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "write the HTML report (a timeline per rank; its PNGs in <name>_files/ beside it)"})
+    perfetto: str | None = field(default=None, metadata={
+        "metavar": "PATH", "help": "write the annotated trace: every rank's captured trace plus lanes of the findings "
+        "(exposed communication, each collective's SM wait with its cause and blocker, the lever recommended), for "
+        "ui.perfetto.dev or chrome://tracing"})
     comm_regex: str | None = field(default=None, metadata={
         "metavar": "RE", "help": "also count kernels whose name matches RE (POSIX extended) as communication, "
         "besides NCCL's and RCCL's"})
@@ -39,12 +62,6 @@ class DoctorConfig:
         "metavar": "on|off", "help": "after the window, record its steps again with every kernel "
         "launched alone (the launch interposer, preloaded: each launch starts on an idle device), so each launch's "
         "time alone is measured; off: slowdown beside the other side is unknown"})
-    # the tuner's trials (tune/trial.py), not options of the doctor: time steps without the profiler, end the
-    # program once steps skip+1..skip+steps are timed, and write a fingerprint of the trained parameters then
-    profile: bool = True
-    stop: bool = False
-    fingerprint: bool = False
-
     def validate(self) -> DoctorConfig:
         check_range("--steps", self.steps, 1, 1000)
         check_range("--skip", self.skip, 1, 10**9)
@@ -58,6 +75,7 @@ class DoctorConfig:
         comm.check(self.comm_regex)
         return self
 
-    def capture(self) -> dict:
-        """What every process of the program is told (the start-up hook's JSON)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k in CAPTURE_FIELDS}
+    def capture(self) -> CaptureConfig:
+        """What the capture in every process of the program reads."""
+        return CaptureConfig(steps=self.steps, skip=self.skip, seconds=self.seconds, skip_seconds=self.skip_seconds,
+                             out=self.out, alone=self.alone)

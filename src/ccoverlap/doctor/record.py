@@ -22,29 +22,22 @@ import json
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ccoverlap.util import timing
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.tracefiles import alone_trace
 
 if TYPE_CHECKING:
-    from ccoverlap.control.interposer import LaunchStats
+    from ccoverlap.analysis.process import Process
 
 FORMAT = "ccoverlap-doctor-steps/1"
 STEPS_SUFFIX = "_steps.jsonl"
 TRACE_SUFFIX = "_trace.json.gz"
-#: the alone window's trace: beside the window's, named so that no reader takes it for a trace of its own
-ALONE_SUFFIX = ".alone.gz"
 #: the interposer's stats, one file per process (%p: its pid); not *.json, which `ccoverlap analyze` reads as traces
 STATS_NAME = "interposer-%p.stats"
-
-
-def alone_trace(trace: Path) -> Path:
-    """The alone window of a trace file: rank0_trace.json.gz -> rank0_trace.alone.gz (also for foreign names)."""
-    stem = trace.name.removesuffix(".gz").removesuffix(".json")
-    return trace.with_name(stem + ALONE_SUFFIX)
 
 
 #: how launchers number a job's processes, the first found in a process's environment wins: (launcher, global
@@ -296,21 +289,16 @@ def read_all(folder: Path) -> tuple[list[RankRecord], list[UsageError]]:
     return sorted(records, key=lambda r: (r.rank, r.path.name)), bad
 
 
-@dataclass(frozen=True)
-class Process:
-    """What the doctor knows of a rank's process besides its trace: what the launch interposer saw it launch
-    (its stats), and the scheduling variables it ran with."""
-
-    launches: LaunchStats | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
 def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     """Rank -> its process (the first record of a rank: the one whose trace the analysis reads)."""
+    # on use, not at the top: the capture imports this module inside the user's program, which needs neither the
+    # interposer's module nor the analysis (msgspec, orjson)
+    from ccoverlap.analysis.process import Process
     from ccoverlap.control.interposer import LaunchStats
 
     out: dict[int, Process] = {}
     for r in records:
         if r.rank not in out and r.pid is not None:
-            out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env)
+            out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
+                                  r.alone_trace)
     return out

@@ -4,7 +4,9 @@ the command here."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,11 +15,14 @@ from ccoverlap.control.interposer import built
 from ccoverlap.control.launch import Launch, found
 from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
-from ccoverlap.analysis.summary import document, print_ranks, write_html
+from ccoverlap.analysis import cpu
+from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
 from ccoverlap.analysis.trace import grouped
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, unwritable, write_json
+from ccoverlap.gpu import provenance
+from ccoverlap.analysis import Process, analyze
 
 
 def run(cfg: DoctorConfig, cmd: list[str]) -> int:
@@ -32,9 +37,10 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
               "beside each other stays unknown)", file=sys.stderr)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    code = launch.run(cmd)
+    received: list[int] = []
+    code = launch.run(cmd, received=received)
     try:
-        failures = diagnose(out, cfg, cmd, code)
+        failures = diagnose(out, cfg, cmd, code, signal.Signals(received[0]).name if received else None)
     except BrokenPipeError:
         if code != 0:  # the program's end stands
             return end_as(code)
@@ -55,16 +61,17 @@ def observed(cfg: DoctorConfig, out: Path) -> tuple[Launch, str | None]:
     pass-through (no pad, no hint beyond what the caller's environment gives) writing its stats into `out`: its
     serialized launches make the alone window, its stats the marks levers leave. Where it is not built: the
     capture alone, and why."""
-    capture = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture()})
+    capture = Launch(whole=False, jobs={startup.DOCTOR_ENV: cfg.capture().job()})
     if not built():
         return capture, "the launch interposer is not built (pip install -e .)"
     fields = {"stats": str(out.resolve() / record.STATS_NAME)} | ({"comm": cfg.comm_regex} if cfg.comm_regex else {})
     return replace(capture, fields=fields, interposer=True), None
 
 
-def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[str]:
-    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis.
-    Returns what failed (one line each): nothing profiled, a file that could not be read or written."""
+def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupted: str | None = None) -> list[str]:
+    """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis
+    (`interrupted`: the signal that stopped the run, said in both). Returns what failed (one line each): nothing
+    profiled, a file that could not be read or written."""
     records, bad = record.read_all(out)
     failures = [str(e) for e in bad]
     on_cpu = {r.trace.name for r in records if r.trace and r.cuda is False}
@@ -75,37 +82,52 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int) -> list[st
                               else failures[-1] if failures else "no trace was written")
     if line := unreached(records, out):
         failures.append(line)
+    cpu_ranks: list[cpu.CpuRank] = []  # on the CPU alone: the CPU timeline's exposed communication (analysis.cpu)
+    if on_cpu and not traces:
+        cpu_ranks, cpu_problems = cpu.analyze_cpu(sorted(out / name for name in on_cpu), cfg.comm_regex)
+        for problem in cpu_problems:
+            print(f"ccoverlap doctor: {problem}", file=sys.stderr)
     if traces:
         result, unusable = _analyze(out, traces, cfg.comm_regex, record.processes(out, records))
         failures += unusable
         why_none = None if result is not None and result.ranks else "no trace could be analysed: " + "; ".join(unusable)
     written: list[Path] = []
+    trace = None  # the annotated trace, where written
+    if cfg.perfetto and not why_none:
+        try:
+            trace = write_perfetto(result, Path(cfg.perfetto))
+        except UsageError as exc:
+            failures.append(str(exc))
     if cfg.report and not why_none:
         try:
-            written = write_html(result, Path(cfg.report))
+            written = write_html(result, Path(cfg.report), trace)
         except UsageError as exc:
             failures.append(str(exc))
     if cfg.json:
-        from ccoverlap.gpu import provenance
-
-        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "out": str(out),
+        doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "interrupted": interrupted,
+               "out": str(out),
                "step_times": [r.summary() for r in records],
                "analysis": document(result, None, written) if not why_none else None,
+               "cpu_analysis": cpu.document({out.name: cpu_ranks}) if cpu_ranks else None,
                "no_analysis": why_none, "failures": failures}
         try:
             write_json(cfg.json, doc)
         except OSError as exc:
             failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
             cfg = replace(cfg, json=None)
-    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written)
+    _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written, trace,
+         cpu_ranks, interrupted)
     return failures
 
 
 def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, result, why_none: str | None,
-         cfg: DoctorConfig, written: list[Path]) -> None:
+         cfg: DoctorConfig, written: list[Path], trace: Path | None = None, cpu_ranks: Sequence[cpu.CpuRank] = (),
+         interrupted: str | None = None) -> None:
     """The terminal's part: what was captured, the step times, the analysis and its verdicts, the files
-    written (`written`: the report's; cfg.json: None where it could not be written)."""
-    print(_captured(out, records, traces, code))
+    written (`written`: the report's; `trace`: the annotated trace; cfg.json: None where it could not be
+    written); `cpu_ranks`: the CPU timeline's analysis, where the program ran on the CPU alone; `interrupted`:
+    the signal that stopped the program, said first."""
+    print(_captured(out, records, traces, code, interrupted))
     if any(r.steps for r in records):
         print_table("step times per rank, ms (host clock, steps the profiler did not touch)",
                     ["rank", "node", "steps", "window", "median", "min", "max", "GPU median", "profiled median"],
@@ -113,10 +135,15 @@ def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, re
     if result is not None:
         _show(result)
         _windows(records, result)
+    elif cpu_ranks:
+        cpu.print_cpu({out.name: list(cpu_ranks)}, "overlap on the CPU timeline (no GPU kernels), ms per rank")
     elif traces:
         print(f"no overlap analysis: {why_none}" + ("; step times above" if any(r.steps for r in records) else ""))
     if cfg.report:
         print(f"report: {written[0]}" if written else f"no report written to {cfg.report}: {why_none or 'it could not be written'}")
+    if cfg.perfetto:
+        print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)" if trace
+              else f"no annotated trace written to {cfg.perfetto}: {why_none or 'it could not be written'}")
     if cfg.json:
         print(f"json: {cfg.json}")
 
@@ -162,8 +189,9 @@ def _windows(records: list[record.RankRecord], result) -> None:
             print(f"alone window rank {r.rank}: none: {r.alone_note}")
 
 
-def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int) -> str:
-    ended = "" if code == 0 else f"the command ended with {ending(code)}; "
+def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int, interrupted: str | None = None) -> str:
+    ended = (f"interrupted by {interrupted}: " if interrupted else "") + \
+        ("" if code == 0 else f"the command ended with {ending(code)}; ")
     if not records and not traces:
         return f"ccoverlap doctor: {ended}captured nothing in {out}"
     ranks = ", ".join(str(r.rank) for r in records) or "-"
@@ -217,10 +245,8 @@ def _row(r: record.RankRecord) -> list:
             _ms(s["outside_ms"], "max"), _ms(s["outside_gpu_ms"]), _ms(s["profiled_ms"])]
 
 
-def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, record.Process]):
+def _analyze(out: Path, traces: list[Path], comm_regex: str | None, processes: dict[int, Process]):
     """The analysis of `out`, and one line for each trace it could not use (its other notes go to stderr)."""
-    from ccoverlap.analysis import analyze
-
     try:
         result = analyze(out, None, comm_regex, processes=processes)
     except UsageError as exc:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from ccoverlap.gpu import cuda_driver
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/ccoverlap
 UNKNOWN = "unknown"
@@ -60,8 +61,6 @@ def _torch_versions() -> dict:
 
 def collect(**extra) -> dict:
     """A provenance record; `extra` adds run-specific fields (backend, world_size, ...)."""
-    from ccoverlap.gpu import cuda_driver
-
     drv = cuda_driver.driver()
     gpu = driver = None
     if drv is not None:

@@ -6,7 +6,7 @@ it keeps its own events; the summary of the samples is ccoverlap.util.timing's, 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from ccoverlap.util.timing import summary
 class Setup:
     """How one strategy runs in the lab: what its levers change for this case.
 
-    Each lever of the registry has its lab mechanism here, and only here; levers without one are
+    Each lever of the registry has its lab mechanism in LAB_SETUP, and only there; levers without one are
     refused by `levers.Lever.applies(host, "lab")` before a Setup is made."""
 
     concurrent: bool = True  # compute and comm on two streams (no-overlap: one stream, compute first)
@@ -186,7 +186,7 @@ class Lab:
         return [dict(case, **row) for row in rows]
 
     def _setup(self, phase, proxy, strategy: levers.Strategy, info: dict) -> Setup | str:
-        """The lab's mechanism for each of the strategy's levers, or why it cannot run here."""
+        """The lab's mechanism for each of the strategy's levers (LAB_SETUP), or why it cannot run here."""
         if reason := strategy.not_applicable(self.host, "lab"):
             return f"n/a: {reason}"
         v = strategy.values
@@ -196,33 +196,13 @@ class Lab:
         threads = knobs.threads(proxy.protocol, proxy.shape.threads) if knobs.nthreads else proxy.shape.threads
         cluster = knobs.cluster if "NCCL_CGA_CLUSTER_SIZE" in env else proxy.shape.cluster
         shape = workloads.CommShape(threads, ctas, nccl.cluster_dim(cluster, ctas))
-        setup = Setup(concurrent=not strategy.no_overlap, priority="priority" in v, comm=shape)
+        setup = Setup(concurrent=not strategy.no_overlap, comm=shape)
         info |= {"comm_threads": shape.threads, "comm_ctas": shape.ctas, "comm_cluster": shape.cluster,
                  "comm_priority": setup.priority}
-        auto = levers.comm_sms(shape.ctas, self.device.sm_count)
-        if "sm-carveout" in v:
-            if not phase.uses_cublas:
-                return "n/a: SM carveout applies to cuBLAS matmuls only"
-            setup.sm_carveout = info["carveout_sms"] = auto if v["sm-carveout"] == "auto" else int(v["sm-carveout"])
-        if "green" in v:
-            setup.green_sms = info["green_comm_sms"] = auto if v["green"] == "auto" else int(v["green"])
-        if "carveout-hint" in v:
-            if not phase.kernels:
-                return "n/a: library kernels get the hint through the interposer (ccoverlap run --carveout)"
-            setup.hint = info["carveout_hint"] = int(v["carveout-hint"])
-        if "shape" in v:
-            if phase.footprint is None:
-                if not preloaded():
-                    return ("n/a: library kernels are shaped by the launch interposer, which is not preloaded "
-                            "into this process")
-                setup.interposed = True
-                info["shaped_by"] = "interposer: auto plan per library kernel against the proxy it saw, drain by grid"
-            else:
-                p = plan(self.device, phase.footprint, proxy.footprint(shape), drain=None)
-                if not p.feasible:
-                    return f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"
-                setup.pad = p.pad_bytes
-                info |= {"pad_bytes": p.pad_bytes, "compute_blocks_per_sm": p.compute_blocks_after, "drain": p.drain}
+        cell = Cell(self, phase, proxy, setup, info, levers.comm_sms(shape.ctas, self.device.sm_count))
+        for name, mechanism in LAB_SETUP.items():  # in the table's order: the first lever that cannot run says why
+            if name in v and (why := mechanism(cell, v[name])):  # (not_applicable refused the NotApplicable ones)
+                return why
         return setup
 
     def _strategy(self, phase, proxy, strategy: levers.Strategy, order, reference, samples=None) -> dict:
@@ -251,6 +231,74 @@ class Lab:
         timeline = self.timelines[(phase.name, proxy.name, strategy.name, order)] = _timeline(phase, proxy)
         info["comm_timeline"] = timeline["comm"]
         return {"info": info, "samples": samples}
+
+
+@dataclass
+class Cell:
+    """What a lever's lab set-up reads and fills: the lab, the case's compute phase and proxy, the Setup, the
+    row's info, and the SMs communication needs on its own (`auto`)."""
+
+    lab: Lab
+    phase: workloads.Phase
+    proxy: workloads.CommProxy
+    setup: Setup
+    info: dict
+    auto: int
+
+
+def _priority(c: Cell, _value: str) -> None:
+    c.setup.priority = c.info["comm_priority"] = True
+
+
+def _nccl_knob(_c: Cell, _value: str) -> None:
+    """NCCL's variables (CTAs, threads, cluster) shape the proxy together: Setup.comm, read before the table."""
+
+
+def _sm_carveout(c: Cell, value: str) -> str | None:
+    if not c.phase.uses_cublas:
+        return "n/a: SM carveout applies to cuBLAS matmuls only"
+    c.setup.sm_carveout = c.info["carveout_sms"] = c.auto if value == "auto" else int(value)
+    return None
+
+
+def _green(c: Cell, value: str) -> None:
+    c.setup.green_sms = c.info["green_comm_sms"] = c.auto if value == "auto" else int(value)
+
+
+def _carveout_hint(c: Cell, value: str) -> str | None:
+    if not c.phase.kernels:
+        return "n/a: library kernels get the hint through the interposer (ccoverlap run --carveout)"
+    c.setup.hint = c.info["carveout_hint"] = int(value)
+    return None
+
+
+def _shape(c: Cell, _value: str) -> str | None:
+    phase, proxy, setup, info = c.phase, c.proxy, c.setup, c.info
+    if phase.footprint is None:
+        if not preloaded():
+            return ("n/a: library kernels are shaped by the launch interposer, which is not preloaded "
+                    "into this process")
+        setup.interposed = True
+        info["shaped_by"] = "interposer: auto plan per library kernel against the proxy it saw, drain by grid"
+    else:
+        p = plan(c.lab.device, phase.footprint, proxy.footprint(setup.comm), drain=None)
+        if not p.feasible:
+            return f"infeasible: {p.binding.value} bind ({p.suggestions[-1]})"
+        setup.pad = p.pad_bytes
+        info |= {"pad_bytes": p.pad_bytes, "compute_blocks_per_sm": p.compute_blocks_after, "drain": p.drain}
+    return None
+
+
+_REFUSED = levers.NotApplicable("refused in the lab before a Setup is made (its Lever.not_in['lab'] says why)")
+#: lever -> its set-up in the lab: fills the cell's Setup and info, or says why the lever cannot run in this case;
+#: applied in this order (the first that cannot run says why)
+LAB_SETUP: Mapping[str, Callable[[Cell, str], str | None] | levers.NotApplicable] = levers.mechanisms("lab set-up", {
+    "priority": _priority, "nccl-cluster": _nccl_knob, "nccl-ctas": _nccl_knob, "nccl-threads": _nccl_knob,
+    "sm-carveout": _sm_carveout, "green": _green, "carveout-hint": _carveout_hint, "shape": _shape,
+    "nccl-cta-policy": _REFUSED, "max-connections": _REFUSED,
+})
+if _astray := [lv.name for lv in levers.LEVERS if ("lab" in lv.not_in) != isinstance(LAB_SETUP[lv.name], levers.NotApplicable)]:
+    raise TypeError(f"LAB_SETUP: NotApplicable exactly where a lever's not_in has 'lab', not so for {', '.join(_astray)}")
 
 
 def _ns(ms: float) -> ctypes.c_ulonglong:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ccoverlap.util.errors import UsageError, check_range
 from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.gpu import cuda_driver as cu
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,6 @@ class KernelFootprint:
         properties of the compiled function; threads, dynamic shared memory
         and grid belong to the launch and are given.
         """
-        from ccoverlap.gpu import cuda_driver as cu
-
         drv = drv or cu.driver()
         if drv is None:
             raise UsageError("reading a kernel footprint needs a CUDA GPU and its driver")

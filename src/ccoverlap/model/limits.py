@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.gpu import cuda_driver as cu
 
 
 @dataclass(frozen=True)
@@ -169,8 +170,6 @@ def read_live(ordinal: int = 0, drv=None) -> DeviceLimits:
     `drv` defaults to the process's libcuda (ccoverlap.gpu.cuda_driver); tests pass
     a fake with the same methods.
     """
-    from ccoverlap.gpu import cuda_driver as cu
-
     drv = drv or cu.driver()
     if drv is None:
         props = _rocm_properties(ordinal)

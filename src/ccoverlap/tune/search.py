@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.util import stats
-from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT
+from ccoverlap.analysis import NOTHING_TO_GAIN_PCT
 from ccoverlap.util.errors import UsageError
 from ccoverlap.control.procs import Stopped
 from ccoverlap.tune import space
@@ -316,26 +316,36 @@ class Search:
         # the setting the search settled on; cut short before it settled, the fastest winner so far
         best = self.choice if self.choice in winners else None if self.choice is not None and not interrupted \
             else min(winners, key=lambda p: comparisons[p.name].ratio, default=None)
+        stop = f"interrupted by {signal.Signals(interrupted).name}" if interrupted else None
         if best is not None:
             c = comparisons[best.name]
-            return Outcome(self.trials, best, True, f"{best.name} is faster than the default beyond the noise: "
-                           f"{c.label()}", c, comparisons, self.advice, self.skipped, self.tolerance, interrupted)
-        return Outcome(self.trials, space.DEFAULT, False, self._why_default(tried, comparisons), None, comparisons,
-                       self.advice, self.skipped, self.tolerance, interrupted)
+            return Outcome(self.trials, best, True, _so_far(f"{best.name} is faster than the default beyond the noise: "
+                           f"{c.label()}", stop), c, comparisons, self.advice, self.skipped, self.tolerance, interrupted)
+        return Outcome(self.trials, space.DEFAULT, False, self._why_default(tried, comparisons, stop), None,
+                       comparisons, self.advice, self.skipped, self.tolerance, interrupted)
 
-    def _why_default(self, tried: list[TunedPolicy], comparisons: dict[str, stats.Comparison]) -> str:
+    def _why_default(self, tried: list[TunedPolicy], comparisons: dict[str, stats.Comparison],
+                     stop: str | None) -> str:
+        """Why the default is kept; `stop`: how the search was interrupted, said in the reason (None: it was not)."""
         if not tried:
             if self.advice and (why := self._nothing_to_gain(self.advice)):
                 return f"default kept: nothing to try ({why})"
             if self.skipped and not self.arms:
                 why = "; ".join(f"{name}: {reason}" for name, reason in self.skipped.items())
                 return f"default kept: no lever applies here ({why})"
+            if self.arms and stop:
+                return f"default kept: {stop} before any candidate ran"
             return "default kept: no candidate fitted in the budget" if self.arms else "default kept: nothing to try"
         best = min(comparisons.items(), key=lambda e: e[1].ratio, default=None)
         if best is None:
-            return "default kept: every candidate failed"
+            return _so_far("default kept: every candidate failed", stop)
         name, c = best
         p = next((p for p in tried if p.name == name), None)
         extra = f"; {name} changed the result" if p and self.refused(p) else \
             f"; {name} left no mark (no effect)" if p and self.no_effect(p) else ""
-        return f"default kept: nothing was faster beyond the noise (closest: {name} {c.label()}{extra})"
+        return _so_far(f"default kept: nothing was faster beyond the noise (closest: {name} {c.label()}{extra})", stop)
+
+
+def _so_far(reason: str, stop: str | None) -> str:
+    """`reason`, saying where the search was interrupted that it stands on the trials run so far."""
+    return f"{reason}; {stop}: on the trials run so far" if stop else reason

@@ -8,21 +8,27 @@ import signal
 import sys
 from pathlib import Path
 
+from ccoverlap.analysis import analyze, verdict
 from ccoverlap.control import levers
 from ccoverlap.control.launch import found
+from ccoverlap.control.policy import is_tuning_variable
+from ccoverlap.control.procs import exit_for, stop_on_signals
+from ccoverlap.doctor import record
+from ccoverlap.gpu import provenance
+from ccoverlap.tune import report, search, space
 from ccoverlap.tune.config import TuneConfig
+from ccoverlap.tune.search import Advice
+from ccoverlap.tune.trial import Runner
+from ccoverlap.util import timing
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table, print_text, warn, write_json
 from ccoverlap.util.text import shorten
+from ccoverlap.whatif import session as whatif
 
 
 def run(cfg: TuneConfig, cmd: list[str]) -> int:
     """Tune `cmd` as `cfg` says: trials, the decision, the files; the exit code (130 or the signal's where stopped)."""
     found(cmd, dict(os.environ))
-    from ccoverlap.control.procs import exit_for, stop_on_signals
-    from ccoverlap.tune import search, space
-    from ccoverlap.tune.trial import Runner
-
     host = levers.Host.detect()
     candidates = space.arms(host, cfg.levers, cfg.knobs)
     out = Path(cfg.out)
@@ -42,7 +48,7 @@ def run(cfg: TuneConfig, cmd: list[str]) -> int:
         print(f"ccoverlap tune: error: the command fails under the default ({t.folder}): {t.error}", file=sys.stderr)
         return 1
     if outcome.interrupted and not any(t.timed for t in outcome.trials):
-        print(f"ccoverlap tune: stopped by {signal.Signals(outcome.interrupted).name} before the default ran once; "
+        print(f"ccoverlap tune: interrupted by {signal.Signals(outcome.interrupted).name} before the default ran once; "
               f"nothing written (trial folders in {out})", file=sys.stderr)
         return exit_for(outcome.interrupted)
     code = _finish(outcome, cfg, cmd, runner.policy(outcome.best))
@@ -54,8 +60,6 @@ def _progress(cfg: TuneConfig):
 
     def line(t) -> None:
         minutes = (dt.datetime.now() - started).total_seconds() / 60
-        from ccoverlap.util import timing
-
         step = f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples else shorten((t.error or t.status).splitlines()[-1], 90)
         print(f"[{minutes:4.1f}/{cfg.budget:g} min] trial {t.index} {t.phase:8} {t.policy.name}: {t.status} {step}",
               file=sys.stderr, flush=True)
@@ -65,12 +69,6 @@ def _progress(cfg: TuneConfig):
 
 def advice(trial, comm_regex: str | None):
     """The doctor's view of its profiled run of the default; None where it has none (and why, on stderr)."""
-    from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.recommend import verdict
-    from ccoverlap.tune.search import Advice
-
-    from ccoverlap.doctor import record
-
     if not trial.ok:
         warn(f"the doctor's run failed ({trial.error}): candidates in registry order")
         return None
@@ -92,9 +90,6 @@ def advice(trial, comm_regex: str | None):
 def predicted_gains(folder, comm_regex: str | None) -> dict[str, float] | None:
     """The what-if simulator's gain for every lever value the tuner may try, from the doctor's capture; None
     (and why, on stderr) where it cannot simulate it."""
-    from ccoverlap.control import levers
-    from ccoverlap.whatif import session as whatif
-
     names = [levers.Strategy(((lv.name, v),)).name for lv in levers.LEVERS for v in lv.candidates]
     try:
         return whatif.gains(folder, comm_regex, names) or None
@@ -105,11 +100,9 @@ def predicted_gains(folder, comm_regex: str | None) -> dict[str, float] | None:
 
 def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
     """Write the policy file (`best`: the outcome's, as its trials ran it), tune.json and the chart; print the tables."""
-    from ccoverlap.gpu import provenance
-    from ccoverlap.tune import report
-
     policy_path, json_path = Path(cfg.policy_out), Path(cfg.json)
     meta = {"decision": "tuned" if outcome.kept else "default kept", "reason": outcome.reason,
+            "interrupted": signal.Signals(outcome.interrupted).name if outcome.interrupted else None,
             "speedup": outcome.speedup, "command": cmd,
             "comparison": outcome.comparison.to_dict() if outcome.comparison else None}
     try:
@@ -128,6 +121,7 @@ def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
                 caption="ratio of median step times, 95% interval from a bootstrap over runs and steps")
     for line in report.verdict_lines(outcome):
         print_text(line)
-    print_text(f"policy: {policy_path} (apply: ccoverlap run --config {policy_path} -- {' '.join(cmd)})")
+    allow = "".join(f" --allow-env {name}" for name, _ in best.knobs if not is_tuning_variable(name))
+    print_text(f"policy: {policy_path} (apply: ccoverlap run --config {policy_path}{allow} -- {' '.join(cmd)})")
     print_text(f"json: {json_path}" + (f"; chart: {chart}" if chart else ""))
     return 0

@@ -30,7 +30,7 @@ from ccoverlap.control import launch, levers, procs, startup
 from ccoverlap.control.interposer import LaunchStats
 from ccoverlap.control.policy import TunedPolicy
 from ccoverlap.doctor import record
-from ccoverlap.doctor.config import DoctorConfig
+from ccoverlap.doctor.config import CaptureConfig
 from ccoverlap.util import timing
 from ccoverlap.util.output import write_json
 
@@ -130,8 +130,8 @@ class Runner:
 
     def launch(self, policy: TunedPolicy, folder: Path, profile: bool) -> launch.Launch:
         """The policy's launch (as `run --config` starts it) and the capture."""
-        capture = DoctorConfig(steps=self.steps, skip=self.skip, out=str(folder), profile=profile, stop=True,
-                               fingerprint=True).capture()
+        capture = CaptureConfig(steps=self.steps, skip=self.skip, seconds=0.0, skip_seconds=0.0, out=str(folder),
+                                alone="on", profile=profile, stop=True, fingerprint=True).job()
         observe = {"stats": str(folder / record.STATS_NAME)} | ({"comm": self.comm_regex} if self.comm_regex else {})
         return self.policy(policy).launch(jobs={startup.DOCTOR_ENV: capture}, fields=observe)
 

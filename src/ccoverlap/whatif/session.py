@@ -9,9 +9,12 @@ from ccoverlap.control import levers
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.tracefiles import alone_trace
 from ccoverlap.whatif import calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.step import Kernel, Step, from_trace
+from ccoverlap.analysis import KernelClass, analysed_indices, analyze, device_limits, read_trace, windows
+from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
 #: magnitude: the alone traces' own launch times are the profiler's, slowed by it)
@@ -28,10 +31,6 @@ class Captured:
 
 def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None) -> Captured:
     """The first analysed step of the lowest rank of the doctor capture under ROOT, with its alone window."""
-    from ccoverlap.analysis import analyze
-    from ccoverlap.analysis.trace import device_limits
-    from ccoverlap.model import nccl
-
     a = analyze(root, comm_regex=comm_regex)
     if not a.strategies:
         raise UsageError(f"{root}: no usable trace (see `ccoverlap analyze {root}`)")
@@ -39,6 +38,9 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
     rank = min(a.strategies[name])
     trace = a.strategies[name][rank]
     if not trace.alone_us:
+        alone = alone_trace(trace.path)
+        if bad := next((p for p in a.problems if p.path == alone), None):  # there, but unreadable: say why
+            raise UsageError(f"{bad}: each launch's time alone is what the simulator starts from")
         raise UsageError(f"{root}: the trace has no alone window matched (capture it with `ccoverlap doctor`): "
                          "each launch's time alone is what the simulator starts from")
     device = device_limits(trace.device) or get_device("h200")
@@ -54,9 +56,6 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
 def _compute_streams(trace) -> set[int]:
     """The lab's compute stream(s) in an alone trace: the compute kernels' streams but the L2 flush's (the first
     kernel of a repetition, on torch's stream, outside the timed span)."""
-    from ccoverlap.analysis.contention import windows
-    from ccoverlap.analysis.trace import KernelClass, analysed_indices
-
     _, idx = windows(trace, analysed_indices(trace))[0]
     streams = {trace.kernels[i].stream for i in idx if trace.kernels[i].kind is KernelClass.COMPUTE}
     flush = trace.kernels[idx[0]].stream
@@ -68,8 +67,6 @@ def lab_case(trace_path: Path, row: dict, sweep_row: dict, device: DeviceLimits)
     itself: each launch's duration is its time alone, scaled so the phase spans the lab's compute-alone time:
     the trace was taken in another process), launched LAUNCH_US apart, and the proxy after them, shaped as the
     lab's comm-alone row says, with the case's comm-alone time."""
-    from ccoverlap.analysis.trace import read_trace
-
     trace = read_trace(trace_path)
     alone = {k.correlation: k.dur for k in trace.kernels}
     step, _ = from_trace(trace, device, alone=alone, streams=_compute_streams(trace))
@@ -89,9 +86,6 @@ def lab_case(trace_path: Path, row: dict, sweep_row: dict, device: DeviceLimits)
 def _span(trace, step: Step) -> float:
     """From the first to the last end of the step's launches in the trace (us)."""
     names = {k.name for k in step.kernels}
-    from ccoverlap.analysis.contention import windows
-    from ccoverlap.analysis.trace import analysed_indices
-
     _, idx = windows(trace, analysed_indices(trace))[0]
     ks = [trace.kernels[i] for i in idx if trace.kernels[i].name in names]
     return max(k.end for k in ks) - min(k.ts for k in ks)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.analysis import KernelClass, analysed_indices, graph, windows
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,6 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches without one
     are left out and named: never guessed. `streams`: only these streams' kernels (None: all). Kineto does not
     record the cluster: communication kernels get `comm_cluster` (the caller's knowledge), compute kernels 1."""
-    from ccoverlap.analysis.contention import windows
-    from ccoverlap.analysis.deps import graph
-    from ccoverlap.analysis.trace import KernelClass, analysed_indices
-
     g = graph(trace)
     steps = windows(trace, analysed_indices(trace))
     if not steps:

@@ -1,5 +1,5 @@
-"""Each lever as a transformation of a captured step; the lever's `whatif` field (control/levers.py) names
-its entry here, and a lever without one has no model: it is said so, never guessed.
+"""Each lever as a transformation of a captured step: TRANSFORMS, keyed by lever name and checked against
+control/levers.py LEVERS at import; a lever without a model has NotApplicable there: it is said so, never guessed.
 
 What a transformation may not know it says in its `Transformed.notes`. Collective durations under another CTA
 or thread count come from the communication bandwidth law (`CommLaw`, fitted by `calibration`), always as a
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ccoverlap.control import levers
@@ -150,21 +150,23 @@ def max_connections(step: Step, value: str, _law: CommLaw) -> Transformed:
     return Transformed(step.replace(queues=int(value)))
 
 
-TRANSFORMS: dict[str, Transform] = {
+TRANSFORMS: Mapping[str, Transform | levers.NotApplicable] = levers.mechanisms("what-if transform", {
     "priority": priority, "shape": shape, "carveout-hint": carveout_hint, "sm-carveout": sm_carveout,
     "green": green, "nccl-ctas": _env_lever("nccl-ctas"), "nccl-threads": _env_lever("nccl-threads"),
     "nccl-cluster": _env_lever("nccl-cluster"), "max-connections": max_connections,
-}
+    "nccl-cta-policy": levers.NotApplicable("no model: it acts only on collectives with registered or symmetric-window buffers "
+                                             "(model/nccl.CTA_POLICY_REACH)"),
+})
 
 
 def reshapes_comm(strategy: levers.Strategy) -> bool:
     """Does the strategy change the communication kernels' CTAs or threads (so the comm law matters)?"""
-    return any(levers.BY_NAME[name].whatif in ("nccl-ctas", "nccl-threads") for name, _ in strategy.levers)
+    return any(name in ("nccl-ctas", "nccl-threads") for name, _ in strategy.levers)
 
 
 def no_model(strategy: levers.Strategy) -> list[str]:
     """The strategy's levers without a what-if model."""
-    return [name for name, _ in strategy.levers if levers.BY_NAME[name].whatif is None]
+    return [name for name, _ in strategy.levers if isinstance(TRANSFORMS[name], levers.NotApplicable)]
 
 
 def apply(step: Step, strategy: levers.Strategy, law: CommLaw) -> Transformed:
@@ -174,9 +176,9 @@ def apply(step: Step, strategy: levers.Strategy, law: CommLaw) -> Transformed:
         return Transformed(step.replace(serial=True))
     notes: list[str] = []
     for name, value in strategy.levers:
-        key = levers.BY_NAME[name].whatif
-        if key is None:
+        transform = TRANSFORMS[name]
+        if isinstance(transform, levers.NotApplicable):
             raise ValueError(f"{name} has no what-if model")
-        out = TRANSFORMS[key](step, value, law)
+        out = transform(step, value, law)
         step, notes = out.step, notes + list(out.notes)
     return Transformed(step, tuple(dict.fromkeys(notes)))

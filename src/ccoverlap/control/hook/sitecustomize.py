@@ -9,7 +9,7 @@ import sys
 
 
 def _install() -> None:
-    try:
+    try:  # in a function: an environment where ccoverlap is not importable gets one line, and the program runs
         from ccoverlap.control import startup
     except ImportError as exc:
         print(f"ccoverlap: the start-up hook did nothing in pid {os.getpid()} ({sys.executable}): "

@@ -1,7 +1,7 @@
 """The lever cases of the lab (`ccoverlap lab --case NAME`) as one results file, with the rows the
 levers issue asks for, and a markdown summary against its targets (for docs/results.md).
 
-usage: python bench/summarize_levers.py OUT.json CASE=LAB.json [CASE=LAB.json ...]
+usage: python bench/summarize/levers.py OUT.json CASE=LAB.json [CASE=LAB.json ...]
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ to `default` with the bench's 95% interval and verdict (bench/launcher.py agains
 by side. Files recorded before rows kept their process sets (`runs`) are one process set a row, its series as
 recorded or, older still, from its per-rank samples (per step, the slowest rank), as the bench computes it now.
 
-usage: python bench/summarize_bench.py LABEL=FILE [LABEL=FILE ...]
+usage: python bench/summarize/bench.py LABEL=FILE [LABEL=FILE ...]
 """
 from __future__ import annotations
 

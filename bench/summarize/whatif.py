@@ -8,9 +8,9 @@ cell is predicted by a fit that saw its family. Writes bench/results-style JSON 
 lever, order, measured_ms, predicted_ms, comm completion measured and predicted) and, with --calibration-out,
 the calibration file the package ships.
 
-usage: python bench/summarize_whatif.py --lab LAB.json --capture CAPTURE.json --traces DIR|TGZ --out OUT.json
+usage: python bench/summarize/whatif.py --lab LAB.json --capture CAPTURE.json --traces DIR|TGZ --out OUT.json
        [--calibration-out src/ccoverlap/whatif/calibration/h200.json]
-       python bench/summarize_whatif.py --tables OUT.json   (the markdown tables of docs/results.md, from the record)
+       python bench/summarize/whatif.py --tables OUT.json   (the markdown tables of docs/results.md, from the record)
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ so host time the simulator does not see cancels. Compared: each strategy's predi
 median (target: within 5%), and the predicted ranking with the measured one where the bench's 95% interval of
 the ratio to default excludes 1 (a difference beyond the noise). Writes one JSON row per (busbw, strategy).
 
-usage: python bench/summarize_whatif_bench.py --dir bench/results/whatif-bench-2026-12-02-h200 --out OUT.json
+usage: python bench/summarize/whatif_bench.py --dir bench/results/whatif-bench-2026-12-02-h200 --out OUT.json
 """
 from __future__ import annotations
 

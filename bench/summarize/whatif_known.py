@@ -1,7 +1,7 @@
 """`ccoverlap whatif` on the known-answer programs' recorded doctor captures (issue 23's target "the predicted best
 lever is the realized best, and its predicted gain within 25%"), on the CPU from recorded H200 files.
 
-  python bench/summarize_whatif_known.py --realized RUN.json... --folders DIR... --out OUT.json
+  python bench/summarize/whatif_known.py --realized RUN.json... --folders DIR... --out OUT.json
 
 RUN.json: bench/device/known_answers.py's summaries (either layout: run 1's `realized_best_*` fields or later runs'
 `realized` object); DIR: folders holding `doctor-<program>/` (the doctor's capture: traces and alone windows).

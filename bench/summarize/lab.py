@@ -1,6 +1,6 @@
 """Markdown summary of a lab results file (for docs/results.md): best strategy per case and the issue's targets.
 
-usage: python bench/summarize_lab.py bench/results/lab-2026-11-30-h200.json
+usage: python bench/summarize/lab.py bench/results/lab-2026-11-30-h200.json
 """
 from __future__ import annotations
 

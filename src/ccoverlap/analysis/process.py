@@ -1,0 +1,21 @@
+"""What is known of a rank's process besides its trace (Kineto records neither): the doctor fills it from its
+records and passes it in; a trace analysed on its own has none."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ccoverlap.control.interposer import LaunchStats
+
+
+@dataclass(frozen=True)
+class Process:
+    """What the launch interposer saw a rank's process launch (its stats), the scheduling variables it ran with,
+    and its alone window's trace as the doctor recorded it (None: looked for beside the trace, by its name)."""
+
+    launches: LaunchStats | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    alone: Path | None = None

@@ -1,0 +1,40 @@
+"""`ccoverlap example`: write a recorded GPU capture shipped in the package, and say what to try on it."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ccoverlap import examples
+from ccoverlap.util.output import check_new_folder
+
+EPILOG = """\
+The capture is ccoverlap's known-answer case 'dispatch', recorded by `ccoverlap
+doctor` on an NVIDIA H200 (PROVENANCE.txt in DIR says with what): a fat compute
+grid queued ahead of an all-reduce at the same stream priority, whose answer is
+the lever priority. No GPU is needed to analyse it. See docs/example.md.
+
+examples:
+  ccoverlap example ex && ccoverlap analyze ex --report ex-report.html --perfetto ex-perfetto.json
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "example", help="write a recorded GPU capture (H200) to try analyze and whatif on, no GPU needed",
+        description="Write a small GPU capture shipped inside ccoverlap into DIR (a new or empty folder) and "
+        "print the commands to try on it.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", type=Path, metavar="DIR", help="new or empty folder to write the capture into")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    dest = check_new_folder(args.dir, "DIR")
+    written = examples.write(dest)
+    recorded = json.loads((dest / examples.PROVENANCE).read_text())["recorded_by"]
+    print(f"wrote {len(written)} files to {args.dir}: a capture by ccoverlap doctor on an {recorded['gpu']} "
+          f"(torch {recorded['torch']}, NCCL {recorded['nccl']}, {recorded['date'][:10]}); see {examples.PROVENANCE}")
+    print("try:")
+    for what, command in examples.commands(args.dir):
+        print(f"  {command}\n      # {what}")
+    return 0
