@@ -34,3 +34,39 @@ def fake(tmp_path_factory):
     except FileNotFoundError as exc:
         pytest.skip(str(exc))
     return d
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """`full_disk(folder)`: every file util/output writes under `folder` fills the disk after its first byte
+    (ENOSPC), as a disk all but full; files elsewhere (the ranks', pytest's) are written as usual."""
+    import errno
+    import os
+
+    from ccoverlap.util import output
+
+    real = os.fdopen
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            self.f.write(data[:1])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def fill(folder):
+        def fdopen(fd, *a, **k):
+            f = real(fd, *a, **k)
+            return Full(f) if os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)) else f
+
+        monkeypatch.setattr(output.os, "fdopen", fdopen)
+        return lambda: monkeypatch.setattr(output.os, "fdopen", real)  # the disk has room again
+
+    return fill

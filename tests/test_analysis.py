@@ -135,7 +135,7 @@ def test_user_comm_regex(capsys):
     assert Classifier.with_user_regex("^proxy_comm").classify("proxy_comm_kernel", "kernel") is KernelClass.COMMUNICATION
     with pytest.raises(UsageError, match="--comm-regex"):
         Classifier.with_user_regex("(")
-    code, out, _ = run(capsys, "analyze", TRACES / "handmade", "--comm-regex", "vectorized_elementwise", "--json")
+    code, out, _ = run(capsys, "analyze", TRACES / "handmade", "--comm-regex", "vectorized_elementwise", "--json", "-")
     rank0 = json.loads(out)["ranks"][0]
     assert code == 0 and rank0["compute_us"] == 550  # the elementwise [500,650] now counts as communication
 
@@ -221,7 +221,7 @@ def test_exposed_intervals_are_communication_minus_compute():
 # --- CLI ---
 
 def test_cli_json_is_the_only_stdout(capsys):
-    code, out, err = run(capsys, "analyze", TRACES / "handmade", "--json")
+    code, out, err = run(capsys, "analyze", TRACES / "handmade", "--json", "-")
     data = json.loads(out)
     assert code == 0 and err == ""
     assert [(r["rank"], round(r["comp_comm_overlap_pct"], 2)) for r in data["ranks"]] == [(0, 50.0), (1, 28.57)]
@@ -231,7 +231,7 @@ def test_cli_json_is_the_only_stdout(capsys):
 
 
 def test_cli_json_strategy_means(capsys):
-    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json", "-")
     data = json.loads(out)
     for name in ("default", "shaping"):
         ranks = [r for r in data["ranks"] if r["strategy"] == name]
@@ -245,7 +245,7 @@ def test_cli_text_table(capsys):
 
 
 def test_bad_files_one_line_each_and_the_rest_analysed(capsys):
-    code, out, err = run(capsys, "analyze", TRACES / "bad", "--json")
+    code, out, err = run(capsys, "analyze", TRACES / "bad", "--json", "-")
     assert code == 0 and [r["rank"] for r in json.loads(out)["ranks"]] == [0]
     lines = err.strip().splitlines()
     assert len(lines) == 6 and all(line.startswith("ccoverlap analyze: ") for line in lines)
@@ -345,7 +345,8 @@ def test_unwritable_report_is_one_line(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     code, _, err = run(capsys, "analyze", TRACES / "handmade", "--report", blocker / "report.html")
-    assert code == 2 and err.strip().splitlines()[-1].startswith("ccoverlap analyze: error: cannot write the report")
+    assert code == 2 and err.strip().splitlines() == [  # refused before any trace is read
+        f"ccoverlap analyze: error: --report {blocker / 'report.html'}: {blocker} is a file, not a directory"]
 
 
 def test_kernels_without_a_launch_call_are_left_out_with_a_note(tmp_path):
@@ -387,14 +388,14 @@ def test_json_keeps_the_published_key_order(capsys):
     """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order,
     and the doctor's additions after them (its metrics after the published metrics, its lists at the end)."""
     published = json.loads(PUBLISHED.read_text())["analysis"]
-    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json",
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json", "-",
                     "--rows")
     data = json.loads(out)
-    assert list(data) == list(published)
+    assert list(data) == ["schema", *published]  # the version of the document first (util/output.SCHEMA)
     old = list(published["ranks"][0])
     at = old.index("padded_kernels")
     assert list(data["ranks"][0]) == old[:at] + DOCTOR_METRICS + old[at:] + DOCTOR_KEYS
-    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json")
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json", "-")
     counted = json.loads(out)["ranks"]  # without --rows: each list's length in its place, everything else the same
     rows = {"comm_kernels": "comm_kernel_count", "steps": "step_count"}
     assert [list(r) for r in counted] == [[rows.get(k, k) for k in r] for r in data["ranks"]]
@@ -408,7 +409,7 @@ def test_json_keeps_the_published_key_order(capsys):
 def _outputs(capsys, tmp_path) -> tuple[dict, str, list[str]]:
     """--json, the report's HTML and the terminal table's headers, on the strategies fixture with its baseline."""
     args = (TRACES / "strategies", "--baseline", TRACES / "strategies" / "default")
-    _, out, _ = run(capsys, "analyze", *args, "--json", "--report", tmp_path / "r.html")
+    _, out, _ = run(capsys, "analyze", *args, "--json", "-", "--report", tmp_path / "r.html")
     _, text, _ = run(capsys, "analyze", *args)
     header = next(row for row in table_rows(text) if row[0] == "strategy")  # the table's header, its cells whole
     return json.loads(out), (tmp_path / "r.html").read_text(), header
@@ -508,7 +509,7 @@ def test_a_refused_trace_leaves_the_others_analysed(capsys, tmp_path):
 
     _trace_with(tmp_path, negative, "rank1_trace.json", rank=1, world=2)
     _trace_with(tmp_path, lambda events: None, "rank0_trace.json", rank=0, world=2)
-    code, out, err = run(capsys, "analyze", tmp_path, "--json")
+    code, out, err = run(capsys, "analyze", tmp_path, "--json", "-")
     data = json.loads(out)
     assert code == 0 and [r["rank"] for r in data["ranks"]] == [0]
     assert all(r["communication_us"] >= 0 and r["exposed_comm_us"] >= 0 for r in data["ranks"])
@@ -533,7 +534,7 @@ def test_a_foreign_or_truncated_file_is_one_line(capsys, tmp_path, content, why)
     else:
         path = tmp_path / "rank0_trace.json"
         path.write_text(content)
-    code, out, err = run(capsys, "analyze", tmp_path, "--json")
+    code, out, err = run(capsys, "analyze", tmp_path, "--json", "-")
     lines = err.splitlines()
     assert code == 2 and out == "" and "Traceback" not in err and len(lines) == 2
     assert lines[0].startswith(f"ccoverlap analyze: {path}: skipped: {why}")
@@ -559,7 +560,7 @@ def test_missing_ranks_are_named(capsys, tmp_path, present, world, missing, line
     for rank in present:
         ks.write(tmp_path / "run" / f"rank{rank}_trace.json", None if world is None else rank, world or 1,
                  kernels, steps)
-    code, out, err = run(capsys, "analyze", tmp_path / "run", "--json")
+    code, out, err = run(capsys, "analyze", tmp_path / "run", "--json", "-")
     data = json.loads(out)
     assert code == 0 and [r["rank"] for r in data["ranks"]] == present and data["missing_ranks"] == {"run": missing}
     (warning,) = [x for x in err.splitlines() if "missing rank" in x]
@@ -568,7 +569,7 @@ def test_missing_ranks_are_named(capsys, tmp_path, present, world, missing, line
 
 
 def test_no_missing_ranks_no_key(capsys):
-    _, out, err = run(capsys, "analyze", TRACES / "h200", "--json")
+    _, out, err = run(capsys, "analyze", TRACES / "h200", "--json", "-")
     assert "missing_ranks" not in json.loads(out) and "missing" not in err
 
 
@@ -595,8 +596,9 @@ def test_report_on_a_full_disk_leaves_no_half_report(capsys, tmp_path, monkeypat
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     _full_disk_after(monkeypatch, 2)  # the third PNG fails
     code, stdout, err = run(capsys, "analyze", TRACES / "strategies", "--report", report)
-    assert code == 2 and stdout == "" and "Traceback" not in err
-    assert err.splitlines() == [f"ccoverlap analyze: error: cannot write the report {report}: No space left on device"]
+    assert code == 1 and stdout == "" and "Traceback" not in err
+    assert err.splitlines() == [
+        f"ccoverlap analyze: error: cannot write {report}: [Errno 28] No space left on device (ENOSPC)"]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing new, nothing cut
     assert sorted(p.name for p in out.iterdir()) == (["report.html", "report_files"] if earlier else [])
 

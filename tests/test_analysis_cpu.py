@@ -4,7 +4,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 
 from ccoverlap.analysis import cpu
 from ccoverlap.cli import main
@@ -59,7 +58,7 @@ def test_analyze_on_cpu_traces_prints_the_exposed_communication_and_the_gpu_leve
     out = capsys.readouterr().out
     verdict = next(line for line in out.splitlines() if line.startswith("verdict"))
     assert "per step on the CPU timeline" in verdict and "levers that need a GPU" in verdict and "priority" in verdict
-    assert main(["analyze", str(DDP), "--json"]) == 0
+    assert main(["analyze", str(DDP), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["timeline"] == "cpu" and len(doc["strategies"]["default"]) == 2
     assert doc["levers_needing_a_gpu"] == cpu.gpu_levers()

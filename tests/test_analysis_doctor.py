@@ -210,7 +210,7 @@ def test_a_trace_without_cuda_sync_events_says_what_it_could_not_resolve(tmp_pat
     assert "no Stream Wait Event record" in c.unresolved[0]
     assert c.exposed == pytest.approx({"sm_wait": 0, "slowdown": 0, "dependency": 500, "skew": 0})
     assert d.headroom_ms == 0  # released at its measured start: no gain claimed behind an unknown wait
-    code = main(["analyze", str(tmp_path), "--json", "--rows"])
+    code = main(["analyze", str(tmp_path), "--json", "-", "--rows"])
     out = capsys.readouterr()
     (line,) = [x for x in out.err.splitlines() if "stream wait" in x]
     assert code == 0 and "1 stream wait(s) without a Stream Wait Event record" in line
@@ -416,7 +416,7 @@ def test_json_has_the_doctor_keys(tmp_path, capsys):
     compute = ks.K("fma_kernel", 100, 1000, block=128, grid=8 * 132, regs=64, launch_ts=90, launch_dur=10)
     ks.write(tmp_path / "rank0_trace.json", 0, 1, [compute, ks.K(ks.NCCL, 1100, 500, launch_ts=150,
                                                                    launch_dur=10, **NCCL)], [])
-    assert main(["analyze", str(tmp_path), "--json", "--rows"]) == 0
+    assert main(["analyze", str(tmp_path), "--json", "-", "--rows"]) == 0
     rank = json.loads(capsys.readouterr().out)["ranks"][0]
     (c,) = rank["comm_kernels"]
     assert {"name", "start_us", "ready_us", "sm_wait_us", "blocked_by", "cause", "slowdown"} <= set(c)

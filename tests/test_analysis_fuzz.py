@@ -37,6 +37,15 @@ TIMES = ("kernels", "span_us", "compute_us", "communication_us", "memory_us", "o
          "idle_us", "comp_comm_overlap_pct", "comm_kernel_count", "step_count")
 
 
+def _names(line: str, name: str) -> bool:
+    """Whether a note names the file: alone (`.../cap/NAME: ...`) or among the files of one kind
+    (`N files in .../cap: A, B: ...`, analysis.trace.grouped)."""
+    if f"/cap/{name}: " in line:
+        return True
+    _, found, rest = line.partition("/cap: ")
+    return bool(found) and name in rest.split(": ", 1)[0].split(", ")
+
+
 def _targets(doc: dict, kind: str) -> list[dict]:
     events = doc["traceEvents"]
     if kind == "gpu":
@@ -90,7 +99,7 @@ def _write(folder: Path, docs: dict[str, dict], cuts: dict[str, tuple[float, boo
 def _run(folder: Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["analyze", str(folder), "--json", "--jobs", "1"])
+        code = main(["analyze", str(folder), "--json", "-", "--jobs", "1"])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -143,7 +152,7 @@ def test_a_mutated_capture_is_a_one_line_error_or_the_same_rows_with_the_loss_na
         assert code == 2 and out == "" and lines[-1].startswith("ccoverlap analyze: error: "), (code, err)
         return
     rows = {Path(r["file"]).name: _row(r) for r in json.loads(out)["ranks"]}
-    said = {name: [line for line in lines if f"/cap/{name}: " in line] for name in written}
+    said = {name: [line for line in lines if _names(line, name)] for name in written}
     for name in written:
         if name not in rows:
             assert said[name], f"{name} not analysed, and not said why: {err}"

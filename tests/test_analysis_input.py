@@ -65,7 +65,7 @@ def test_an_unreadable_kernel_is_left_out_named_and_its_rank_gets_no_verdict(cap
     """Without the check, a capture whose all-reduce cannot be read printed a verdict without it (exit 0)."""
     folder, path = capture(tmp_path, edit)
     before = path.read_bytes()
-    code, out, lines = analyze(capsys, folder, "--json")
+    code, out, lines = analyze(capsys, folder, "--json", "-")
     mine = rank_line(lines, path)
     assert any(line.startswith(f"ccoverlap analyze: {path}: left out: 1 GPU event(s) {why} (first: 'ncclDev")
                for line in mine), mine
@@ -220,7 +220,7 @@ def test_a_special_file_named_as_a_trace_is_left_out_unopened(capsys, tmp_path, 
 def test_a_fifo_as_the_folder_is_one_line(capsys, tmp_path, no_hang):
     os.mkfifo(tmp_path / "f")
     code, _, lines = analyze(capsys, tmp_path / "f")
-    assert code == 2 and lines == [f"ccoverlap analyze: error: {tmp_path / 'f'} is not a directory"]
+    assert code == 2 and lines == [f"ccoverlap analyze: error: {tmp_path / 'f'} is not a directory or a trace file (*.json, *.json.gz)"]
 
 
 def test_a_file_that_changes_while_read_is_refused(tmp_path, monkeypatch):
@@ -291,14 +291,15 @@ def test_names_that_are_not_utf8_print_and_draw(capsys, tmp_path):
     weird = Path(os.fsdecode(bytes(tmp_path) + b"/r\xffx"))
     weird.mkdir()
     shutil.copy(CAPTURE / "rank0_trace.json.gz", Path(os.fsdecode(os.fsencode(weird) + b"/rank0_\xfe.json.gz")))
-    code = main(["analyze", str(tmp_path), "--json"])
+    code = main(["analyze", str(tmp_path), "--json", "-"])
     out, err = capsys.readouterr()
     assert code == 0 and "Traceback" not in err
     out.encode("utf-8"), err.encode("utf-8")  # no lone surrogates
     data = json.loads(out)
     assert data["ranks"][0]["strategy"] == "r\\xffx" and data["ranks"][0]["file"].endswith("r\\xffx/rank0_\\xfe.json.gz")
-    assert main(["analyze", str(tmp_path), "--report", str(tmp_path / "r.html")]) == 0
-    assert "r\\xffx" in (tmp_path / "r.html").read_text(encoding="utf-8")
+    report = tmp_path.parent / f"{tmp_path.name}-r.html"  # outside the input folder (check_outputs refuses inside)
+    assert main(["analyze", str(tmp_path), "--report", str(report)]) == 0
+    assert "r\\xffx" in report.read_text(encoding="utf-8")
 
 
 # --- the decompressed-size limit ---
@@ -390,7 +391,7 @@ def test_analyze_with_a_worker_killed_is_one_line_and_writes_nothing(capsys, tmp
         return real(task)
 
     monkeypatch.setattr(analysis, "first", first)
-    code, out, lines = analyze(capsys, folder, "--jobs", "2", "--json")
+    code, out, lines = analyze(capsys, folder, "--jobs", "2", "--json", "-")
     assert code == 2 and out == ""
     assert lines[-1] == f"ccoverlap analyze: error: a worker process died reading {victim}: killed by SIGKILL; " \
                         "nothing was written"

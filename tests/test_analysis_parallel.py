@@ -64,7 +64,7 @@ def test_progress_lines_say_files_done_and_mb_per_s_off_a_terminal(capsys, monke
     from ccoverlap.util import output
 
     monkeypatch.setattr(output.Progress, "LINE_EVERY_S", 0.0)
-    code = main(["analyze", str(ROOT / "tests" / "data" / "traces" / "h200" / "default"), "--json", "--jobs", "2"])
+    code = main(["analyze", str(ROOT / "tests" / "data" / "traces" / "h200" / "default"), "--json", "-", "--jobs", "2"])
     err = capsys.readouterr().err
     assert code == 0 and "analyze: 2/2 done" in err and re.search(r"\d+ MB at \d+ MB/s", err)
 

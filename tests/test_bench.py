@@ -207,10 +207,11 @@ def test_traces_land_where_analyze_reads_a_workload(tmp_path, monkeypatch, capsy
     assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == [
         "ddp/default/rank0_trace.json.gz", "ddp/default/rank1_trace.json.gz"]
     capsys.readouterr()
-    # CPU traces hold no GPU kernels: analyze names each file on one line and exits 2
-    assert main(["analyze", str(traces / "ddp")]) == 2
-    err = capsys.readouterr().err
-    assert "rank0_trace.json.gz" in err and "Traceback" not in err
+    # CPU traces hold no GPU kernels: analyze reads them as a CPU timeline (issue 33's CPU path), both ranks
+    assert main(["analyze", str(traces / "ddp")]) == 0
+    out, err = capsys.readouterr()
+    assert "CPU timeline" in out and "Traceback" not in err
+    assert [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("default ")] == ["0", "1"]
 
 
 def test_a_failing_rank_stops_the_others_at_once():

@@ -146,14 +146,15 @@ def test_ranks_die_with_a_killed_bench(tmp_path):
     assert _until(lambda: not any(_alive(r) for r in ranks), 20)
 
 
-def test_a_closed_pipe_ends_the_bench_quietly_after_the_results(tmp_path):
+def test_a_closed_pipe_ends_the_bench_in_one_line_after_the_results(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "ccoverlap", "bench", "--workload", "ddp", "--device", "cpu",
                              "--strategies", "priority", "--json", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc.stdout.close()  # `| head -0`: every write to stdout fails
     err = proc.stderr.read()
-    assert proc.wait(timeout=120) == 141 and err == ""
+    assert proc.wait(timeout=120) == 1 and err == (
+        "ccoverlap bench: error: cannot write standard output: [Errno 32] Broken pipe (EPIPE)\n")
     assert json.loads(out.read_text())["complete"]
 
 
@@ -228,19 +229,14 @@ def test_write_json_leaves_no_temporary_file_on_failure(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"] and json.loads(out.read_text()) == {"old": True}
 
 
-def test_a_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
-    real_dump = json.dump
-
-    def full(obj, f, **kw):
-        f.write("{")
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(_output.json, "dump", full)
+def test_a_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, capsys, full_disk):
+    room_again = full_disk(tmp_path)
     out = tmp_path / "r.json"
     code = main(["bench", "--workload", "ddp", "--strategies", "priority,default", "--repeats", "1", "--json", str(out)])
-    monkeypatch.setattr(_output.json, "dump", real_dump)
+    room_again()
     *progress, err = capsys.readouterr().err.splitlines()  # the first write follows the first process set
-    assert code == 2 and "No space left on device" in err and all(line.startswith("[") for line in progress)
+    assert code == 1 and err.startswith(f"ccoverlap bench: error: cannot write {out}: [Errno 28] No space left on device")
+    assert all(line.startswith("[") for line in progress)
     assert "Traceback" not in err and list(tmp_path.iterdir()) == []
 
 
@@ -252,13 +248,13 @@ def _fake_run(cfg, launcher_name="spawn", sets=None, progress=None):
 
 
 def test_a_failed_chart_is_a_warning_not_a_failure(tmp_path, monkeypatch, capsys):
-    from ccoverlap.bench import plots
+    from ccoverlap.bench import session
 
     def broken(rows, path):
         raise RuntimeError("no fonts")
 
     monkeypatch.setattr(launcher, "run_iter", _fake_run)
-    monkeypatch.setattr(plots, "bars", broken)
+    monkeypatch.setattr(session, "bars", broken)  # as the session calls it
     out = tmp_path / "r.json"
     assert main(["bench", "--workload", "ddp", "--strategies", "default", "--json", str(out)]) == 0
     captured = capsys.readouterr()

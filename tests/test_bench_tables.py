@@ -8,6 +8,7 @@ import re
 import signal
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 from test_doctor import table_rows
@@ -262,22 +263,22 @@ def test_a_stopped_run_still_compares_the_rows_it_has(tmp_path, monkeypatch, cap
     assert data["rows"][1]["vs_default"]["verdict"] == stats.SLOWER and "vs_default" not in data["rows"][0]
     assert [(s["set"], s["strategy"], s["repeat"], s["wall_s"]) for s in data["sets"]] == [
         (1, "default", 1, 1.5), (2, "no-overlap", 1, 1.5)]
-    assert data["wall_s"] == 3.0 and data["best"] == {"ddp": "ddp: nothing beyond the noise of 1 process set per strategy"}
+    assert data["wall_s"] == 3.0 and data["best"] == {"ddp": "ddp: nothing beyond the noise of 1 process set per strategy (interrupted by SIGINT: on the sets run so far)"}
 
 
 def test_results_are_written_after_every_process_set(tmp_path, monkeypatch):
     seen = []
-    real_write = session._write
+    real_write = session.write_json
 
-    def spy(out, document):
-        real_write(out, document)
-        data = json.loads(out.read_text())
+    def spy(out, document, **kw):
+        real_write(out, document, **kw)
+        data = json.loads(Path(out).read_text())
         seen.append((data["complete"], len(data["sets"]), [len(r[RUNS]) for r in data["rows"]],
                      all("vs_default" not in r for r in data["rows"])))
 
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     monkeypatch.setattr(launcher, "run_iter", _fake_sets)
-    monkeypatch.setattr(session, "_write", spy)
+    monkeypatch.setattr(session, "write_json", spy)
     assert main(["bench", "--workload", "ddp", "--strategies", "default,priority,no-overlap", "--repeats", "1",
                  "--json", str(tmp_path / "r.json")]) == 0
     # while the run goes on no bootstrap competes with the ranks for the CPU; the last write has the verdicts

@@ -5,8 +5,8 @@ The convention: a paragraph, bullet or table that states measured figures names 
 a table also takes the files of the paragraph just above it, and every block those of its section's heading.
 In such a block every decimal figure (`16.56`, `0.959x`, `1,234.5`) and every percentage must equal, within
 its printed rounding, a number of those files: the value itself, x100 (a share), x1000 (s to ms), /1000
-(us to ms), its inverse (a speedup) or 100 x (value - 1) (a ratio as a change). Raw sample lists count by their min, max,
-median and mean. Version strings (2.28.9) are not figures. A block that cites no results file is not
+(us to ms), its inverse (a speedup) or 100 x (value - 1) (a ratio as a change); a figure in a recorded "verdict"
+(the program's own line: "1.014 ms (32.0%)") counts too. Raw sample lists count by their min, max, median and mean. Version strings (2.28.9) are not figures. A block that cites no results file is not
 checked: prose about a mechanism cites nothing.
 """
 import fnmatch
@@ -29,8 +29,12 @@ _FIGURE = re.compile(r"(?<![\w.\-])(?:(\d{1,3}(?:,\d{3})+|\d+)\.(\d+)(?![.\d]*\d
 
 def _numbers(obj, out: set[float]) -> None:
     if isinstance(obj, dict):
-        for v in obj.values():
-            _numbers(v, out)
+        for k, v in obj.items():
+            if k == "verdict" and isinstance(v, str):  # the program's own verdict line ("1.014 ms (32.0%)")
+                out.update(float(f"{(whole or integer).replace(',', '')}.{frac or 0}")
+                           for whole, frac, integer in _FIGURE.findall(v))
+            else:
+                _numbers(v, out)
     elif isinstance(obj, list):
         nums = [x for x in obj if isinstance(x, int | float) and not isinstance(x, bool)]
         if len(nums) > 8 and len(nums) == len(obj):  # raw samples: what a summary can state of them

@@ -182,7 +182,7 @@ def test_the_analysis_reads_the_alone_window_beside_a_trace(tmp_path, capsys):
     ks.write(tmp_path / "rank0_trace.alone.gz", 0, 1, alone_window(kernels), [])
     result = analyze(tmp_path)
     assert list(result.strategies) == [tmp_path.name] and result.ranks[0].alone_us  # not a trace of its own
-    assert main(["analyze", str(tmp_path), "--json"]) == 0
+    assert main(["analyze", str(tmp_path), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["alone_windows"] == [{"strategy": tmp_path.name, "rank": 0, "launches": 4, "matched": 4,
                                      "unmatched": 0, "first_unmatched": None, "steps": [1, 1]}]

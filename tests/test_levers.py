@@ -101,7 +101,7 @@ def _cli(*args):
 
 
 def test_cli_json_lists_every_lever_with_applicability():
-    out = _cli("--json")
+    out = _cli("--json", "-")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [r["name"] for r in data["levers"]] == list(levers.BY_NAME)
@@ -111,7 +111,7 @@ def test_cli_json_lists_every_lever_with_applicability():
 
 
 def test_cli_strategy_and_bad_input():
-    out = _cli("--strategy", "priority+nccl-cluster=1", "--json")
+    out = _cli("--strategy", "priority+nccl-cluster=1", "--json", "-")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["env"] == {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_CGA_CLUSTER_SIZE": "1"}
     bad = _cli("--strategy", "nccl-threads=100")

@@ -45,7 +45,7 @@ def test_info_and_plan_give_one_answer_for_each_device(monkeypatch, capsys):
 
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     monkeypatch.setattr(nccl, "find_libnccl", lambda: None)
-    assert main(["info", "--nccl", "--json"]) == 0
+    assert main(["info", "--nccl", "--json", "-"]) == 0
     info = json.loads(capsys.readouterr().out)["nccl"]
     assert {name: fp["cluster"] for name, fp in info.items()} == {"a40": 1, "a100": 1, "h100": 4, "h200": 4}
     assert main(["plan", "--device", "h200", "--compute", "threads=256,regs=16", "--comm", "nccl"]) == 0

@@ -106,7 +106,7 @@ def test_cli_links_the_trace_from_the_report_and_refuses_an_input(tmp_path, caps
     target = tmp_path / "ex" / "rank0_trace.json.gz"
     before = target.read_bytes()
     assert main(["analyze", str(tmp_path / "ex"), "--perfetto", str(target)]) == 2
-    assert "is one of the traces to analyse" in capsys.readouterr().err and target.read_bytes() == before
+    assert "lies in) the input" in capsys.readouterr().err and target.read_bytes() == before
 
 
 def test_doctor_writes_the_annotated_trace_of_every_rank(tmp_path, capsys):

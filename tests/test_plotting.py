@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import errno
 import subprocess
 import sys
 from pathlib import Path
@@ -75,18 +74,12 @@ def test_save_png_writes_a_png_and_nothing_else(tmp_path):
 
 
 @pytest.mark.parametrize("existing", [False, True])
-def test_save_png_failure_leaves_nothing(tmp_path, monkeypatch, existing):
+def test_save_png_failure_leaves_nothing(tmp_path, full_disk, existing):
     """A full disk half-way through the write: no cut PNG, no temporary file, an older PNG untouched."""
     target = tmp_path / "a.png"
     if existing:
         target.write_bytes(b"old picture")
-    real = Path.write_bytes
-
-    def full_disk(self, data):
-        real(self, data[: len(data) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    full_disk(tmp_path)
     with pytest.raises(OSError, match="No space left"):
         plotting.save_png(_figure(), target)
     assert [p.name for p in tmp_path.iterdir()] == (["a.png"] if existing else [])

@@ -21,6 +21,7 @@ from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, re
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
 from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, printable, short_name
+from ccoverlap.util.output import OutputError, in_place, write_bytes
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:90%}th{max-width:7em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
@@ -68,16 +69,31 @@ def _recommendations(analysis: Analysis) -> str:
     return "".join(out)
 
 
+def files_folder(path: Path) -> Path | None:
+    """Where the report's PNGs go: <stem>_files/ beside it; None where the report is written in place (a device,
+    a FIFO, standard output: the PNGs are in the HTML only)."""
+    return None if in_place(path) else path.with_name(path.stem + "_files")
+
+
 def write_report(analysis: Analysis, path: Path, top: int = 12, perfetto: Path | None = None) -> list[Path]:
-    """Write the HTML report and its PNGs (in <stem>_files/ beside it); returns every file written.
+    """Write the HTML report and its PNGs (in files_folder(path)); returns every file written.
     `perfetto`: the annotated trace written beside it (analysis.perfetto), linked from the report.
 
     All or nothing: both are written into a temporary folder beside the report and moved into place
     at the end, so a full disk or an interrupt leaves the previous report (or none), never half of one.
+    A report written in place (util/output.in_place) is the HTML alone, made in memory first.
     """
-    files = path.with_name(path.stem + "_files")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    files = files_folder(path)
+    if files is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            _write(analysis, Path(tmp) / "report.html", Path(tmp), top, perfetto and _perfetto(perfetto, path))
+            write_bytes(path, (Path(tmp) / "report.html").read_bytes())
+        return [path]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as exc:
+        raise OutputError(path, exc) from None
     try:
         new = tmp / "new"
         (new / files.name).mkdir(parents=True)
@@ -86,6 +102,8 @@ def write_report(analysis: Analysis, path: Path, top: int = 12, perfetto: Path |
             files.rename(tmp / "old")  # removed with tmp
         (new / files.name).rename(files)
         os.replace(new / path.name, path)
+    except OSError as exc:
+        raise OutputError(path, exc) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return [path, *(files / name for name in names)]

@@ -4,28 +4,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table
 from ccoverlap.analysis.metrics import shown, strategy_values
-from ccoverlap.analysis.report import write_report
+from ccoverlap.analysis.report import files_folder, write_report
 from ccoverlap.analysis.perfetto import write
 
 
 def write_html(result, path: Path, perfetto: Path | None = None) -> list[Path]:
     """The HTML report at `path` and its PNGs (every file written), linking the annotated trace `perfetto`
-    where one was written; UsageError where it cannot be written."""
-    try:
-        return write_report(result, path, perfetto=perfetto)
-    except OSError as exc:
-        raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+    where one was written; util/output.OutputError where it cannot be written."""
+    return write_report(result, path, perfetto=perfetto)
+
+
+def report_folder(path: str | Path | None) -> dict[str, Path | None]:
+    """The report's PNGs' folder as util/output.check_outputs takes folders (None where it makes none)."""
+    return {"--report's folder": files_folder(Path(path)) if path else None}
 
 
 def write_perfetto(result, path: Path) -> Path:
-    """The annotated trace at `path` (analysis.perfetto); UsageError where it cannot be written."""
-    try:
-        return write(result, path)
-    except OSError as exc:
-        raise UsageError(f"cannot write the annotated trace {path}: {exc.strerror or exc}") from None
+    """The annotated trace at `path` (analysis.perfetto, through util/output: OutputError where it cannot be
+    written)."""
+    return write(result, path)
 
 
 def document(result, baseline: Path | None, written: list[Path], rows: bool = True) -> dict:

@@ -320,6 +320,8 @@ def read_document(path: Path) -> dict:
         doc = msgspec.json.decode(_load(path, trace_limit()))
     except (msgspec.DecodeError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise UsageError(f"{path}: invalid or truncated JSON ({_short(exc)})") from None
+    except RecursionError:  # msgspec's bound on nesting, as in read_trace
+        raise UsageError(f"{path}: nested too deeply: not a Chrome trace") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or _short(exc)})") from None
     if not isinstance(doc, dict):
@@ -836,15 +838,19 @@ def _folders(root: Path, problems: list[Problem]) -> list[Path]:
 
 def discover(root: Path, problems: list[Problem] | None = None) -> dict[str, list[Path]]:
     """Strategy name (its folder's name, printable) -> trace files: ROOT's own files, and one strategy per
-    subfolder with traces; subfolders that cannot be read are added to `problems` (where given).
+    subfolder with traces; subfolders that cannot be read are added to `problems` (where given). ROOT a trace
+    file: it alone, the strategy named by its folder.
 
     `ccoverlap bench --trace` writes one folder per strategy, each with
     rank{r}_trace.json.gz, so its output folder is analysed as it is.
     """
     problems = [] if problems is None else problems
     try:
-        if not stat.S_ISDIR(os.stat(root).st_mode):
-            raise UsageError(f"{printable(root)} is not a directory")
+        mode = os.stat(root).st_mode
+        if stat.S_ISREG(mode) and root.name.endswith(TRACE_SUFFIXES):  # one trace file: a strategy of one rank
+            return {printable(root.parent.name or root.name): [root]}
+        if not stat.S_ISDIR(mode):
+            raise UsageError(f"{printable(root)} is not a directory or a trace file (*.json, *.json.gz)")
         found = {printable(root.name): trace_files(root)} | {printable(d.name): trace_files(d, problems)
                                                          for d in _folders(root, problems)}
     except OSError as exc:

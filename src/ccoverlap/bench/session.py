@@ -13,8 +13,7 @@ from ccoverlap.bench.catalog import BY_NAME as BY_WORKLOAD
 from ccoverlap.bench.catalog import vs_default_note
 from ccoverlap.bench.config import BenchConfig
 from ccoverlap.control.procs import exit_for
-from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import Progress, print_table, print_text, warn, write_json
+from ccoverlap.util.output import Progress, beside, in_place, print_table, print_text, warn, write_json
 from ccoverlap.gpu import provenance
 from ccoverlap.bench.plots import bars
 
@@ -34,18 +33,19 @@ def run(cfg: BenchConfig, launcher_kind: str = "spawn", out: Path | None = None)
         with launcher.stop_on_signals(), Progress("bench", len(sets)) as progress:
             for ps, new, wall_s in launcher.run_iter(cfg, launcher_kind, sets, progress):
                 run.add(ps, new, wall_s)
-                if out:  # after every process set, so a run cut short keeps what it measured
-                    _write(out, run.document(complete=False))
+                if out and not in_place(out):  # after every set, so a run cut short keeps what it measured
+                    write_json(out, run.document(complete=False), schema=True)
     except launcher.Stopped as stop:
         if out:
-            _write(out, document := run.document(complete=False, interrupted=str(stop)))
+            write_json(out, document := run.document(complete=False, interrupted=str(stop)), schema=True)
         print(f"ccoverlap bench: interrupted by {stop}: every rank ended"
               + (f"; {out} holds {len(document['rows'])} rows (complete: false)" if out else ""), file=sys.stderr)
         return exit_for(stop.signum)
     rows, match, unmatched, lines = results = run.results()
     if out:  # before printing: a closed pipe on stdout must not cost the results
-        _write(out, run.document(complete=True, results=results))
-        chart = _chart(rows, out.with_suffix(".png")) if any(r["status"] == "ok" for r in rows) else None
+        write_json(out, run.document(complete=True, results=results), schema=True)
+        png = beside(out, ".png")
+        chart = _chart(rows, png) if png and any(r["status"] == "ok" for r in rows) else None
     _print(rows, match, unmatched, lines, skipped, cfg.repeats)
     if out:
         print_text(f"wrote {out}" + (f" and {chart}" if chart else ""))
@@ -97,14 +97,6 @@ def _chart(rows: list[dict], path: Path) -> Path | None:
     except Exception as exc:  # noqa: BLE001 - any plotting failure is a warning
         warn(f"no chart {path}: {type(exc).__name__}: {exc}")
         return None
-
-
-def _write(out: Path, document: dict) -> None:
-    """Replace `out` atomically with the results so far; a write that fails (a full disk) ends the run in one line."""
-    try:
-        write_json(out, document)
-    except OSError as exc:
-        raise UsageError(f"--json {out}: cannot write: {exc.strerror or exc}") from None
 
 
 def _print(rows: list[dict], match: dict, unmatched: dict[str, str | None], lines: dict[str, str],

@@ -7,6 +7,7 @@ import sys
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
+from ccoverlap.util.output import STDOUT, STDOUT_NAME, OutputError, guarded_stdout, json_on_stdout
 
 from . import analyze, bench, doctor, example, info, interposer, lab, levers, occupancy, plan, run, tune, whatif
 from ccoverlap import __version__
@@ -49,29 +50,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: A reader that closed the pipe early (`| head`) ends the command as SIGPIPE would: quietly, 128 + 13.
-CLOSED_PIPE_EXIT = 141
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.cli_argv = list(sys.argv[1:] if argv is None else argv)  # for commands that re-run themselves
+    """Run one command; bad input is one line and exit 2, a file or standard output that cannot be written
+    (a full disk, a closed pipe: util/output.OutputError) one line naming it and the errno, exit 1."""
+    prog = "ccoverlap"
     try:
-        code = args.run(args) or 0
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
-        return code
-    except BrokenPipeError:
-        _stdout_to_devnull()
-        return CLOSED_PIPE_EXIT
+        with guarded_stdout():  # --help on a full device too
+            args = build_parser().parse_args(argv)
+            prog = f"ccoverlap {args.command}"
+            args.cli_argv = list(sys.argv[1:] if argv is None else argv)  # for commands that re-run themselves
+            with json_on_stdout(getattr(args, "json", None) == STDOUT):
+                code = args.run(args) or 0
+            sys.stdout.flush()  # a full device or a closed pipe shows here, not in the interpreter's last flush
+            return code
+    except OutputError as exc:
+        if exc.path == STDOUT_NAME:
+            _stdout_to_devnull()
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
     except UsageError as exc:
-        print(f"ccoverlap {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
 
 
 def _stdout_to_devnull() -> None:
-    """Point stdout's file descriptor at /dev/null, so what is still buffered goes nowhere, quietly, at exit."""
+    """Point stdout's file descriptor at the null device, so what is still buffered goes nowhere, quietly,
+    at exit (opened for writing, as any program writes to it: the device is not replaced)."""
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # not a file (captured): nothing will be flushed to a pipe

@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 
 from ccoverlap.analysis.config import AnalyzeConfig
-from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
+from ccoverlap.analysis.summary import document, print_ranks, report_folder, write_html, write_perfetto
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import add_options, from_args
-from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table
+from ccoverlap.util.options import Outputs, add_options, from_args
+from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
-from ccoverlap.analysis.trace import discover, grouped
+from ccoverlap.analysis.trace import grouped
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -26,7 +26,7 @@ the exit code is 2 only when nothing could be analysed.
 examples:
   ccoverlap analyze runs/ --baseline runs/default --report runs/report.html
   ccoverlap analyze runs/priority --perfetto priority.json   then open it in ui.perfetto.dev
-  ccoverlap analyze runs/priority --json | jq '.ranks[].comp_comm_overlap_pct'
+  ccoverlap analyze runs/priority --json - | jq '.ranks[].comp_comm_overlap_pct'
 """
 
 
@@ -42,7 +42,8 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", type=Path, metavar="DIR", help="folder of traces, or of one folder of traces per strategy")
+    p.add_argument("dir", type=Path, metavar="DIR", help="folder of traces, or of one folder of traces per strategy, "
+                   "or one trace file")
     p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
     p.add_argument("--report", type=Path, metavar="PATH",
                    help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
@@ -52,7 +53,8 @@ def register(sub) -> None:
                    "for ui.perfetto.dev or chrome://tracing")
     p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
                    "communication, besides NCCL's and RCCL's")
-    p.add_argument("--json", action="store_true", help="print JSON on stdout (and nothing else there)")
+    p.add_argument("--json", metavar="PATH", help="write the analysis as JSON to PATH (-: standard output, and "
+                   "nothing else there)")
     p.add_argument("--rows", action="store_true", help="with --json: also each collective kernel's row (its wait, "
                    "cause, slowdown) and each step's, per rank; counted only without it (they are most of the JSON of "
                    "a long trace)")
@@ -60,20 +62,17 @@ def register(sub) -> None:
                    help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
                    "--baseline and --report run in one process: both need every rank's trace model")
     add_options(p, AnalyzeConfig)
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     comm.check(args.comm_regex)  # before any trace is read
+    check_outputs({"--json": args.json, "--report": args.report, "--perfetto": args.perfetto},
+                  report_folder(args.report), inputs=(args.dir, args.baseline), force=args.force)
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
     cfg = from_args(AnalyzeConfig, args)
-    if args.perfetto:
-        check_writable(args.perfetto, "--perfetto")
-    check_distinct({"--report": args.report, "--perfetto": args.perfetto})
-    if args.perfetto and args.perfetto.resolve() in {p.resolve() for folder in (args.dir, args.baseline) if folder
-                                                      for files in discover(folder).values() for p in files}:
-        raise UsageError(f"--perfetto {args.perfetto}: is one of the traces to analyse; give a new file")
     result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs,
                      keep_traces=bool(args.report or args.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
     if not result.ranks:
@@ -83,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     trace = write_perfetto(result, args.perfetto) if args.perfetto else None
     written = write_html(result, args.report, trace) if args.report else []
     if args.json:
-        print_json(document(result, args.baseline, written, rows=args.rows))
-        return 0
+        write_json(args.json, document(result, args.baseline, written, rows=args.rows), schema=True)
+        if args.json == STDOUT:
+            return 0
     print_ranks(result, "ccoverlap analyze: ms per rank (--json or --report for everything)")
     padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,
                f"{s.resident_blocks_before} -> {s.resident_blocks_after}" if s.resident_blocks_after else "-"]
@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict {name}: {verdict([r.diagnosis for r in result.ranks if r.strategy == name]).line}")
     if written:
         print(f"report: {written[0]}")
+    if args.json:
+        print(f"json: {args.json}")
     if trace:
         print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
@@ -114,7 +116,10 @@ def _cpu(args: argparse.Namespace, problems: list) -> int:
             print(f"ccoverlap analyze: {flag} {path} not written: the traces hold no GPU kernels (the CPU "
                   "timeline's figures are below)", file=sys.stderr)
     if args.json:
-        print_json(cpu.document(strategies) | {"problems": [str(p) for p in cpu_problems]})
-        return 0
+        write_json(args.json, cpu.document(strategies) | {"problems": [str(p) for p in cpu_problems]}, schema=True)
+        if args.json == STDOUT:
+            return 0
     cpu.print_cpu(strategies, "ccoverlap analyze: CPU timeline (no GPU kernels), ms per rank")
+    if args.json:
+        print(f"json: {args.json}")
     return 0

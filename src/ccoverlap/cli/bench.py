@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from pathlib import Path
 
 from ccoverlap.bench.catalog import WORKLOADS
 from ccoverlap.bench import comms
 from ccoverlap.bench.config import ALL, DEFAULT_STRATEGIES, PRESETS, TINY_PRESET, BenchConfig, auto_device
 from ccoverlap.util.stats import CONFIDENCE
 
-from ccoverlap.util.options import add_options, add_preset, from_args
-from ccoverlap.util.output import check_writable
+from ccoverlap.util.options import Outputs, add_options, add_preset, from_args
+from ccoverlap.util.output import beside, check_output, check_outputs
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.bench.config import torch_available
 
@@ -59,7 +58,9 @@ def register(sub) -> None:
     add_preset(p, "--tiny", BenchConfig, TINY_PRESET, "a tiny model (the default on the CPU)")
     add_options(p, BenchConfig, PRESETS)
     p.add_argument("--launcher", choices=("spawn", "torchrun"), default="spawn", help="how ranks start (default: spawn)")
-    p.add_argument("--json", metavar="PATH", help="write results (with provenance) here, and a bar chart beside it")
+    p.add_argument("--json", metavar="PATH", help="write results (with provenance) here, and a bar chart beside it "
+                   "(-: standard output, no chart)")
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
@@ -76,11 +77,10 @@ def _gpu_count() -> int:
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    out = Path(args.json) if args.json else None
-    if out:
-        check_writable(out, "--json")
+    out = args.json
+    check_outputs({"--json": out, "--json's chart": beside(out, ".png")}, force=args.force)
     if cfg.trace_dir:
-        check_writable(cfg.trace_dir, "--trace", directory=True)
+        check_output(cfg.trace_dir, "--trace", directory=True)
     torch_available()
     from ccoverlap.bench import session  # on use: torch (every command's module loads at each start)
 

@@ -9,8 +9,9 @@ from ccoverlap.control.launch import command
 from ccoverlap.doctor import session
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import GIVEN, add_command, from_args
-from ccoverlap.util.output import check_distinct, check_new_folder, check_writable
+from ccoverlap.analysis.summary import report_folder
+from ccoverlap.util.options import GIVEN, Outputs, add_command, add_options, from_args
+from ccoverlap.util.output import check_new_folder, check_outputs
 
 EPILOG = """\
 The profiler is injected at interpreter start-up, in every Python process of CMD (a
@@ -36,14 +37,14 @@ examples:
 
 
 def register(sub) -> None:
-    add_command(
+    add_options(add_command(
         sub, "doctor", DoctorConfig, run,
         help="profile an unmodified program (any number of ranks) and analyse its overlap",
         description="Run CMD with the profiler injected at start-up, record a few of its steps on every rank, "
         "then analyse the traces: per rank the step times, the overlap of communication with compute, the "
         "exposed communication and what to do about it. CMD's exit code and signals are passed through.",
         epilog=EPILOG, what="the command to run",
-    )
+    ), Outputs)
 
 
 def _config(args: argparse.Namespace) -> DoctorConfig:
@@ -51,10 +52,8 @@ def _config(args: argparse.Namespace) -> DoctorConfig:
     if cfg.seconds and {"steps", "skip"} & getattr(args, GIVEN, set()):
         raise UsageError("--seconds profiles a time window; --steps and --skip count optimizer steps: give one or the other")
     out = check_new_folder(cfg.out or f"ccoverlap-doctor-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
-    for flag, path in (("--json", cfg.json), ("--report", cfg.report), ("--perfetto", cfg.perfetto)):
-        if path is not None:
-            check_writable(path, flag)
-    check_distinct({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto})
+    check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto}, report_folder(cfg.report),
+                  force=args.force)
     return replace(cfg, out=str(out))
 
 

@@ -5,7 +5,8 @@ import argparse
 
 from ccoverlap.model.limits import PRESETS, DeviceLimits, device_help, get_device
 
-from ccoverlap.util.output import print_json, print_table, print_text
+from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.output import check_outputs, write_json, print_table, print_text
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.model.nccl import nccl_footprint
 
@@ -32,7 +33,8 @@ def register(sub) -> None:
     )
     p.add_argument("--device", help=device_help("cuda / cuda:N for a live GPU"))
     p.add_argument("--nccl", action="store_true", help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
@@ -43,6 +45,7 @@ def _devices(name: str | None) -> list[DeviceLimits]:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--json": args.json}, force=args.force)
     devices = _devices(args.device)
     nccl = {}
     if args.nccl:  # per device: its arch decides the cluster (4 from sm_90 on) and which kernels cuobjdump reads
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         out = {"devices": [{**d.to_dict(), "max_warps_per_sm": d.max_warps_per_sm} for d in devices]}
         if args.nccl:
             out["nccl"] = {name: fp.to_dict() for name, fp in nccl.items()}
-        print_json(out)
+        write_json(args.json, out, schema=True)
         return 0
     caption = None if args.device or len(devices) == 1 else "no CUDA GPU visible: showing the presets"
     print_table(

@@ -11,8 +11,8 @@ from ccoverlap.util.errors import UsageError
 from ccoverlap.control.levers import NO_OVERLAP
 from ccoverlap.lab.config import CASES, QUICK, LabConfig
 
-from ccoverlap.util.options import add_options, add_preset, from_args
-from ccoverlap.util.output import Progress, print_table, print_text, write_json
+from ccoverlap.util.options import Outputs, add_options, add_preset, from_args
+from ccoverlap.util.output import Progress, beside, check_outputs, print_table, print_text, write_json
 from ccoverlap.util.text import shorten
 from ccoverlap.control.interposer import preloaded
 from ccoverlap.control.launch import Launch
@@ -56,6 +56,7 @@ def register(sub) -> None:
     add_options(p, LabConfig, {"--quick": QUICK})
     p.add_argument("--out", help="results JSON (default bench/results/lab-<date>-<gpu>.json); PNGs beside it")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG charts")
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
@@ -78,8 +79,16 @@ def _rerun_with_interposer(args: argparse.Namespace) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "ccoverlap", *args.cli_argv], env)
 
 
+def _charts(out: Path | str) -> dict[str, Path | None]:
+    """The PNGs written beside --out (none where it is written in place)."""
+    stem = beside(out, "")
+    return {"--out's bars": stem and Path(f"{stem}-bars.png"), "--out's timeline": stem and Path(f"{stem}-timeline.png")}
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)  # validate everything before touching the GPU
+    if args.out is not None:
+        check_outputs({"--out": args.out, **({} if args.no_plots else _charts(args.out))}, force=args.force)
     if cuda_driver.driver() is None:
         raise UsageError("the lab needs a CUDA GPU; without one, `ccoverlap plan` reasons about the same footprints")
     try:
@@ -94,14 +103,14 @@ def run(args: argparse.Namespace) -> int:
     with Progress("lab", cells(cfg)) as bar:
         rows, timelines = runner.run(cfg, device, bar.advance)
     result = {"provenance": provenance.collect(device_limits=device.to_dict()), "config": vars(cfg), "rows": rows}
-    write_json(out, result)
+    write_json(out, result, schema=True)
     _print(rows)
-    if not args.no_plots:
-        stem = out.with_suffix("")
-        plots.bars(rows, Path(f"{stem}-bars.png"), order=cfg.orders[0] if "with" not in cfg.orders else "with")
+    charts = {} if args.no_plots else _charts(out)
+    if charts.get("--out's bars"):
+        plots.bars(rows, charts["--out's bars"], order=cfg.orders[0] if "with" not in cfg.orders else "with")
         first = (cfg.computes[0], cfg.comms[0])
-        plots.timeline(timelines, first, [s for s in cfg.strategies if s != NO_OVERLAP][:4], Path(f"{stem}-timeline.png"))
-    print_text(f"wrote {out}" + ("" if args.no_plots else " and its -bars.png, -timeline.png"))
+        plots.timeline(timelines, first, [s for s in cfg.strategies if s != NO_OVERLAP][:4], charts["--out's timeline"])
+    print_text(f"wrote {out}" + (" and its -bars.png, -timeline.png" if charts.get("--out's bars") else ""))
     return 0
 
 

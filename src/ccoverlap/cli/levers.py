@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 
 from ccoverlap.control import levers
-from ccoverlap.util.output import print_json, print_table
+from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.output import check_outputs, write_json, print_table
 from ccoverlap.whatif.transforms import TRANSFORMS
 
 EPILOG = """\
@@ -31,11 +32,13 @@ def register(sub) -> None:
     )
     p.add_argument("--strategy", metavar="COMBO", help="check a combination and print the environment, "
                    "interposer policy and start-up calls it sets")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--json": args.json}, force=args.force)
     host = levers.Host.detect()
     if args.strategy:
         s = levers.strategy(args.strategy)
@@ -44,14 +47,14 @@ def run(args: argparse.Namespace) -> int:
                "startup": dict(setting.startup),
                "applies": {scope: s.not_applicable(host, scope) or "yes" for scope in levers.SCOPES}}
         if args.json:
-            print_json(out)
+            write_json(args.json, out, schema=True)
         else:
             print_table(f"strategy {s.name}", ["what", "value"], [[k, v] for k, v in out.items() if k != "strategy"])
         return 0
     rows = [row | {"whatif": "no model" if isinstance(TRANSFORMS[row["name"]], levers.NotApplicable) else row["name"]}
             for row in levers.table(host)]
     if args.json:
-        print_json({"host": vars(host), "levers": rows})
+        write_json(args.json, {"host": vars(host), "levers": rows}, schema=True)
         return 0
     nccl = ".".join(map(str, host.nccl)) if host.nccl else "none"
     print_table(

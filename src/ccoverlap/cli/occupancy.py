@@ -8,7 +8,8 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.occupancy import occupancy
 
-from ccoverlap.util.output import Progress, print_json, print_text, write_json
+from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.output import Progress, check_outputs, print_text, write_json
 from ccoverlap.gpu import provenance
 from ccoverlap.lab import carveout_sweep as sweep
 from ccoverlap.lab import validate
@@ -36,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("--regs", type=int, help="registers per thread (1..255 on NVIDIA)")
     p.add_argument("--static-smem", type=int, default=0, help="static shared memory per block, bytes (default 0)")
     p.add_argument("--dynamic-smem", type=int, default=0, help="dynamic shared memory per block, bytes (default 0)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
+    add_options(p, Outputs)
     v = p.add_argument_group("validation on a live GPU")
     v.add_argument("--validate", type=int, metavar="KERNELS", help="compile KERNELS kernels and compare the model with CUDA's occupancy API")
     v.add_argument("--shapes", type=int, default=16, help="launch shapes per kernel with --validate (default 16)")
@@ -52,6 +54,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--json": args.json, "--out": args.out}, force=args.force)
     if args.validate_carveout:
         return _validate_carveout(args)
     if args.validate is not None:
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     kernel = KernelFootprint(args.threads, args.regs, args.static_smem, args.dynamic_smem)
     occ = occupancy(dev, kernel)
     if args.json:
-        print_json({"device": dev.name, "kernel": vars(kernel) | {"name": None}, **occ.to_dict()})
+        write_json(args.json, {"device": dev.name, "kernel": vars(kernel) | {"name": None}, **occ.to_dict()}, schema=True)
         return 0
     limits = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else v}" for k, v in occ.limits.items())
     why = " and ".join(r.value.replace("_", " ") for r in occ.limiting)
@@ -82,7 +85,7 @@ def _validate(args: argparse.Namespace) -> int:
         dev, rows = validate.validate(args.validate, args.shapes, args.seed, ordinal, lambda done, _: bar.set(done))
     result = validate.report(dev, rows, provenance.collect(seed=args.seed))
     if args.out:
-        write_json(args.out, result)
+        write_json(args.out, result, schema=True)
     bad = [r for r in rows if not r.match]
     print_text(f"{dev.name}: {len(rows) - len(bad)}/{len(rows)} footprints match CUDA's occupancy API")
     for r in bad[:20]:
@@ -103,6 +106,7 @@ def _validate_carveout(args: argparse.Namespace) -> int:
     with Progress("measuring the carveout", len(cases) * args.reps) as bar:
         dev, rows = sweep.sweep(cases, settings, _ordinal(args.device), lambda done, _: bar.set(done))
     if args.out:
-        write_json(args.out, sweep.report(dev, rows, provenance.collect(seed=args.seed, quick=args.quick), settings))
+        write_json(args.out, sweep.report(dev, rows, provenance.collect(seed=args.seed, quick=args.quick), settings),
+                   schema=True)
     print_text("\n".join(sweep.summary(dev, rows)))
     return 0 if all(r.agree and r.consistent for r in rows) else 1

@@ -8,7 +8,8 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.planner import plan
 
-from ccoverlap.util.output import print_json, print_text
+from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.output import check_outputs, write_json, print_text
 from ccoverlap.model.nccl import nccl_footprint
 
 EPILOG = """\
@@ -42,7 +43,8 @@ def register(sub) -> None:
         help="compute blocks per SM that may retire before the comm CTAs fit (default 0: resident at once; "
         "auto: 1 when the padded compute grid spans >= 2 waves, which needs ctas= in --compute)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
@@ -57,6 +59,7 @@ def comm_footprint(spec: str, arch: str) -> tuple[KernelFootprint, dict[str, str
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs({"--json": args.json}, force=args.force)
     dev = get_device(args.device)
     check_range("--per-sm", args.per_sm, 1, dev.max_blocks_per_sm)
     compute = KernelFootprint.from_spec(args.compute, "compute")
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--drain {args.drain!r}: valid 0..{dev.max_blocks_per_sm} or auto")
     result = plan(dev, compute, comm, args.per_sm, drain)
     if args.json:
-        print_json(result.to_dict() | {"comm_sources": sources})
+        write_json(args.json, result.to_dict() | {"comm_sources": sources}, schema=True)
         return 0
     print_text(f"device {dev.name}: {dev.sm_count} SMs, {dev.smem_per_sm} B shared memory and "
                f"{dev.regs_per_sm} registers per SM\n{result.explain()}")

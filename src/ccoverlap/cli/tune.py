@@ -9,8 +9,8 @@ from pathlib import Path
 from ccoverlap.control.launch import command
 from ccoverlap.tune import session
 from ccoverlap.tune.config import TuneConfig
-from ccoverlap.util.options import add_command, from_args
-from ccoverlap.util.output import check_distinct, check_new_folder, check_writable
+from ccoverlap.util.options import Outputs, add_command, add_options, from_args
+from ccoverlap.util.output import beside, check_new_folder, check_outputs, in_place
 
 EPILOG = """\
 Every trial runs CMD afresh under one candidate (levers set environment variables,
@@ -41,7 +41,7 @@ examples:
 
 
 def register(sub) -> None:
-    add_command(
+    add_options(add_command(
         sub, "tune", TuneConfig, run,
         help="find the fastest levers for an unmodified program; keep them only if faster beyond noise, same result",
         description="Run CMD under the default and under candidate levers and environment knobs, each in fresh "
@@ -49,17 +49,16 @@ def register(sub) -> None:
         "default beyond the run-to-run noise and trains to the same parameters. Writes a policy file for "
         "`ccoverlap run --config` and ccoverlap.enable().",
         epilog=EPILOG, what="the command to tune",
-    )
+    ), Outputs)
 
 
 def _config(args: argparse.Namespace) -> TuneConfig:
     cfg = from_args(TuneConfig, args).validate()
     out = check_new_folder(cfg.out or f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
-    json_path = Path(cfg.json).absolute() if cfg.json else out / "tune.json"
+    json_path = (cfg.json if in_place(cfg.json) else Path(cfg.json).absolute()) if cfg.json else out / "tune.json"
     policy_path = Path(cfg.policy_out).absolute() if cfg.policy_out else out / "policy.json"
-    for flag, path in (("--json", json_path), ("--policy-out", policy_path)):
-        check_writable(path, flag)
-    check_distinct({"--json": json_path, "--policy-out": policy_path, "--json's chart": json_path.with_suffix(".png")})
+    check_outputs({"--json": json_path, "--policy-out": policy_path,
+                   "--json's chart": beside(json_path, ".png") or out / "tune.png"}, force=args.force)
     return replace(cfg, out=str(out), json=str(json_path), policy_out=str(policy_path))
 
 

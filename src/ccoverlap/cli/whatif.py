@@ -5,8 +5,8 @@ import argparse
 from pathlib import Path
 
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import add_options, from_args
-from ccoverlap.util.output import check_distinct, check_writable, print_json, print_table, print_text, write_json
+from ccoverlap.util.options import Outputs, add_options, from_args
+from ccoverlap.util.output import STDOUT, check_outputs, print_table, print_text, write_json
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif import plots, session
 
@@ -36,6 +36,7 @@ def register(sub) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="a `ccoverlap doctor` output folder")
     add_options(p, WhatIfConfig)
+    add_options(p, Outputs)
     p.set_defaults(run=run)
 
 
@@ -48,16 +49,11 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if not root.is_dir():
         raise UsageError(f"{root} is not a directory (give a `ccoverlap doctor` output folder)")
-    for flag, path in (("--json", None if cfg.json == "-" else cfg.json), ("--plot", cfg.plot)):
-        if path is not None:
-            check_writable(path, flag)
-    check_distinct({"--json": None if cfg.json == "-" else cfg.json, "--plot": cfg.plot})
+    check_outputs({"--json": cfg.json, "--plot": cfg.plot}, inputs=(root,), force=args.force)
     report = session.run(cfg, root)
-    if cfg.json == "-":
-        print_json(report)
-    else:
-        if cfg.json:
-            write_json(cfg.json, report)
+    if cfg.json:
+        write_json(cfg.json, report, schema=True)
+    if cfg.json != STDOUT:
         print_table(
             f"{report['source']}: {report['label']}",
             ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "vs capture"],
@@ -67,6 +63,5 @@ def run(args: argparse.Namespace) -> int:
             caption="; ".join(report["notes"]) or None)
     if cfg.plot:
         plots.predictions(report, Path(cfg.plot))
-        if cfg.json != "-":
-            print_text(f"wrote {cfg.plot}")
+        print_text(f"wrote {cfg.plot}")
     return 0

@@ -20,7 +20,7 @@ from ccoverlap.analysis.summary import document, print_ranks, write_html, write_
 from ccoverlap.analysis.trace import grouped
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import print_table, unwritable, write_json
+from ccoverlap.util.output import STDOUT_NAME, OutputError, print_table, unwritable, write_json
 from ccoverlap.gpu import provenance
 from ccoverlap.analysis import Process, analyze
 
@@ -28,7 +28,7 @@ from ccoverlap.analysis import Process, analyze
 def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     """Run `cmd` with the capture injected, then say what it captured; the exit code is the command's, or 2 where
     it succeeded but nothing was profiled or the analysis failed. A closed stdout (`| head`) costs no file:
-    they are written first, and BrokenPipeError comes after them (the CLI's exit 141)."""
+    they are written first, and standard output's OutputError comes after them (the CLI's one line, exit 1)."""
     found(cmd, os.environ, " (nothing was captured)")
     out = Path(cfg.out)
     launch, why = observed(cfg, out)
@@ -41,11 +41,11 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     code = launch.run(cmd, received=received)
     try:
         failures = diagnose(out, cfg, cmd, code, signal.Signals(received[0]).name if received else None)
-    except BrokenPipeError:
-        if code != 0:  # the program's end stands
-            return end_as(code)
-        raise
     except (UsageError, OSError) as exc:  # the program's exit code stands, whatever the doctor met
+        if code != 0:
+            return end_as(code)
+        if isinstance(exc, OutputError) and exc.path == STDOUT_NAME:  # main()'s one line, after the files
+            raise
         failures = [str(exc)]
     if made and not any(out.iterdir()):
         out.rmdir()
@@ -111,7 +111,7 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupte
                "cpu_analysis": cpu.document({out.name: cpu_ranks}) if cpu_ranks else None,
                "no_analysis": why_none, "failures": failures}
         try:
-            write_json(cfg.json, doc)
+            write_json(cfg.json, doc, schema=True)
         except OSError as exc:
             failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
             cfg = replace(cfg, json=None)

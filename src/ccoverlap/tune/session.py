@@ -21,7 +21,7 @@ from ccoverlap.tune.search import Advice
 from ccoverlap.tune.trial import Runner
 from ccoverlap.util import timing
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import print_table, print_text, warn, write_json
+from ccoverlap.util.output import beside, print_table, print_text, warn, write_json
 from ccoverlap.util.text import shorten
 from ccoverlap.whatif import session as whatif
 
@@ -105,14 +105,11 @@ def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
             "interrupted": signal.Signals(outcome.interrupted).name if outcome.interrupted else None,
             "speedup": outcome.speedup, "command": cmd,
             "comparison": outcome.comparison.to_dict() if outcome.comparison else None}
+    best.save(policy_path, **meta)
+    write_json(cfg.json, {"provenance": provenance.collect(), "command": cmd, "config": dict(vars(cfg)),
+                          **report.document(outcome, policy_path)}, schema=True)
     try:
-        best.save(policy_path, **meta)
-        write_json(json_path, {"provenance": provenance.collect(), "command": cmd,
-                               "config": {k: v for k, v in vars(cfg).items()}, **report.document(outcome, policy_path)})
-    except OSError as exc:
-        raise UsageError(f"cannot write the results: {exc.strerror or exc}") from None
-    try:
-        chart = report.chart(outcome, json_path.with_suffix(".png"))
+        chart = report.chart(outcome, beside(cfg.json, ".png") or Path(cfg.out) / "tune.png")
     except Exception as exc:  # noqa: BLE001 - a picture that fails does not fail the tuning
         warn(f"no chart: {type(exc).__name__}: {exc}")
         chart = None

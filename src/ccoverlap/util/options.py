@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -79,6 +80,18 @@ class _Given(argparse.Action):
         setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
 
 
+class _Flag(_Given):
+    """A bool field (default False): the flag alone turns it on."""
+
+    def __init__(self, option_strings, dest, **kw):
+        kw.pop("type", None)
+        kw.pop("metavar", None)
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        super().__call__(parser, namespace, True, option_string)
+
+
 class _Appended(_Given):
     """A repeatable option (metadata "append"): each use adds one item to the tuple."""
 
@@ -101,7 +114,10 @@ def add_options(parser: argparse.ArgumentParser, cls: type, presets: Mapping[str
         shown += [f"{', '.join(labels)}: {value}" for value, labels in by_value.items()]
         text = meta["help"] + (f" ({'; '.join(shown)})" if shown else "")
         append = meta.get("append", False)
-        parser.add_argument(flag(f), dest=path, default=default, action=_Appended if append else _Given,
+        if isinstance(default, bool):
+            text = meta["help"]
+        parser.add_argument(flag(f), dest=path, default=default,
+                            action=_Flag if isinstance(default, bool) else _Appended if append else _Given,
                             type=str if append else _parser(default, meta),
                             metavar=meta.get("metavar") or flag(f)[2:].upper().replace("-", "_"), help=text.replace("%", "%%"))
 
@@ -126,6 +142,15 @@ def from_args(cls: type, args: argparse.Namespace, *presets: Mapping[str, Any]):
     return _rebuild(defaults, flat)
 
 
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """What every command that writes files takes (util/output.check_outputs reads it)."""
+
+    force: bool = dataclasses.field(default=False, metadata={
+        "help": "replace a read-only output file (never an input, a device or a FIFO: those are refused or "
+        "written in place)"})
+
+
 def add_command(sub, name: str, cls: type, run: Callable, *, help: str, description: str, epilog: str,
                 what: str) -> argparse.ArgumentParser:
     """A subcommand that wraps a user's command (`ccoverlap NAME [options] -- CMD`): its options from `cls`,
@@ -143,3 +168,8 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def _print_message(self, message: str, file=None) -> None:
+        """--help and --version: a failed write (a full device) is util/output's one line, not swallowed."""
+        if message:
+            (file or sys.stdout).write(message)

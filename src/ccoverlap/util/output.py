@@ -1,13 +1,33 @@
-"""Terminal and JSON output shared by the subcommands."""
+"""Terminal, file and JSON output shared by the subcommands: the one output path.
+
+A command checks each file it will write before any work, then writes it through open_output (or
+write_json / write_text / write_bytes), which never leaves half a file and never replaces a device::
+
+    from ccoverlap.util.output import check_outputs, write_json, write_text
+
+    check_outputs({"--json": cfg.json, "--perfetto": cfg.perfetto}, inputs=(cfg.dir,), force=cfg.force)
+    ...                                   # the work
+    write_json(cfg.json, doc, schema=True)  # "-": standard output; a document gets its "schema" field
+    write_text(cfg.perfetto, text)
+
+check_outputs refuses (UsageError: one line, exit 2) a target that is an input, a read-only file without
+--force, a socket; a failure while writing is an OutputError (one line naming the path and the errno,
+exit 1), standard output's too (main() guards it).
+"""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import orjson
 from rich.console import Console
@@ -38,28 +58,255 @@ def _umask() -> int:
 
 _UMASK = _umask()  # read once, at import: setting it is process-wide
 
+#: the name of standard output wherever a command takes a file to write (`--json -`)
+STDOUT = "-"
+#: how an OutputError names standard output (main() points it at the null device before its one line)
+STDOUT_NAME = "standard output"
+#: the version of every JSON document a command writes (its "schema" field): raised when a field changes meaning
+SCHEMA = 1
 
-def write_json(path: str | Path, obj, indent: int | None = None) -> Path:
-    """Write `obj` as JSON so that a reader never sees half a file: through a temporary file of its own beside
-    it (each writer its own name: concurrent writers each replace it whole, the last one wins), renamed over
-    it; whatever goes wrong (a full disk, a signal) takes the temporary file with it. A path that exists and is
-    no regular file (/dev/null, /dev/stdout, a FIFO) is written in place: a rename would replace the device.
-    `indent`: for files people edit."""
-    path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        with path.open("w") as f:
-            json.dump(obj, f, default=str, indent=indent)
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+class OutputError(OSError):
+    """A file, or standard output, that could not be written (a full disk, a closed pipe, a path gone):
+    the CLI prints its one line, naming the path and the errno, and exits 1."""
+
+    def __init__(self, path: str | Path, exc: OSError):
+        super().__init__(exc.errno, exc.strerror or str(exc))
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        name = errno.errorcode.get(self.errno, "?") if self.errno else "?"
+        return f"cannot write {self.path}: [Errno {self.errno}] {self.strerror} ({name})"
+
+
+def _special(path: Path) -> int | None:
+    """The mode of `path` where it exists and is no regular file (a device, a FIFO, a socket, a folder)."""
     try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else mode
+
+
+def in_place(path: str | Path) -> bool:
+    """Whether `path` is written where it is, never replaced: standard output, a character device
+    (/dev/null, a terminal) or a FIFO. Nothing is written beside such a target (no chart, no `_files/`)."""
+    mode = None if str(path) == STDOUT else _special(Path(path))
+    return str(path) == STDOUT or (mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)))
+
+
+def beside(path: str | Path | None, suffix: str) -> Path | None:
+    """The file a command writes beside an output (its chart: `suffix` ".png"); None where there is no output
+    or it is written in place (standard output, a device, a FIFO: nothing is made in /dev)."""
+    return None if path is None or in_place(path) else Path(path).with_suffix(suffix)
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip(os.sep) + os.sep) or b.startswith(a.rstrip(os.sep) + os.sep)
+
+
+def check_output(path: str | Path, flag: str, *, inputs: tuple = (), force: bool = False,
+                 directory: bool = False) -> Path | str:
+    """Refuse, before any work, a target a command must not write (one line, exit 2), and return it: an
+    input of the same command, a file inside an input folder, a folder holding an input (`inputs`: its
+    files and folders); a folder where a file is meant (or the reverse); a socket or a block device (a
+    character device or a FIFO is written in place, never replaced); a read-only file unless `force`; a
+    place where no file can be made. `-` (standard output) passes where a file is meant."""
+    if str(path) == STDOUT and not directory:
+        return STDOUT
+    if not str(path):
+        raise UsageError(f"{flag} '': give a path")
+    path = Path(path).absolute()
+    real = os.path.realpath(path)
+    for given in inputs:
+        if given is not None and _overlaps(real, os.path.realpath(given)):
+            raise UsageError(f"{flag} {path}: is (or holds, or lies in) the input {given}; give a path outside it")
+    mode = _special(path)
+    if mode is not None:
+        if stat.S_ISDIR(mode) != directory:
+            raise UsageError(f"{flag} {path}: is a {'file' if directory else 'directory'}")
+        if not directory and not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+            raise UsageError(f"{flag} {path}: is neither a regular file, a character device nor a FIFO")
+        if not directory and not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: not writable")
+        if not directory:
+            return path
+    elif path.exists() and not force and (not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222):
+        raise UsageError(f"{flag} {path}: read-only; --force replaces it")
+    base = next(p for p in ((path,) if directory else ()) + tuple(path.parents) if p.exists())
+    if not base.is_dir():
+        raise UsageError(f"{flag} {path}: {base} is a file, not a directory")
+    try:
+        tempfile.TemporaryFile(dir=base).close()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write in {base} ({exc.strerror or exc})") from None
+    return path
+
+
+def check_outputs(files: dict[str, str | Path | None], folders: dict[str, str | Path | None] | None = None, *,
+                  inputs: tuple = (), force: bool = False) -> None:
+    """check_output for each file and folder a command writes (flag -> path; None: not written), then
+    check_distinct on them all."""
+    folders = folders or {}
+    for targets, directory in ((files, False), (folders, True)):
+        for flag, path in targets.items():
+            if path is not None:
+                check_output(path, flag, inputs=inputs, force=force, directory=directory)
+    check_distinct({f: p for f, p in (files | folders).items() if p != STDOUT})
+
+
+class _Guarded:
+    """Standard output whose failures (a full device, a closed pipe) are OutputErrors naming it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise OutputError(STDOUT_NAME, exc) from None
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputError(STDOUT_NAME, exc) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_stdout():
+    """While a command runs: every write to standard output that fails is an OutputError (main() prints it)."""
+    real = sys.stdout
+    sys.stdout = _Guarded(real)
+    try:
+        yield
+    finally:
+        sys.stdout = real
+
+
+_json_stream = None  # with `--json -`: standard output as it was, for the JSON alone (json_on_stdout)
+
+
+@contextlib.contextmanager
+def json_on_stdout(on: bool = True):
+    """With `--json -`: standard output holds the JSON alone; whatever else the command prints, and any
+    program it runs (file descriptor 1), goes to standard error meanwhile."""
+    global _json_stream
+    if not on:
+        yield
+        return
+    real = sys.stdout
+    real.flush()
+    try:
+        fd, err = real.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # not files (a test's capture): the streams alone are moved
+        fd = None
+    saved = None if fd is None else os.dup(fd)
+    if saved is not None:
+        os.dup2(err, fd)
+    _json_stream = real if saved is None else _Guarded(os.fdopen(saved, "w", closefd=False))
+    sys.stdout = sys.stderr if saved is None else real
+    try:
+        yield
+    finally:
+        _json_stream = None
+        sys.stdout = real
+        if saved is not None:
+            with contextlib.suppress(OSError):
+                sys.stdout.flush()
+            os.dup2(saved, fd)
+            os.close(saved)
+
+
+@contextlib.contextmanager
+def open_output(path: str | Path, binary: bool = False) -> Iterator[IO]:
+    """The one way a command writes a file: `with open_output(path) as f: f.write(...)`.
+
+    `-` is standard output; a character device or a FIFO is written in place (never replaced); anything
+    else goes to a temporary file of its own beside the target (each writer its own name: concurrent
+    writers each replace it whole, the last one wins), renamed over it at the end, so a reader never sees
+    half a file and a failure (a full disk, a signal) leaves the previous file, or none. Every OSError is an
+    OutputError naming the path (main(): one line, exit 1). Check the target first with check_output.
+    """
+    if str(path) == STDOUT:
+        stream = _json_stream or sys.stdout
+        stream = stream.buffer if binary and hasattr(stream, "buffer") else stream
+        try:
+            yield stream
+            stream.flush()
+        except OutputError:
+            raise
+        except OSError as exc:
+            raise OutputError(STDOUT_NAME, exc) from None
+        return
+    path = Path(path)
+    mode = "wb" if binary else "w"
+    if in_place(path):
+        try:
+            with path.open(mode) as f:
+                yield f
+        except OSError as exc:
+            raise OutputError(path, exc) from None
+        return
+    if _special(path) is not None:  # a folder, a socket, a block device: never replaced
+        raise OutputError(path, IsADirectoryError(errno.EISDIR, "not a regular file") if path.is_dir()
+                          else OSError(errno.EINVAL, "not a regular file"))
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would have made it, not mkstemp's 0600
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, default=str, indent=indent)
+        with os.fdopen(fd, mode) as f:
+            yield f
         os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        tmp = None
+    except OSError as exc:
+        raise OutputError(path, exc) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path | str:
+    """`data` to `path` through open_output."""
+    with open_output(path, binary=True) as f:
+        f.write(data)
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path | str:
+    """`text` to `path` through open_output."""
+    with open_output(path) as f:
+        f.write(text)
+    return path
+
+
+def json_text(obj, indent: int | None = 2) -> str:
+    """`obj` as JSON, made in one call (orjson: an analysis of many ranks is hundreds of thousands of values,
+    which json.dump writes one by one); json where orjson refuses a value (an integer beyond 64 bits).
+    orjson writes NaN and infinities as null (JSON has neither); options are checked finite where parsed."""
+    try:
+        text = orjson.dumps(obj, default=str, option=(orjson.OPT_INDENT_2 if indent else 0)
+                            | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS).decode()
+    except TypeError:
+        text = json.dumps(obj, indent=indent, default=str)
+    return text + "\n"
+
+
+def write_json(path: str | Path, obj, indent: int | None = None, schema: bool = False) -> Path | str:
+    """`obj` as JSON to `path` (`-`: standard output) through open_output; `schema`: a command's document,
+    with the "schema" version field first. `indent`: for files people edit (standard output is indented)."""
+    if schema:
+        obj = {"schema": SCHEMA, **obj}
+    text = json_text(obj, indent=2 if indent or str(path) == STDOUT else None)
+    with open_output(path) as f:
+        for at in range(0, len(text), 8192):  # a reader that leaves mid-write ends one piece short: it says so
+            f.write(text[at:at + 8192])
     return path
 
 
@@ -74,25 +321,6 @@ def check_distinct(outputs: dict[str, str | Path | None]) -> None:
         if real in seen:
             raise UsageError(f"{seen[real]} and {flag} are both {path}: give each its own file")
         seen[real] = flag
-
-
-def check_writable(path: str | Path, flag: str, directory: bool = False) -> None:
-    """Refuse before any work a file (or, with `directory`, a folder) that could not be written:
-    one line, exit 2. Missing folders are fine where the nearest existing one takes new files."""
-    path = Path(path).absolute()
-    if path.exists() and path.is_dir() != directory:
-        raise UsageError(f"{flag} {path}: is a {'file' if directory else 'directory'}")
-    if path.exists() and not directory and not path.is_file():  # a device or a FIFO: written in place
-        if not os.access(path, os.W_OK):
-            raise UsageError(f"{flag} {path}: not writable")
-        return
-    base = next(p for p in ((path,) if directory else ()) + tuple(path.parents) if p.exists())
-    if not base.is_dir():
-        raise UsageError(f"{flag} {path}: {base} is a file, not a directory")
-    try:
-        tempfile.TemporaryFile(dir=base).close()
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write in {base} ({exc.strerror or exc})") from None
 
 
 def unwritable(folder: str | Path, room: int = 4096) -> str | None:
@@ -114,23 +342,13 @@ def check_new_folder(path: str | Path, flag: str) -> Path:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"{flag} {path}: {'holds files already' if path.is_dir() else 'is a file'}; "
                          "give a new or empty folder")
-    check_writable(path, flag, directory=True)
+    check_output(path, flag, directory=True)
     return path
 
 
 def print_json(obj) -> None:
-    """`obj` as indented JSON, made in one call (orjson: an analysis of many ranks is hundreds of thousands of
-    values, which json.dump writes one by one) and written in 8 KiB pieces; json where orjson refuses a value
-    (an integer beyond 64 bits)."""
-    try:
-        text = orjson.dumps(obj, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-                            | orjson.OPT_PASSTHROUGH_DATACLASS).decode()
-    except TypeError:
-        text = json.dumps(obj, indent=2, default=str)
-    text += "\n"
-    for at in range(0, len(text), 8192):  # a reader that leaves mid-write ends one piece short: the next one says so
-        sys.stdout.write(text[at:at + 8192])
-        sys.stdout.flush()
+    """`obj` as indented JSON on standard output."""
+    write_json(STDOUT, obj)
 
 
 #: the width of a table printed to a log or a pipe (a terminal's own width otherwise): what a person reads

@@ -7,7 +7,6 @@ imported lazily, only when a picture is drawn.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 DPI = 110
@@ -45,14 +44,9 @@ def png_bytes(fig) -> bytes:
 
 
 def save_png(fig, path: str | Path) -> Path:
-    """Write the figure to `path` atomically: a temporary file beside it, renamed at the end, removed on failure."""
-    path = Path(path)
-    png = png_bytes(fig)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # not mkstemp: the PNG keeps the umask's mode
-    try:
-        tmp.write_bytes(png)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    """Write the figure to `path` through the one output path (util/output.write_bytes: all or nothing, a
+    device written in place)."""
+    from ccoverlap.util.output import write_bytes
+
+    write_bytes(path, png_bytes(fig))
+    return Path(path)
