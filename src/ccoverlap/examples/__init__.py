@@ -5,8 +5,11 @@ that recorded it, and the results file it comes from; not *.json, which the anal
 from __future__ import annotations
 
 from importlib import resources
-from importlib.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # importlib.abc's is deprecated (3.14 drops it), importlib.resources.abc's is 3.11+
+    from importlib.resources.abc import Traversable
 
 #: the example `ccoverlap example` writes: the known-answer dispatch capture (H200, NCCL 2.28.9), whose answer
 #: is the lever priority
