@@ -145,7 +145,8 @@ class BenchConfig:
     def validate(self) -> BenchConfig:
         """This config, its strategies named as --strategies names them (default,default: default#2), or a
         UsageError naming the first bad value."""
-        if not self.workloads or (bad := [v for v in self.workloads if v not in BY_WORKLOAD]):
+        bad = [v for v in self.workloads if v not in BY_WORKLOAD]
+        if not self.workloads or not all(self.workloads) or bad:
             raise UsageError(f"--workload {','.join(bad or self.workloads) or '(empty)'}: valid {', '.join(BY_WORKLOAD)}")
         if not self.strategies:
             raise UsageError("--strategies (empty): name at least one (no-overlap, default, or lever[=value]+...)")
@@ -158,6 +159,9 @@ class BenchConfig:
         check_range("--repeats", self.repeats, 1, 1000)
         check_range("--steps", self.steps, 1, 100000)
         check_range("--warmup", self.warmup, 0, 100000)
+        check_range("--busbw", self.busbw_gbps, 1, 100000, "GB/s")  # NaN too: never written into --json
+        for size in self.micro_sizes:
+            check_range("--micro-sizes", size, 4, 1 << 40, "bytes (float32 all-reduced)")
         s = self.size
         for name, value in vars(s).items():
             check_range(f"--{name.replace('_', '-')}", value, 1, 10**7)

@@ -4,13 +4,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from ccoverlap.analysis.config import AnalyzeConfig
 from ccoverlap.analysis.summary import document, print_ranks, report_folder, write_html, write_perfetto
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import Outputs, add_options, from_args
+from ccoverlap.util.options import Outputs, add_options, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
@@ -42,12 +41,12 @@ def register(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", type=Path, metavar="DIR", help="folder of traces, or of one folder of traces per strategy, "
+    p.add_argument("dir", type=path_arg, metavar="DIR", help="folder of traces, or of one folder of traces per strategy, "
                    "or one trace file")
-    p.add_argument("--baseline", type=Path, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
-    p.add_argument("--report", type=Path, metavar="PATH",
+    p.add_argument("--baseline", type=path_arg, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
+    p.add_argument("--report", type=path_arg, metavar="PATH",
                    help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
-    p.add_argument("--perfetto", type=Path, metavar="PATH",
+    p.add_argument("--perfetto", type=path_arg, metavar="PATH",
                    help="write the annotated trace: every rank's captured trace plus lanes of the findings (exposed "
                    "communication, each collective's SM wait with its cause and blocker, the lever recommended), "
                    "for ui.perfetto.dev or chrome://tracing")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from ccoverlap import examples
+from ccoverlap.util.options import path_arg
 from ccoverlap.util.output import check_new_folder
 
 EPILOG = """\
@@ -24,7 +24,7 @@ def register(sub) -> None:
         "example", help="write a recorded GPU capture (H200) to try analyze and whatif on, no GPU needed",
         description="Write a small GPU capture shipped inside ccoverlap into DIR (a new or empty folder) and "
         "print the commands to try on it.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", type=Path, metavar="DIR", help="new or empty folder to write the capture into")
+    p.add_argument("dir", type=path_arg, metavar="DIR", help="new or empty folder to write the capture into")
     p.set_defaults(run=run)
 
 

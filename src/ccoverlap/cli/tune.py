@@ -9,6 +9,7 @@ from pathlib import Path
 from ccoverlap.control.launch import command
 from ccoverlap.tune import session
 from ccoverlap.tune.config import TuneConfig
+from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Outputs, add_command, add_options, from_args
 from ccoverlap.util.output import beside, check_new_folder, check_outputs, in_place
 
@@ -54,7 +55,9 @@ def register(sub) -> None:
 
 def _config(args: argparse.Namespace) -> TuneConfig:
     cfg = from_args(TuneConfig, args).validate()
-    out = check_new_folder(cfg.out or f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
+    out = check_new_folder(cfg.out if cfg.out is not None else f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
+    if "" in (cfg.json, cfg.policy_out):  # not the default: a path left empty
+        raise UsageError(f"{'--json' if cfg.json == '' else '--policy-out'} '': give a path")
     json_path = (cfg.json if in_place(cfg.json) else Path(cfg.json).absolute()) if cfg.json else out / "tune.json"
     policy_path = Path(cfg.policy_out).absolute() if cfg.policy_out else out / "policy.json"
     check_outputs({"--json": json_path, "--policy-out": policy_path,

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from ccoverlap.util.output import comma_list
@@ -140,6 +141,14 @@ def from_args(cls: type, args: argparse.Namespace, *presets: Mapping[str, Any]):
         value = getattr(args, path)
         flat[path] = parse[path](value) if path in parse else value
     return _rebuild(defaults, flat)
+
+
+def path_arg(text: str) -> Path:
+    """An argparse type for a file or folder: '' is refused at parse time (Path('') would be the current
+    folder, and a report written there)."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty: give a path")
+    return Path(text)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,7 +98,7 @@ def in_place(path: str | Path) -> bool:
 def beside(path: str | Path | None, suffix: str) -> Path | None:
     """The file a command writes beside an output (its chart: `suffix` ".png"); None where there is no output
     or it is written in place (standard output, a device, a FIFO: nothing is made in /dev)."""
-    return None if path is None or in_place(path) else Path(path).with_suffix(suffix)
+    return None if not path or in_place(path) else Path(path).with_suffix(suffix)  # '': check_output refuses it
 
 
 def _overlaps(a: str, b: str) -> bool:
@@ -338,6 +338,8 @@ def unwritable(folder: str | Path, room: int = 4096) -> str | None:
 
 def check_new_folder(path: str | Path, flag: str) -> Path:
     """`path`, absolute, where it is a folder that is new or empty and writable; else one line, exit 2."""
+    if not str(path):
+        raise UsageError(f"{flag} '': give a path")
     path = Path(path).absolute()
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"{flag} {path}: {'holds files already' if path.is_dir() else 'is a file'}; "
