@@ -255,3 +255,12 @@ def test_enable_refuses_a_smuggled_variable_and_sets_nothing(script, tmp_path):
     enabled_policy, _ = enabled(content, ["LD_PRELOAD"])
     assert os.environ["LD_PRELOAD"] == "/x.so" and enabled_policy.knobs[-1] == ("LD_PRELOAD", "/x.so")
 
+
+
+@pytest.mark.parametrize("make", ["fifo", "directory"])
+def test_a_policy_that_is_no_regular_file_is_one_line_and_never_opened(make, tmp_path):
+    """A FIFO nobody writes would block the read until the command is killed; it is refused from its stat."""
+    target = tmp_path / "p.json"
+    os.mkfifo(target) if make == "fifo" else target.mkdir()
+    with pytest.raises(UsageError, match=f"^{target}: a {'FIFO' if make == 'fifo' else 'directory'}, not a policy file$"):
+        tuned.load(target)

@@ -29,6 +29,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.inputs import open_regular
 from ccoverlap.util.text import shorten
 from ccoverlap.model.comm import CommKernels
 from ccoverlap.model.footprint import KernelFootprint
@@ -263,27 +264,12 @@ def printable(path: Path | str) -> str:
         return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _kind(mode: int) -> str:
-    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
-
-
 def _load(path: Path, limit: int) -> bytes | bytearray:
     """The whole JSON text: msgspec decodes one buffer, so a .gz is inflated in 1 MiB chunks into one bytearray,
     stopping past `limit` bytes (the memory cost: the uncompressed text, once). Only a regular file is opened
     (stat first: a FIFO or a device is never opened), and one that changed while read is refused."""
-    mode = os.stat(path).st_mode
-    if not stat.S_ISREG(mode):
-        raise UsageError(f"{_kind(mode)}, not a trace file")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with open(fd, "rb") as raw:
-        before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode):  # replaced between the stat and the open
-            raise UsageError(f"{_kind(before.st_mode)}, not a trace file")
-        os.set_blocking(fd, True)
+    with open_regular(path, "a trace file") as raw:
+        before = os.fstat(raw.fileno())
         if not path.name.endswith(".gz"):
             if before.st_size > limit:
                 raise UsageError(_too_large(_size(before.st_size), limit))
@@ -296,7 +282,7 @@ def _load(path: Path, limit: int) -> bytes | bytearray:
                     if len(text) > limit:
                         raise UsageError(_too_large(f"{_size(before.st_size)} compressed, more than "
                                                     f"{_size(len(text))} decompressed", limit))
-        after = os.fstat(fd)
+        after = os.fstat(raw.fileno())
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         raise UsageError(f"changed while it was read ({before.st_size} -> {after.st_size} bytes): read it once "
                          "it is complete")

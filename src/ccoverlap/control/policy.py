@@ -26,6 +26,7 @@ from types import MappingProxyType
 from ccoverlap.control import interposer, launch, levers
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.inputs import open_regular
 from ccoverlap.util.output import write_json
 
 FORMAT = "ccoverlap-policy/1"
@@ -210,8 +211,10 @@ def load(path: str | os.PathLike, allow_env: Collection[str] = (), how: str = RU
     """The policy in the file at `path`; a UsageError of one line naming the file and the problem (`allow_env`,
     `how`: as for TunedPolicy.from_dict)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "a policy file") as f:
             text = f.read(MAX_BYTES + 1).decode()
+    except UsageError as exc:  # a FIFO, a device, a directory: never opened
+        raise UsageError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read the policy ({getattr(exc, 'strerror', None) or exc})") from None
     if len(text) > MAX_BYTES:

@@ -1,0 +1,34 @@
+"""Opening an input file: only a regular file is read, so a FIFO or a device given where a trace or a policy is
+expected is one line, never a wait that lasts until someone kills the command."""
+from __future__ import annotations
+
+import os
+import stat
+from typing import BinaryIO
+
+from ccoverlap.util.errors import UsageError
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind(mode: int) -> str:
+    """What a file that is not regular is, for the one line that refuses it."""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
+    """`path` opened for reading in binary, or a UsageError "<kind>, not <what>": stat first (a FIFO or a device
+    is never opened), then opened without blocking and checked again (replaced between the two). OSError as
+    open() raises it (a missing or unreadable file)."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{kind(mode)}, not {what}")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    f = open(fd, "rb")  # noqa: SIM115 - the caller closes it
+    if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
+        f.close()
+        raise UsageError(f"{kind(mode)}, not {what}")
+    os.set_blocking(fd, True)
+    return f
+
