@@ -248,11 +248,11 @@ def test_missing_torchrun_is_one_line_exit_2(monkeypatch, capsys):
 
 def _aa_run(tmp_path, attempt: int) -> dict:
     out, traces = tmp_path / f"aa{attempt}.json", tmp_path / f"traces{attempt}"
-    code = main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--tiny", "--strategies", "default,default",
-                 "--repeats", "3", "--trace", str(traces), "--json", str(out)])
+    code = main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "1", "--tiny", "--strategies", "default,default",
+                 "--repeats", "3", "--trace", str(traces), "--json", str(out)])  # one rank a set: six sets on 2 cores
     assert code == 0
     assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == sorted(
-        f"ddp/{label}/rank{r}_trace.json.gz" for label in ("default", "default#2") for r in (0, 1))
+        f"ddp/{label}/rank0_trace.json.gz" for label in ("default", "default#2"))
     return json.loads(out.read_text())
 
 
