@@ -54,7 +54,8 @@ def main() -> int:
         cpu=cpu,
         ns_per_launch=times,
         median_ns=medians,
-        overhead_median_ns={k: round(medians[k] - medians["unintercepted"], 2) for k in ("interposed_off", "interposed_pad")},
+        overhead_median_ns={k: round(medians[k] - medians["unintercepted"], 2)
+                            for k in ("interposed_off", "interposed_pad")},
     )
     Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({"median_ns": medians, "overhead_median_ns": record["overhead_median_ns"]}))

@@ -203,11 +203,13 @@ def main() -> None:
                for name, rows in samples.items()}
     result = {
         "what": f"ccoverlap analyze --json --jobs {args.jobs} vs HTA (TraceAnalysis, overlap, temporal breakdown) on "
-                f"{args.ranks} ranks x {sizes[0] / 1e6:.1f} MB of JSON built from {[str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p) for p in args.source]}, "
+               f"{args.ranks} ranks x {sizes[0] / 1e6:.1f} MB of JSON built from "
+               f"{[str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p) for p in args.source]}, "
                 f"{args.reps} interleaved repetitions in fresh processes",
         "ranks": args.ranks, "mb_per_rank": round(sizes[0] / 1e6, 1), "total_mb": round(total_mb, 1),
         "medians": medians, "samples": samples,
-        "hta_over_ours_wall": round(medians["hta"]["wall_s"] / medians["ccoverlap"]["wall_s"], 2) if "hta" in medians else None,
+        "hta_over_ours_wall": (round(medians["hta"]["wall_s"] / medians["ccoverlap"]["wall_s"], 2)
+                               if "hta" in medians else None),
         "overlap_pct": overlap,
         "overlap_max_abs_diff": (max(abs(overlap["ccoverlap"][r] - overlap["hta"][r]) for r in overlap["hta"])
                                  if "hta" in overlap else None),

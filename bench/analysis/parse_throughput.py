@@ -76,7 +76,8 @@ def main() -> None:
             "seconds": round(seconds, 2), "mb_per_s": round(size / 1e6 / seconds, 1),
             "peak_rss_mb": round(rss / 1e6, 1), "rss_before_parse_mb": round(base / 1e6, 1),
             "peak_rss_over_file": round(rss / path.stat().st_size, 3),
-            "analysis_seconds": round(analysis, 2), "with_analysis_mb_per_s": round(size / 1e6 / (seconds + analysis), 1),
+            "analysis_seconds": round(analysis, 2),
+            "with_analysis_mb_per_s": round(size / 1e6 / (seconds + analysis), 1),
             "peak_rss_with_analysis_mb": round(int(analysed_rss) / 1e6, 1),
             "cpus": os.cpu_count(),
         }))

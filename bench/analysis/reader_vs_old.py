@@ -59,7 +59,8 @@ def main() -> None:
                                       "mb_per_cpu_s": round(mb / cpu, 1), "peak_rss_mb": round(hwm / 1e6, 1),
                                       "kernels": kernels, "load_after": load})
                 print(f"rep {rep} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU, {hwm / 1e6:.0f} MB", file=sys.stderr)
-    medians = {name: {k: statistics.median(s[k] for s in rows) for k in ("wall_s", "cpu_s", "mb_per_cpu_s", "peak_rss_mb")}
+    medians = {name: {k: statistics.median(s[k] for s in rows)
+                      for k in ("wall_s", "cpu_s", "mb_per_cpu_s", "peak_rss_mb")}
                for name, rows in samples.items()}
     typed, old = medians["typed"], medians["ijson (before issue 22)"]
     args.out.write_text(json.dumps({

@@ -49,7 +49,8 @@ def main(out_path: str) -> None:
     write_json(out_path, result)
     for name in FAMILIES:
         base = runs["None"]["families"][name]["median"]
-        print(name, " ".join(f"{h}: {runs[str(h)]['families'][name]['median']:.3f} ms ({runs[str(h)]['families'][name]['median'] / base:.3f}x)"
+        print(name, " ".join(f"{h}: {runs[str(h)]['families'][name]['median']:.3f} ms "
+                             f"({runs[str(h)]['families'][name]['median'] / base:.3f}x)"
                              for h in HINTS))
 
 

@@ -59,8 +59,9 @@ def main() -> None:
         plain.append(run(program, args.out / f"plain{i}.log"))
         folder = args.out / f"doctor{i}"
         report = ["--report", str(args.out / "doctor0.html")] if i == 0 else []
-        doctored.append(run([sys.executable, "-m", "ccoverlap", "doctor", "--out", str(folder), "--skip", str(args.skip),
-                             "--steps", str(args.window), "--json", str(args.out / f"doctor{i}.json"), *report, "--",
+        doctored.append(run([sys.executable, "-m", "ccoverlap", "doctor", "--out", str(folder),
+                             "--skip", str(args.skip), "--steps", str(args.window),
+                             "--json", str(args.out / f"doctor{i}.json"), *report, "--",
                              *program], args.out / f"doctor{i}.log"))
         records, bad = record.read_all(folder)
         if bad or len(records) != args.nproc:
@@ -91,7 +92,8 @@ def main() -> None:
     (args.out / "doctor-check.json").write_text(json.dumps(result, indent=2, default=str))
     print(json.dumps({k: v for k, v in result.items() if k != "provenance"}, indent=2))
     print(f"outside the window: doctor / plain = {ratio:.4f} (target <= {TARGET}); losses identical: "
-          f"{result['doctor_losses_identical_to_plain']} (plain runs among themselves: {result['plain_losses_identical']})")
+          f"{result['doctor_losses_identical_to_plain']} (plain runs among themselves: "
+          f"{result['plain_losses_identical']})")
 
 
 if __name__ == "__main__":

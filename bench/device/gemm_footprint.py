@@ -39,5 +39,6 @@ for e in kernels:
                  "sm_config": b.config, "comm_needs": b.comm_needs})
 from ccoverlap import provenance  # noqa: E402
 
-json.dump({"provenance": provenance.collect(), "device": device.name, "comm": vars(comm), "kernels": rows}, open(sys.argv[1], "w"), indent=1, default=str)
+json.dump({"provenance": provenance.collect(), "device": device.name, "comm": vars(comm), "kernels": rows},
+          open(sys.argv[1], "w"), indent=1, default=str)
 print(json.dumps(rows, indent=1, default=str))

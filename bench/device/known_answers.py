@@ -114,8 +114,8 @@ def doctor(name: str, out: Path, cmd: list[str] | None = None) -> dict:
     """`ccoverlap doctor --json` on the program: its verdict and what it cost."""
     folder, path = out / f"doctor-{name}", out / f"doctor-{name}.json"
     cmd = cmd or [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS)]
-    code, wall, tail = run([*CCOVERLAP, "doctor", "--skip", "5", "--steps", str(DOCTOR_STEPS), "--out", str(folder), "--json",
-                            str(path), "--", *cmd], 240)
+    code, wall, tail = run([*CCOVERLAP, "doctor", "--skip", "5", "--steps", str(DOCTOR_STEPS), "--out", str(folder),
+                            "--json", str(path), "--", *cmd], 240)
     return {"code": code, "wall_s": wall, "tail": tail} | view(json.loads(path.read_text()) if path.exists() else {})
 
 
@@ -129,14 +129,16 @@ def view(doc: dict) -> dict:
             "by_mechanism_ms": r.get("headroom_by_mechanism_ms"),
             "recommendations": r.get("recommendations"), "findings": r.get("findings"),
             "launch_marks": r.get("launch_marks"), "span_us": r.get("span_us"),
-            "comm_kernels": [{k: c.get(k) for k in ("sm_wait_us", "cause", "blocked_by", "uncontended_us", "duration_us")}
+            "comm_kernels": [{k: c.get(k) for k in ("sm_wait_us", "cause", "blocked_by", "uncontended_us",
+                                                    "duration_us")}
                              for c in r.get("comm_kernels", [])],
             "compute_slowed": r.get("compute_slowed"),
             "steps": r.get("steps"), "typical_steps": r.get("typical_steps"), "left_out_steps": r.get("left_out_steps"),
             "analysed_steps": len({c.get("step") for c in r.get("comm_kernels", [])}) or None,
             "alone_windows": (doc.get("analysis") or {}).get("alone_windows"),
             "window_s": times.get("window_s"), "alone_window_s": times.get("alone_window_s"),
-            "outside_ms": (times.get("outside_ms") or {}).get("median"), "alone_ms": (times.get("alone_ms") or {}).get("median"),
+            "outside_ms": (times.get("outside_ms") or {}).get("median"),
+            "alone_ms": (times.get("alone_ms") or {}).get("median"),
             "problems": ((doc.get("analysis") or {}).get("problems") or [])[:10]}
 
 
@@ -150,7 +152,8 @@ def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) 
               | {"median_ms": (t.get("step_ms") or {}).get("median")} for t in doc.get("trials", [])]
     best = (doc.get("best") or {}).get("name")
     screened = [t["name"] for t in trials if t["phase"] == "screen"]
-    first_of_best = next((t["index"] for t in trials if t["name"] == best), None) if doc.get("decision") == "tuned" else None
+    first_of_best = (next((t["index"] for t in trials if t["name"] == best), None)
+                     if doc.get("decision") == "tuned" else None)
     return {"code": code, "wall_s": wall, "tail": tail if code else None, "decision": doc.get("decision"),
             "reason": doc.get("reason"), "best": best, "speedup": doc.get("speedup"),
             "first_screened": screened[0] if screened else None, "trials_to_winner": first_of_best,
@@ -240,8 +243,9 @@ def combine(run: Path, again: Path, extra: list[Path], out: Path, what: str) -> 
         entry |= {"plain_median_ms": r["plain_median_ms"], "realized_best_lever": r["best_lever"],
                   "realized_best_gain_ms": r["best_gain_ms"], "levers": r["levers"],
                   "process_wall_s": [x["process_wall_s"] for x in r["runs"]],
-                  "doctor_at_run": {k: e["doctor"].get(k) for k in ("verdict", "headroom_ms", "lever_headroom_ms", "wall_s",
-                                                                  "window_s", "alone_window_s", "outside_ms", "alone_ms")},
+                  "doctor_at_run": {k: e["doctor"].get(k) for k in ("verdict", "headroom_ms", "lever_headroom_ms",
+                                                                    "wall_s", "window_s", "alone_window_s",
+                                                                    "outside_ms", "alone_ms")},
                   "judged_at_run": e["judged"],
                   "reanalysis": {k: {"judged": v["judged"]} | {f: v["doctor"][f] for f in (
                       "verdict", "recommendations", "findings", "alone_windows", "launch_marks", "steps")}
@@ -252,7 +256,8 @@ def combine(run: Path, again: Path, extra: list[Path], out: Path, what: str) -> 
            "warmup": recorded["warmup"], "timing_s": recorded["timing_s"], "run_total_s": recorded["total_s"],
            "programs": progs,
            "more_runs": [{"provenance": d["provenance"], "step_times": d["step_times"],
-                          "verdict": d["analysis"]["ranks"][0]["verdict"], "alone_windows": d["analysis"].get("alone_windows")}
+                          "verdict": d["analysis"]["ranks"][0]["verdict"],
+                          "alone_windows": d["analysis"].get("alone_windows")}
                          for d in map(lambda p: json.loads(p.read_text()), extra)],
            "run_raw": recorded}
     out.write_text(json.dumps(doc, indent=1))
@@ -322,7 +327,8 @@ def main() -> int:
         if left() < 30:
             break
         t0 = time.monotonic()
-        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"], "expected_lever": CASES[name]["lever"]})
+        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"],
+                                                  "expected_lever": CASES[name]["lever"]})
         entry["doctor"] = doctor(name, a.out)
         doc["timing_s"].setdefault(name, {})["doctor"] = time.monotonic() - t0
         log(name, "doctor only:", (entry["doctor"].get("verdict") or "")[:300])
@@ -340,7 +346,8 @@ def main() -> int:
         if name not in CASES or left() < a.tune_budget * 60 + 30:
             continue
         t0 = time.monotonic()
-        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"], "expected_lever": CASES[name]["lever"]})
+        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"],
+                                                  "expected_lever": CASES[name]["lever"]})
         entry["tune"] = tune(name, a.out, a.tune_budget)
         doc["timing_s"].setdefault(name, {})["tune"] = time.monotonic() - t0
         tuned.append(name)

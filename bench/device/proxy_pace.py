@@ -56,11 +56,14 @@ def main(out: str) -> None:
                          "median_ms": med, "min_ms": min(times), "max_ms": max(times), "ratio": med / target,
                          "ctas": launch.ctas, "threads": launch.threads, "cluster": launch.cluster,
                          "step_ns": launch.step_ns, "samples_ms": times})
-            print(f"busbw {busbw:5.0f} GB/s {mib:4d} MiB {'queued' if queued else 'host in span'}: {med:.3f} ms (target {target:.3f}, x{med / target:.3f}) "
+            print(f"busbw {busbw:5.0f} GB/s {mib:4d} MiB {'queued' if queued else 'host in span'}: {med:.3f} ms "
+                  f"(target {target:.3f}, x{med / target:.3f}) "
                   f"{launch.ctas} CTAs x {launch.threads} thr, cluster {launch.cluster}, step {launch.step_ns} ns",
                   flush=True)
     doc = {"provenance": provenance.collect(),
-           "what": "the paced proxy's time alone, 8-rank all-reduce, CUDA events, median of 15 after 3 warm-up; queued: a 2M-cycle torch.cuda._sleep ahead of the start event, so the host's launch work is not in the span",
+           "what": "the paced proxy's time alone, 8-rank all-reduce, CUDA events, median of 15 after 3 warm-up; "
+                   "queued: a 2M-cycle torch.cuda._sleep ahead of the start event, so the host's launch work is not "
+                   "in the span",
            "rows": rows}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)

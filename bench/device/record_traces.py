@@ -109,7 +109,8 @@ def main() -> None:
                          warmup=1, active=args.active)  # CUDA sync events on: the doctor's dependencies
         dist.barrier()
         if rank == 0:
-            print(f"{strategy.name}: {world} trace(s) in {path.parent} ({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
+            print(f"{strategy.name}: {world} trace(s) in {path.parent} "
+                  f"({path.stat().st_size / 1e6:.2f} MB for rank 0)", flush=True)
 
     if rank == 0:
         version = torch.cuda.nccl.version()

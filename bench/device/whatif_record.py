@@ -41,10 +41,12 @@ def main() -> int:
         path = args.out / "traces" / f"{family}.json.gz"
         profiling.record(lambda: lab._rep(phase, None, base, Setup(), "with"), path, cuda=True, warmup=1, active=3)
         alone = lab._measure(lambda: lab._rep(phase, None, base, Setup(), "with"))
-        traces[family] = {"trace": str(path.relative_to(args.out)), "compute_alone_ms": summary(alone["compute_ms"])["median"],
+        traces[family] = {"trace": str(path.relative_to(args.out)),
+                          "compute_alone_ms": summary(alone["compute_ms"])["median"],
                           "footprint": vars(phase.footprint) if phase.footprint else None,
                           "seconds": round(time.time() - t0, 1)}
-        print(f"{family}: traced in {traces[family]['seconds']} s, alone {traces[family]['compute_alone_ms']:.3f} ms", flush=True)
+        print(f"{family}: traced in {traces[family]['seconds']} s, "
+              f"alone {traces[family]['compute_alone_ms']:.3f} ms", flush=True)
     sweep = []
     for name in cfg.comms:
         proxy = lab.proxy(name)

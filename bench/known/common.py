@@ -5,10 +5,10 @@ Each program's step: the model's forward and backward (torch), then its own kern
 compute stream (or a green context's stream) and one communication kernel on a second stream that reads the
 gradients and writes them back; the optimizer waits for it. Every cross-stream wait comes right after the record
 of its event, with no other record between them on the thread: torch 2.11's traces do not say which event a
-stream waited for, and the doctor then takes the thread's latest record (docs/analysis.md). Kernels are compiled with NVRTC and launched through
-the CUDA driver (cuLaunchKernelEx, as NCCL launches), so the launch interposer sees every launch. Compute kernels
-hold their SMs for a set time from each block's start (%globaltimer) and write a value that the loss adds, so
-the losses say whether a lever changed what a kernel computed. The communication kernel is named as NCCL's
+stream waited for, and the doctor then takes the thread's latest record (docs/analysis.md). Kernels are compiled with
+NVRTC and launched through the CUDA driver (cuLaunchKernelEx, as NCCL launches), so the launch interposer sees every
+launch. Compute kernels hold their SMs for a set time from each block's start (%globaltimer) and write a value that the
+loss adds, so the losses say whether a lever changed what a kernel computed. The communication kernel is named as NCCL's
 kernels are (`ncclDevKernel_*`, so the doctor and the interposer class it as communication without
 --comm-regex) and its "library" honours the variables NCCL and torch's NCCL process groups read: NCCL_MAX_CTAS
 (fewer CTAs, each moving more), NCCL_NTHREADS (fewer threads per CTA, plus Simple's sync warp: each moving

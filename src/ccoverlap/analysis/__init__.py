@@ -183,7 +183,8 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
             strategies[name] = ranks
             if gap := missing_ranks(ranks):
                 absent[name] = gap
-                problems.append(Problem(mine[0].path.parent, f"missing rank(s) {_spans(gap)} (of 0-{_world(ranks) - 1}): "
+                problems.append(Problem(mine[0].path.parent,
+                                        f"missing rank(s) {_spans(gap)} (of 0-{_world(ranks) - 1}): "
                                         "no usable trace, left out of every figure"))
     problems += base_problems
     results = []

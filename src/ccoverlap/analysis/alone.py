@@ -120,7 +120,8 @@ def match(trace: Trace, alone: Trace) -> Match:
                 continue
             them = other.get(stream, [])
             if len(them) != len(ks):
-                miss(len(ks), f"step {step + 1}, stream {stream}: {len(ks)} launch(es), {len(them)} in the alone window")
+                miss(len(ks), f"step {step + 1}, stream {stream}: {len(ks)} launch(es), "
+                              f"{len(them)} in the alone window")
                 continue
             for n, (k, a) in enumerate(zip(ks, them, strict=True)):
                 if k.name != a.name or _grid(k) != _grid(a):

@@ -62,7 +62,8 @@ class CommWait:
     sm_wait_us: float  # start - ready
     blocked_by: tuple[str, ...]  # compute kernels running while it waited, longest overlap first
     cause: Cause
-    uncontended_us: float | None  # its time alone, measured (the alone window; the fewest over the ranks); None: unknown
+    # its time alone, measured (the alone window; the fewest over the ranks); None: unknown
+    uncontended_us: float | None
     unresolved: tuple[str, ...]  # event waits before it that could not be resolved
     skew_us: float = 0.0  # how much later the latest peer rank started the same collective
     exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
@@ -293,14 +294,14 @@ class _Rank:
             unresolved = self.graph.unresolved.get(i, ())
             blockers = running(ready, k.ts, k.stream) if wait > SM_WAIT_TOLERANCE_US else []
             cause = (Cause.NONE if wait <= SM_WAIT_TOLERANCE_US else Cause.UNKNOWN if unresolved
-                     else sm_wait.cause(k, blockers, ready, self.device, self.comm_cluster or sm_wait.nccl_cluster(k, self.device),
-                                 sm_limits))
+                     else sm_wait.cause(k, blockers, ready, self.device,
+                                        self.comm_cluster or sm_wait.nccl_cluster(k, self.device), sm_limits))
             self.comm.append(CommWait(k, step_of[i], ready, by, wait, tuple(dict.fromkeys(b.name for b in blockers)),
                                       cause, self._alone(k), unresolved, index=i,
                                       blocker=blockers[0] if blockers else None))
         self.comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
-        self.notes = list(self.graph.notes) + sm_wait.assumptions({c.cause for c in self.comm}, comm_cluster or observed,
-                                                           self.device, self.comm)
+        self.notes = list(self.graph.notes) + sm_wait.assumptions({c.cause for c in self.comm},
+                                                                  comm_cluster or observed, self.device, self.comm)
 
     def _alone(self, k: KernelEvent) -> float | None:
         return None if self.alone is None else self.alone.get(self.alone_key(k))
@@ -324,7 +325,8 @@ class _Rank:
                        tuple(shape(name, [kernels[i] for i in idx]) for name, idx in self.windows),
                        tuple(self._replay(idx, held) for _, idx in self.windows), compute_alone,
                        any(self.beside_comm.values()), self._compute_beside(),
-                       compute_slowed.slowed(kernels, [i for i in self.analysed if self.beside_comm.get(id(kernels[i]))],
+                       compute_slowed.slowed(kernels,
+                                             [i for i in self.analysed if self.beside_comm.get(id(kernels[i]))],
                                              self._alone, self.running_comm, self.device),
                        tuple(self.notes), self.device,
                        self.alone is not None, self.process)
@@ -431,7 +433,8 @@ class Pending:
             exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
             steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed,
                                        window))
-        notes = self.notes + ((f"the replay without the mechanisms found ended later than measured ({', '.join(later)}): "
+        notes = self.notes + (("the replay without the mechanisms found ended later than measured "
+                               f"({', '.join(later)}): "
                                "headroom taken as 0 there",) if later else ())
         return RankDiagnosis(self.rank, tuple(comm), tuple(steps), self.compute_beside, notes, self.device, mechanisms,
                              self.replays, self.alone_measured, self.process, self.compute_slowed)

@@ -7,10 +7,10 @@ compute is the time the other threads spend inside an aten operator (every compu
 runs in one). The time between them is not compute: Python, the autograd engine, and a wait for a
 collective, which torch records as no operator of its own (a blocking all-reduce in a DDP comm hook waits
 inside the autograd node that ran the hook: counting every cpu_op as compute would hide it). User
-annotations (ProfilerStep, Optimizer.step, DDP.forward) are labels, not work. Each becomes a KernelEvent on a lane per thread, so the one definition of each metric
-(exposed communication: communication time with no compute beside it) and HTA's window (every step but the
-last) apply unchanged. What needs a GPU (SM waits, their causes, every lever's effect) is not claimed: the
-levers that need one are named from control.levers.LEVERS.
+annotations (ProfilerStep, Optimizer.step, DDP.forward) are labels, not work. Each becomes a KernelEvent on a lane per
+thread, so the one definition of each metric (exposed communication: communication time with no compute beside it) and
+HTA's window (every step but the last) apply unchanged. What needs a GPU (SM waits, their causes, every lever's effect)
+is not claimed: the levers that need one are named from control.levers.LEVERS.
 """
 from __future__ import annotations
 
@@ -133,7 +133,8 @@ def verdict(ranks: Sequence[CpuRank]) -> str:
     per_step = [v for r in ranks if (v := r.exposed_per_step_ms()) is not None]
     mean = sum(per_step) / len(per_step) if per_step else None
     shown = "unknown" if mean is None else f"{mean:.3f} ms"
-    return f"exposed communication {shown} per step on the CPU timeline (mean over {len(ranks)} rank(s)); {lever_line()}"
+    return (f"exposed communication {shown} per step on the CPU timeline (mean over {len(ranks)} rank(s)); "
+            f"{lever_line()}")
 
 
 def print_cpu(strategies: dict[str, list[CpuRank]], title: str) -> None:

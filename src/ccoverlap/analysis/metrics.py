@@ -57,7 +57,8 @@ def pad_bytes(kernel: KernelEvent, reference: dict[FootprintKey, int]) -> int:
     return kernel.footprint.smem - reference[key] if key in reference else 0
 
 
-def padding_reference(kernels: Sequence[KernelEvent], baseline: Sequence[KernelEvent] | None) -> dict[FootprintKey, int]:
+def padding_reference(kernels: Sequence[KernelEvent],
+                      baseline: Sequence[KernelEvent] | None) -> dict[FootprintKey, int]:
     """The baseline's footprints where it ran the same kernel, else the smallest seen here."""
     return smem_reference(kernels) | (smem_reference(baseline) if baseline else {})
 
@@ -302,7 +303,8 @@ class RankMetrics:
                 "headroom_by_mechanism_ms": self.verdict.by_mechanism_ms,
                 **({"steps": [{"name": s.name, "span_us": s.span_us, "headroom_us": s.headroom_us,
                                "lever_headroom_us": 1000 * ms}
-                              for s, ms in zip(d.steps, self.verdict.lever_steps_ms or [0.0] * len(d.steps), strict=True)]}
+                              for s, ms in zip(d.steps, self.verdict.lever_steps_ms or [0.0] * len(d.steps),
+                                               strict=True)]}
                    if rows else {"step_count": len(d.steps)}),
                 "recommendations": [r.to_dict() for r in self.verdict.recommendations],
                 "verdict": self.verdict.line,
@@ -317,7 +319,8 @@ class RankMetrics:
 
 def rank_metrics(strategy: str, trace: Trace, baseline: Trace | None = None,
                  diagnosis: RankDiagnosis | None = None) -> RankMetrics:
-    """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's alone."""
+    """One rank's metrics; `diagnosis` (contention.diagnose over all the run's ranks, for skew) else this rank's
+    alone."""
     if diagnosis is None:
         diagnosis = diagnose({trace.rank: trace})[trace.rank]
     return measure(strategy, trace, baseline, diagnosis).judge(diagnosis)
@@ -348,7 +351,8 @@ def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: Rank
     """The trace's part of `rank_metrics`; `diagnosis` may be the rank's provisional one (contention.Pending): the
     rules read only what the rank's own trace tells of its collectives."""
     times = RankTimes.of(trace, baseline)
-    return Measured(strategy, trace.rank, printable(trace.path), {m.key: m.value(times) for m in METRICS if not m.judged},
+    return Measured(strategy, trace.rank, printable(trace.path),
+                    {m.key: m.value(times) for m in METRICS if not m.judged},
                     times.padded, findings(trace, diagnosis, times.overlap_us,
                                            diagnosis.process.env if diagnosis.process else None), trace.alone_us)
 
@@ -390,12 +394,14 @@ class ExposedComm:
 
 def exposed_intervals(kernels: Sequence[KernelEvent]) -> list[Interval]:
     """When communication ran with no compute beside it."""
-    return subtract(_merged(of_kind(kernels, KernelClass.COMMUNICATION)), _merged(of_kind(kernels, KernelClass.COMPUTE)))
+    return subtract(_merged(of_kind(kernels, KernelClass.COMMUNICATION)),
+                    _merged(of_kind(kernels, KernelClass.COMPUTE)))
 
 
 def exposed_comm(kernels: Sequence[KernelEvent]) -> list[ExposedComm]:
     """Each communication kernel's exposed time, most exposed first."""
     comp = _merged(of_kind(kernels, KernelClass.COMPUTE))
     starts = [s for s, _ in comp]
-    out = [ExposedComm(k, k.dur - covered((k.ts, k.end), comp, starts)) for k in of_kind(kernels, KernelClass.COMMUNICATION)]
+    out = [ExposedComm(k, k.dur - covered((k.ts, k.end), comp, starts))
+           for k in of_kind(kernels, KernelClass.COMMUNICATION)]
     return sorted(out, key=lambda e: -e.exposed_us)

@@ -53,7 +53,8 @@ def annotate(ranks: Sequence[Rank]) -> dict:
     next_pid = 1
     for number, r in enumerate(ranks):
         raw = r.document.get("traceEvents") or []
-        pids = {pid: next_pid + i for i, pid in enumerate(dict.fromkeys(e.get("pid") for e in raw if e.get("ph") != "M"))}
+        pids = {pid: next_pid + i
+                for i, pid in enumerate(dict.fromkeys(e.get("pid") for e in raw if e.get("ph") != "M"))}
         findings = next_pid + len(pids)
         next_pid = findings + 1
         events += _captured(raw, pids, number, r)
@@ -85,7 +86,8 @@ def _captured(raw: Iterable[dict], pids: Mapping, number: int, r: Rank) -> list[
         out.append(e)
     for pid, new in pids.items():
         what = labels.get(pid) or ("GPU" if any(p == pid for p, _ in lanes) else str(pid) or "(no pid)")
-        out += [_meta("process_name", new, 0, name=f"{r.label}: {what}"), _meta("process_sort_index", new, 0, sort_index=new)]
+        out += [_meta("process_name", new, 0, name=f"{r.label}: {what}"),
+                _meta("process_sort_index", new, 0, sort_index=new)]
     threads = {(e.get("pid"), e.get("tid")): (e.get("args") or {}).get("name") for e in raw
                if e.get("ph") == "M" and e.get("name") == "thread_name"}
     for (pid, tid), name in (threads | lanes).items():  # a GPU stream's lane by what runs on it
@@ -135,7 +137,8 @@ def _findings(pid: int, r: Rank) -> list[dict]:
         ends[lane] = c.kernel.ts
         out.append(_span(f"SM wait: {c.cause.value}", pid, SM_WAIT + lane, c.ready_us, c.kernel.ts, **_wait_args(c)))
     v = r.metrics.verdict
-    at = max(waits, key=lambda c: c.sm_wait_us).ready_us if waits else (r.trace.kernels[0].ts if r.trace.kernels else 0.0)
+    at = (max(waits, key=lambda c: c.sm_wait_us).ready_us if waits
+          else (r.trace.kernels[0].ts if r.trace.kernels else 0.0))
     best = v.recommendations[0] if v.recommendations else None
     out.append({"ph": "i", "s": "t", "cat": CATEGORY, "pid": pid, "tid": VERDICT, "ts": at,
                 "name": f"try {best.lever}" if best else "no lever recommended",

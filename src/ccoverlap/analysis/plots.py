@@ -60,7 +60,8 @@ def timeline_png(kernels: Sequence[KernelEvent], padded: Sequence[bool], title: 
         for kind, color in COLORS.items():
             bars = _coarse([(k.ts, k.end) for k in mine if k.kind is kind], gap, origin)
             ax.broken_barh(bars, (lane - 0.4, 0.8), facecolors=color, linewidth=0)
-        marks = _coarse([(k.ts, k.end) for k, p in zip(kernels, padded, strict=True) if p and k.stream == stream], gap, origin)
+        marks = _coarse([(k.ts, k.end) for k, p in zip(kernels, padded, strict=True) if p and k.stream == stream],
+                        gap, origin)
         ax.broken_barh(marks, (lane - 0.4, 0.8), facecolors="none", edgecolors=EXPOSED, hatch="////", linewidth=0.6)
     ax.broken_barh(_coarse(exposed_intervals(kernels), gap, origin), (-0.4, 0.8), facecolors=EXPOSED, linewidth=0)
     lane_of = {stream: lane for lane, stream in enumerate(streams, start=1)}
@@ -79,7 +80,8 @@ def timeline_png(kernels: Sequence[KernelEvent], padded: Sequence[bool], title: 
         handles=[Patch(color=c, label=k.value) for k, c in COLORS.items()]
         + [Patch(facecolor="none", edgecolor=EXPOSED, hatch="////", label="padded"),
            Patch(color=EXPOSED, label="exposed communication")]
-        + ([Patch(facecolor="none", edgecolor=WAIT, hatch="....", label="collective waiting for SMs")] if waits else []),
+        + ([Patch(facecolor="none", edgecolor=WAIT, hatch="....", label="collective waiting for SMs")]
+           if waits else []),
         loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=SMALL_SIZE, frameon=False,
     )
     return png_bytes(fig)

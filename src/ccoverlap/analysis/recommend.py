@@ -5,9 +5,9 @@ of the mechanisms it can remove taken away, and the levers are ranked by that ga
 levers of the registry (ccoverlap.control.levers) that remove it, each with the condition under which it can
 for one collective (the occupancy model applied to the footprints the trace recorded, and the order of the
 launches); `REMEDIES` is the same turned round, by lever, checked against the registry at import (a lever
-that removes nothing known says so in NO_REMEDY). Where no lever can, the time is headroom beyond any lever, and the verdict says what would take it
-(an SM partition, or nothing known). Below NOTHING_TO_GAIN_PCT of the step, the verdict is "nothing to gain
-here".
+that removes nothing known says so in NO_REMEDY). Where no lever can, the time is headroom beyond any lever, and the
+verdict says what would take it (an SM partition, or nothing known). Below NOTHING_TO_GAIN_PCT of the step, the verdict
+is "nothing to gain here".
 """
 from __future__ import annotations
 
@@ -105,10 +105,10 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 #: of 1 let the CTAs onto SMs left idle that clusters of 4 cannot take (green-cluster case); fewer NCCL CTAs give
 #: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%) but stretch the collective (NOTES: 8
 #: CTAs made a GEMM step 1.5x slower): priced on both sides, named only where the replay nets a gain
-#: (mechanisms/compute_slowed.py); one hardware queue dispatches a collective launched before its blocker first, whatever held it back (known-answer carveout program: 1.0 ms, as
-#: the hint). A collective slowed beside compute has no lever known to remove it (sm-carveout does not reach
-#: cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does an SM-wait behind a kernel no lever can make
-#: room beside: those are headroom beyond any lever.
+#: (mechanisms/compute_slowed.py); one hardware queue dispatches a collective launched before its blocker first,
+#: whatever held it back (known-answer carveout program: 1.0 ms, as the hint). A collective slowed beside compute has no
+#: lever known to remove it (sm-carveout does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does
+#: an SM-wait behind a kernel no lever can make room beside: those are headroom beyond any lever.
 FIRST = Remedy("max-connections", _launched_first)
 LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"), FIRST),
@@ -301,7 +301,8 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
         behind = Counter(c.blocked_by[0] for c in waits if c.blocked_by)
         where = f" behind {short_name(behind.most_common(1)[0][0])}" if behind else ""
         return (f"{100 * part / total:.0f}% of {what.most_common(1)[0][0]} SM-wait is {cause}{where} "
-                f"({total / 1000 / per:.3f} ms of wait per rank and step; the replay without it ends {ms:.3f} ms sooner)")
+                f"({total / 1000 / per:.3f} ms of wait per rank and step; "
+                f"the replay without it ends {ms:.3f} ms sooner)")
     if COMPUTE_SLOWED in keys:
         return f"{_compute_said(diagnoses)}; {_priced(diagnoses, lever, ms)}"
     return f"the replay without it ends {ms:.3f} ms sooner"
@@ -378,7 +379,9 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     heads = typical.values(diagnoses, lambda d: [s.headroom_us / 1000 for s in d.steps]) or []
     step = statistics.median(spans) if spans else 0.0
     shares = [100 * h / s for h, s in zip(heads, spans, strict=True) if s > 0]
-    pct = (lambda ms: 100 * ms / step if step > 0 else None)
+
+    def pct(ms: float) -> float | None:
+        return 100 * ms / step if step > 0 else None
     headroom = Spread.of(heads).median
     known = all(d.slowdown_known for d in diagnoses)
     keys = sorted({k for d in diagnoses for k in d.mechanisms})
@@ -440,7 +443,8 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){of_steps}{unknown}{unrecoverable}"
         recs = []
     elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
-        beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets) or "no lever removes the mechanisms found"
+        beyond = (_beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
+                  or "no lever removes the mechanisms found")
         line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches "
                 f"{reach:.3f} ms: {beyond}{unknown}{unrecoverable}")
         recs = []

@@ -56,6 +56,7 @@ def _check(i: int, d: int) -> None:
         raise ValueError(f"node {i} depends on node {d}: dependencies must come earlier")
 
 
-def makespan(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE, waits: Mapping[int, float] = _NONE) -> float:
+def makespan(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE,
+             waits: Mapping[int, float] = _NONE) -> float:
     """The replayed end of the last node (0 for no nodes)."""
     return max((end for _, end in replay(nodes, durations, waits)), default=0.0)

@@ -24,7 +24,8 @@ from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, p
 from ccoverlap.util.output import OutputError, in_place, write_bytes
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:90%}th{max-width:7em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:90%}th{max-width:7em}\
+td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:90%}"""
 
 
@@ -143,7 +144,8 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str 
     ]
     if analysis.problems:
         parts.append("<h2>Files not analysed or with notes</h2><ul>"
-                     + "".join(f"<li><code>{html.escape(line)}</code></li>" for line in grouped(analysis.problems)) + "</ul>")
+                     + "".join(f"<li><code>{html.escape(line)}</code></li>" for line in grouped(analysis.problems))
+                     + "</ul>")
     for name, traces in analysis.strategies.items():
         for rank, trace in traces.items():
             base = analysis.baseline.get(rank) if analysis.baseline else None
@@ -153,7 +155,8 @@ def _write(analysis: Analysis, path: Path, files: Path, top: int, perfetto: str 
             diagnosis = next(r.diagnosis for r in analysis.ranks if (r.strategy, r.rank) == (name, rank))
             waits = [(c.kernel.stream, c.ready_us, c.kernel.ts, c.cause.value) for c in diagnosis.comm
                      if c.cause is not Cause.NONE]
-            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2><p><code>{html.escape(printable(trace.path))}</code></p>")
+            parts.append(f"<h2>{html.escape(name)}, rank {rank}</h2>"
+                         f"<p><code>{html.escape(printable(trace.path))}</code></p>")
             parts.append(image(timeline_png(kernels, marks, f"{name}, rank {rank}", waits),
                                f"timeline_{name}_rank{rank}.png", f"timeline of {name} rank {rank}"))
             stats = kernel_stats(kernels, reference, device_limits(trace.device))

@@ -61,7 +61,8 @@ def serialized_streams(trace: Trace, d: RankDiagnosis, overlap_us: float, env: d
              "order), or a synchronization of the streams before each kernel")
     says = (f"communication (stream(s) {', '.join(map(str, sorted(comm)))}) and compute (stream(s) "
             f"{', '.join(map(str, sorted(compute)))}) never ran at the same time, although {len(held)} collective(s) "
-            f"were ready while compute ran on the other stream ({sum(c.sm_wait_us for c in held) / 1000:.3f} ms of waits)")
+            "were ready while compute ran on the other stream "
+            f"({sum(c.sm_wait_us for c in held) / 1000:.3f} ms of waits)")
     change = (f"{cause}: unset it or set CUDA_DEVICE_MAX_CONNECTIONS >= 2 unless you rely on the launch order "
               "(then launch each collective before the compute it should overlap), and check that neither stream "
               "waits on the other (an event wait or a synchronize before each kernel)")
@@ -95,7 +96,8 @@ def persistent_holds_sms(trace: Trace, d: RankDiagnosis) -> Finding | None:
     return Finding("persistent_holds_sms", says, change)
 
 
-def findings(trace: Trace, d: RankDiagnosis, overlap_us: float, env: dict[str, str] | None = None) -> tuple[Finding, ...]:
+def findings(trace: Trace, d: RankDiagnosis, overlap_us: float,
+             env: dict[str, str] | None = None) -> tuple[Finding, ...]:
     """Every rule that fires on this rank (`env`: the scheduling variables its process ran with, where known)."""
     out = [serialized_streams(trace, d, overlap_us, env or {}), persistent_holds_sms(trace, d)]
     return tuple(f for f in out if f is not None)

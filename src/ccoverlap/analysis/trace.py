@@ -789,7 +789,8 @@ def device_limits(props: dict | None) -> DeviceLimits | None:
         "smem_per_block_optin": "sharedMemPerBlockOptin",
     }
     read = {ours: int(props[theirs]) for ours, theirs in fields.items() if isinstance(props.get(theirs), int)}
-    return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties", **read)
+    return dataclasses.replace(preset, name=str(props.get("name", preset.name)), source="trace deviceProperties",
+                               **read)
 
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -875,7 +876,8 @@ def grouped(problems: Sequence[Problem]) -> list[str]:
     return out
 
 
-def read_traces(files: list[Path], classifier: Classifier, limit: int | None = None) -> tuple[dict[int, Trace], list[Problem]]:
+def read_traces(files: list[Path], classifier: Classifier,
+                limit: int | None = None) -> tuple[dict[int, Trace], list[Problem]]:
     """One strategy's traces by rank; unusable files, files with too much left out and duplicate ranks become
     problems."""
     traces: dict[int, Trace] = {}
@@ -891,7 +893,8 @@ def read_traces(files: list[Path], classifier: Classifier, limit: int | None = N
             problems.append(Problem(path, f"skipped, no verdict: {why}"))
             continue
         if trace.rank in traces:
-            problems.append(Problem(path, f"skipped: rank {trace.rank} again (already read from {traces[trace.rank].path.name})"))
+            problems.append(Problem(path, f"skipped: rank {trace.rank} again "
+                                          f"(already read from {traces[trace.rank].path.name})"))
             continue
         traces[trace.rank] = trace
     return dict(sorted(traces.items())), problems

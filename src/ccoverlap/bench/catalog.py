@@ -85,8 +85,10 @@ def _summarize_steps(workload: str, strategy: str, ranks: list[dict], stats: dic
     """One process set's row: its step series (per step the slowest rank) and what else its ranks measured."""
     return [{
         "workload": workload, "strategy": strategy, "status": "ok",
-        SERIES: _slowest_rank(r["step_ms"] for r in ranks), "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
-        "compute_samples_ms": _slowest_rank(r["compute_only_ms"] for r in ranks) if ranks[0]["compute_only_ms"] else None,
+        SERIES: _slowest_rank(r["step_ms"] for r in ranks),
+        "samples": {f"rank{r['rank']}": r["step_ms"] for r in ranks},
+        "compute_samples_ms": (_slowest_rank(r["compute_only_ms"] for r in ranks)
+                               if ranks[0]["compute_only_ms"] else None),
         "exposed_comm_note": ranks[0]["note"] or None,
         # a workload's own counters (bench/workloads.RankSteps.counters): the worst rank's, as step times the slowest
         "counters": {k: max(r["counters"][k] for r in ranks) for k in ranks[0].get("counters", {})},

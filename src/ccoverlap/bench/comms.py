@@ -130,13 +130,15 @@ class Emulate(Comm):
         if cfg.nproc != 1:
             raise UsageError(f"--comm emulate runs one process: --nproc {cfg.nproc} (valid 1)")
         if cfg.device == "cuda" and cfg.gpus < 1:
-            raise UsageError("--comm emulate on --device cuda needs a GPU; 0 visible (--device cpu: a data-only dry run)")
+            raise UsageError("--comm emulate on --device cuda needs a GPU; 0 visible "
+                             "(--device cpu: a data-only dry run)")
         check_range("--emulate-world", cfg.emulate_world, 2, 4096)
         nccl.Knobs.from_env(os.environ)  # NCCL's variables as the proxies will read them: no number is bad input
 
     def note(self, cfg: BenchConfig) -> str | None:
-        return (f"EMULATION: one process stands in for rank 0 of {cfg.emulate_world}; each collective is a proxy kernel "
-                f"paced to {cfg.busbw_gbps:g} GB/s bus bandwidth" + ("" if cfg.device == "cuda" else " (CPU: data only, no proxy)"))
+        return (f"EMULATION: one process stands in for rank 0 of {cfg.emulate_world}; each collective is a "
+                f"proxy kernel paced to {cfg.busbw_gbps:g} GB/s bus bandwidth"
+                + ("" if cfg.device == "cuda" else " (CPU: data only, no proxy)"))
 
     def init(self, cfg: BenchConfig):
         import torch

@@ -61,7 +61,8 @@ def _strategies(names: tuple[str, ...]) -> tuple[str, ...]:
         seen = sum(strategy_of(o) == canonical for o in out)
         label = f"{canonical}{REPEAT_MARK}{seen + 1}" if seen else canonical
         if REPEAT_MARK in name and label != name:  # only as this function numbers a strategy named again
-            raise UsageError(f"--strategies {shorten(name, 40)}: '{REPEAT_MARK}' is not part of a strategy; name one twice to run "
+            raise UsageError(f"--strategies {shorten(name, 40)}: '{REPEAT_MARK}' is not part of a strategy; "
+                             "name one twice to run "
                              f"it twice ({canonical},{canonical} gives {canonical} and {canonical}{REPEAT_MARK}2)")
         out.append(label)
     return tuple(out)
@@ -94,7 +95,8 @@ class BenchConfig:
     repeats: int = field(default=3, metadata={
         "help": "fresh process sets per strategy, run interleaved (A B C A B C ...); the verdict against default "
         "resamples them first, so the noise between processes is in its interval (1: step-to-step noise only)"})
-    device: str = field(default="auto", metadata={"help": "cpu, cuda or auto", "shown": "auto: cuda if GPUs are visible"})
+    device: str = field(default="auto", metadata={
+        "help": "cpu, cuda or auto", "shown": "auto: cuda if GPUs are visible"})
     nproc: int | None = field(default=None, metadata={
         "help": "ranks", "type": int, "shown": "the GPUs, or 2 on the CPU; 1 with --comm emulate"})
     comm: str = field(default="auto", metadata={
@@ -147,7 +149,8 @@ class BenchConfig:
         UsageError naming the first bad value."""
         bad = [v for v in self.workloads if v not in BY_WORKLOAD]
         if not self.workloads or not all(self.workloads) or bad:
-            raise UsageError(f"--workload {','.join(bad or self.workloads) or '(empty)'}: valid {', '.join(BY_WORKLOAD)}")
+            raise UsageError(f"--workload {','.join(bad or self.workloads) or '(empty)'}: "
+                             f"valid {', '.join(BY_WORKLOAD)}")
         if not self.strategies:
             raise UsageError("--strategies (empty): name at least one (no-overlap, default, or lever[=value]+...)")
         if self.device not in ("cpu", "cuda"):
@@ -176,7 +179,8 @@ class BenchConfig:
             raise UsageError("--trace needs a directory")
         if self.trace_dir and len(self.untraced) == len(self.workloads):
             traced = ", ".join(w.name for w in BY_WORKLOAD.values() if w.traced)
-            raise UsageError(f"--trace: {', '.join(self.untraced)} has no training step to trace; select one of {traced}")
+            raise UsageError(f"--trace: {', '.join(self.untraced)} has no training step to trace; "
+                             f"select one of {traced}")
         return replace(self, strategies=_strategies(self.strategies))
 
 

@@ -52,8 +52,8 @@ _LIKE_ALLGATHER = "ASSUMPTION: as AllGather (a ring pipeline of the same shape);
 _P2P = "NCCL runs it as grouped send/recv (src/enqueue.cc); observed for all-to-all"
 #: per emulated collective (the names EmulatedGroup counts); barrier launches nothing
 FOOTPRINTS: dict[str, Footprint] = {
-    "allreduce": Footprint("allreduce", "allgather-small", "observed (ring LL); small: ASSUMPTION, ring LL's one-channel "
-                           "shape as observed for AllGather"),
+    "allreduce": Footprint("allreduce", "allgather-small", "observed (ring LL); small: ASSUMPTION, "
+                           "ring LL's one-channel shape as observed for AllGather"),
     "allgather": Footprint("allgather", "allgather-small", "observed (ring Simple; ring LL for small messages)"),
     "reduce_scatter": Footprint("allgather", "allgather-small", _LIKE_ALLGATHER),
     "broadcast": Footprint("allgather", "allgather-small", _LIKE_ALLGATHER),
@@ -316,5 +316,6 @@ def describe() -> dict:
            "knobs": {k: v for k, v in dataclasses.asdict(e.knobs).items() if k != "notes"}, "notes": e.notes(),
            "footprints": e.footprints(), "calls": dict(g.calls), "launches": g.mover.log.to_dict()}
     if hasattr(g.mover, "kernel"):
-        out["proxy"] = {"regs": g.mover.kernel.regs, "static_smem": g.mover.kernel.static_smem, "unroll": g.mover.unroll}
+        out["proxy"] = {"regs": g.mover.kernel.regs, "static_smem": g.mover.kernel.static_smem,
+                        "unroll": g.mover.unroll}
     return out

@@ -91,7 +91,8 @@ def _run_ranks(cfg: BenchConfig, strategy: levers.Strategy, launcher: str, tmp: 
                 ranks.append(how.start(cmd, env, stdout=subprocess.DEVNULL, stderr=err))
         failed = wait_all(ranks, RANK_TIMEOUT_S)
     except BaseException as exc:
-        stop(ranks, exc.signum if isinstance(exc, Stopped) else signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGKILL)
+        stop(ranks, exc.signum if isinstance(exc, Stopped)
+             else signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGKILL)
         raise
     if failed:
         why = why_failed(logs[failed[0]].read_text(errors="replace"), 1)
@@ -158,7 +159,8 @@ def aggregate(rows: list[dict]) -> list[dict]:
         if failed := next((r for r in mine if r["status"] != "ok"), None):
             repeats = max(r.get("repeat", 1) for r in mine)
             out.append({k: failed[k] for k in SHARED if k in failed}
-                       | {"status": f"failed: repeat {failed.get('repeat', 1)}/{repeats}: {failed['status'].removeprefix('failed: ')}"})
+                       | {"status": f"failed: repeat {failed.get('repeat', 1)}/{repeats}: "
+                                    f"{failed['status'].removeprefix('failed: ')}"})
             continue
         by_key: dict[tuple, list[dict]] = {}
         for r in mine:
@@ -175,7 +177,8 @@ def compare(rows: list[dict], baseline: str = "default") -> dict:
     verdict = {}
     for workload in sorted({r["workload"] for r in rows}):
         mine = [r for r in rows if r["workload"] == workload and r["status"] == "ok"]
-        verdict[workload] = BY_WORKLOAD[workload].rows.verdict(mine, baseline) if mine else {"match": False, "how": "no strategy ran"}
+        verdict[workload] = (BY_WORKLOAD[workload].rows.verdict(mine, baseline) if mine
+                             else {"match": False, "how": "no strategy ran"})
     return verdict
 
 
@@ -267,7 +270,8 @@ def run_iter(cfg: BenchConfig, launcher: str = "spawn", sets: list[ProcessSet] |
             rows = [{"workload": w, **tag, "status": f"failed: {exc}"} for w in cfg.workloads]
         else:
             rows = [{"workload": w, **tag} | row for w in cfg.workloads
-                    for row in summarize(w, ps.label, [r["results"][w] | {"rank": r["rank"]} for r in ranks], interposed)]
+                    for row in summarize(w, ps.label, [r["results"][w] | {"rank": r["rank"]} for r in ranks],
+                                         interposed)]
             if "emulation" in ranks[0]:
                 for row in rows:
                     row["emulation"] = ranks[0]["emulation"]

@@ -56,7 +56,8 @@ class ProxyMover:
         self.kernel = kernels.build_comm_proxy(limits.arch, fp.regs, fp.static_smem, name="comm_paced")
         self.unroll = self.kernel.unroll
         least, greatest = limits.stream_priority_range
-        self.stream = torch.cuda.ExternalStream(cu.driver().create_stream(greatest if emulation.high_priority else least))
+        self.stream = torch.cuda.ExternalStream(
+            cu.driver().create_stream(greatest if emulation.high_priority else least))
         self.log = LaunchLog()
 
     def move(self, src: torch.Tensor, dst: torch.Tensor, nbytes: int, shape: Shape) -> None:
@@ -74,7 +75,8 @@ class ProxyMover:
                 ctypes.c_void_p(dst.data_ptr()), ctypes.c_longlong(max(dst.nbytes // WORD, 1)),
                 ctypes.c_longlong(launch.total if dst.nbytes >= WORD else 0), ctypes.c_longlong(launch.step_ns),
                 ctypes.c_int(shape.dynamic_smem // WORD), ctypes.c_void_p(0)]
-        self.kernel.launch(launch.ctas, launch.threads, self.stream.cuda_stream, args, shape.dynamic_smem, launch.cluster)
+        self.kernel.launch(launch.ctas, launch.threads, self.stream.cuda_stream, args, shape.dynamic_smem,
+                           launch.cluster)
         self.log.add(shape.kind, launch.threads, launch.ctas, launch.cluster)
 
     def done(self, outputs: list[torch.Tensor]) -> torch.futures.Future:

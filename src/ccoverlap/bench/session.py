@@ -107,7 +107,8 @@ def _print(rows: list[dict], match: dict, unmatched: dict[str, str | None], line
         kind = BY_WORKLOAD[workload].rows
         verdict = match.get(workload, {})
         why = f"; {unmatched[workload]}" if unmatched.get(workload) else ""
-        print_table(f"{workload}: outputs match: {'yes' if verdict.get('match') else 'NO'} ({verdict.get('how', '-')}){why}",
+        print_table(f"{workload}: outputs match: {'yes' if verdict.get('match') else 'NO'} "
+                    f"({verdict.get('how', '-')}){why}",
                     list(kind.columns), [kind.table_row(r) for r in rows if r["workload"] == workload])
         print_text(lines[workload])
     if skipped:

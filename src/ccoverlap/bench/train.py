@@ -45,10 +45,12 @@ class TrainConfig:
     def bench(self, workload: str, world: int, gpus: int) -> BenchConfig:
         """The bench's config for one rank of `world` (validated as the bench validates it)."""
         if workload not in TRAINABLE:
-            raise UsageError(f"workload {workload}: valid {', '.join(TRAINABLE)} (the workloads with an optimizer step)")
+            raise UsageError(f"workload {workload}: valid {', '.join(TRAINABLE)} "
+                             "(the workloads with an optimizer step)")
         check_range("--steps", self.steps, 1, 10**7)
         check_range("--log-every", self.log_every, 1, 10**7)
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in BenchConfig.__dataclass_fields__}
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name in BenchConfig.__dataclass_fields__}
         cfg = BenchConfig(workloads=(workload,), nproc=world, **shared)
         return cfg.resolved(gpus).validate()
 
@@ -69,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
 
 def config(args: argparse.Namespace, gpus: int) -> TrainConfig:
     on_cpu = (args.device if args.device != "auto" else "cuda" if gpus else "cpu") == "cpu"
-    return from_args(TrainConfig, args, *[PRESETS[k] for k, on in (("on the CPU", on_cpu), ("--tiny", args.tiny)) if on])
+    return from_args(TrainConfig, args,
+                     *[PRESETS[k] for k, on in (("on the CPU", on_cpu), ("--tiny", args.tiny)) if on])
 
 
 def single_process_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -78,7 +81,8 @@ def single_process_env(env: Mapping[str, str]) -> dict[str, str]:
         return {}
     from ccoverlap.bench.launcher import _free_port  # on use: the launcher imports torch; the parser answers without it
 
-    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port())}
 
 
 def train(cfg: BenchConfig, steps: int, log_every: int, say=print) -> None:

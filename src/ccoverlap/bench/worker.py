@@ -23,8 +23,9 @@ from ccoverlap.bench.config import BenchConfig, ModelSize
 
 
 def _timed(fn, device: torch.device, reps: int, warmup: int, before=None, drain: bool = True) -> list[float]:
-    """Milliseconds per call (ccoverlap.util.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a barrier,
-    unless not `drain` (a barrier would wait for the collectives left in flight: gloo's and NCCL's queue them)."""
+    """Milliseconds per call (ccoverlap.util.timing: CUDA events on GPU, a host clock on CPU); ranks aligned by a
+    barrier, unless not `drain` (a barrier would wait for the collectives left in flight: gloo's and NCCL's queue
+    them)."""
     return timing.timed(fn, reps, warmup, cuda=device.type == "cuda", before=before,
                         align=dist.barrier if drain else None, drain=drain)
 
@@ -46,7 +47,8 @@ def run(spec: dict) -> dict:
     """Every workload of the spec under one strategy, in this process; a workload that raises is
     reported as failed and the next one runs."""
     config = spec["config"]
-    cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()} | {"size": ModelSize(**config["size"])})
+    cfg = BenchConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
+                      | {"size": ModelSize(**config["size"])})
     strategy = levers.strategy(spec["strategy"])
     if strategy.setting().startup and (why := startup.failed(startup.STARTUP_ENV)):
         raise RuntimeError(f"{strategy.name}: its start-up calls were not made ({why})")  # no row without its lever
@@ -95,7 +97,8 @@ def main(argv: list[str]) -> None:
 def spec_for(cfg: BenchConfig, strategy: str, out_dir: str, label: str | None = None,
              progress: str | None = None) -> dict:
     """What a rank reads: the config, the strategy (by name: the rank checks that the hook made its start-up
-    calls), where to write; the rows' name for it (default#2: traces go under it) and the file that names the workload running now."""
+    calls), where to write; the rows' name for it (default#2: traces go under it) and the file that names the
+    workload running now."""
     return {"config": dataclasses.asdict(cfg), "strategy": strategy, "out_dir": out_dir, "label": label,
             "progress": progress}
 

@@ -201,7 +201,8 @@ class StreamingDiLoCo:
     so every strategy computes the same); whether a sync finished within its window is measured at its wait."""
 
     def __init__(self, model, world: int, no_overlap: bool = False, fragments: int = FRAGMENTS, window: int = WINDOW):
-        groups = [list(part) for part in torch.tensor_split(torch.arange(len(model.blocks)), min(fragments, len(model.blocks)))]
+        groups = [list(part) for part in torch.tensor_split(torch.arange(len(model.blocks)),
+                                                            min(fragments, len(model.blocks)))]
         self.fragments = []
         for i, blocks in enumerate(groups):
             modules = [model.blocks[b] for b in blocks] + ([model.emb] if i == 0 else []) \
@@ -324,7 +325,8 @@ class Micro:
         parts = [torch.rand(count, generator=_generator(device, cfg.seed + r), device=device)
                  for r in range(1 if emulated else world)]
         g = _generator(device, cfg.seed + 999)
-        a, b = (torch.rand(cfg.micro_gemm, cfg.micro_gemm, generator=g, device=device).to(_dtype(device)) for _ in range(2))
+        a, b = (torch.rand(cfg.micro_gemm, cfg.micro_gemm, generator=g, device=device).to(_dtype(device))
+                for _ in range(2))
         mine = parts[0 if emulated else rank]
         return cls(nbytes, world, mine, mine.clone(), torch.stack(parts).sum(0), a, b, no_overlap)
 

@@ -30,7 +30,8 @@ Start with:
   ccoverlap run --mode auto -- torchrun ...   shape an unmodified program
   ccoverlap doctor -- torchrun ...            profile an unmodified program: why is communication exposed?
   ccoverlap whatif DIR                        predict each lever's effect from that capture (here, on other GPUs)
-  ccoverlap tune -- torchrun ...              find its fastest levers; keep them only if faster beyond noise, same result
+  ccoverlap tune -- torchrun ...              find its fastest levers; keep them only if faster beyond noise, \
+same result
   ccoverlap run --config policy.json -- torchrun ...   apply what tune found
   ccoverlap example ex                        a recorded H200 capture to try analyze and whatif on
 """

@@ -43,7 +43,8 @@ def register(sub) -> None:
     )
     p.add_argument("dir", type=path_arg, metavar="DIR", help="folder of traces, or of one folder of traces per strategy, "
                    "or one trace file")
-    p.add_argument("--baseline", type=path_arg, metavar="DIR", help="traces of the reference run (for slowdowns and padding)")
+    p.add_argument("--baseline", type=path_arg, metavar="DIR",
+                   help="traces of the reference run (for slowdowns and padding)")
     p.add_argument("--report", type=path_arg, metavar="PATH",
                    help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
     p.add_argument("--perfetto", type=path_arg, metavar="PATH",

@@ -29,14 +29,16 @@ EPILOG = "\n".join(textwrap.fill(text, 100, break_on_hyphens=False) for text in 
     "",
     f"communication (--comm): {comms.valid()}; auto picks nccl with two or more GPUs, emulate with one, gloo on "
     "the CPU. Under emulate, one process stands in for rank 0 of --emulate-world ranks and every collective is a "
-    "proxy kernel with NCCL's CTA footprint, moving a ring's bytes paced to --busbw. That is an EMULATION (docs/bench.md).",
+    "proxy kernel with NCCL's CTA footprint, moving a ring's bytes paced to --busbw. "
+    "That is an EMULATION (docs/bench.md).",
     "",
 )) + """
 Ctrl-C, SIGINT, SIGTERM or SIGHUP stop every rank (killed after a few seconds), remove the temporary folder,
 and leave --json valid with "complete": false; exit 130 on SIGINT, death by the signal otherwise.
 
 examples:
-  ccoverlap bench                                  what is here: all GPUs with NCCL, one GPU emulated, or 2 CPU ranks with gloo
+  ccoverlap bench                                  what is here: all GPUs with NCCL, one GPU emulated, \
+or 2 CPU ranks with gloo
   ccoverlap bench --strategies all --repeats 5     every strategy of the registry, 5 process sets each
   ccoverlap bench --workload ddp --strategies default,default      an A/A check: default#2 should be within noise
   ccoverlap bench --comm emulate --emulate-world 8 --busbw 280 --workload ddp,fsdp
@@ -49,7 +51,8 @@ examples:
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
-        help=f"distributed workloads ({', '.join(w.name for w in WORKLOADS)}) under every strategy: step time, exposed comm",
+        help=f"distributed workloads ({', '.join(w.name for w in WORKLOADS)}) under every strategy: "
+        "step time, exposed comm",
         description="Run real torch.distributed workloads under each overlap strategy, each in fresh ranks, and "
         "report step time and exposed communication per strategy, checking that every strategy computes the same.",
         epilog=EPILOG,
@@ -57,7 +60,8 @@ def register(sub) -> None:
     )
     add_preset(p, "--tiny", BenchConfig, TINY_PRESET, "a tiny model (the default on the CPU)")
     add_options(p, BenchConfig, PRESETS)
-    p.add_argument("--launcher", choices=("spawn", "torchrun"), default="spawn", help="how ranks start (default: spawn)")
+    p.add_argument("--launcher", choices=("spawn", "torchrun"), default="spawn",
+                   help="how ranks start (default: spawn)")
     p.add_argument("--json", metavar="PATH", help="write results (with provenance) here, and a bar chart beside it "
                    "(-: standard output, no chart)")
     add_options(p, Outputs)
@@ -66,7 +70,8 @@ def register(sub) -> None:
 
 def _config(args) -> BenchConfig:
     gpus = _gpu_count()
-    presets = [PRESETS[name] for name, on in (("on the CPU", auto_device(args.device, gpus) == "cpu"), ("--tiny", args.tiny)) if on]
+    presets = [PRESETS[name] for name, on in (("on the CPU", auto_device(args.device, gpus) == "cpu"),
+                                              ("--tiny", args.tiny)) if on]
     return from_args(BenchConfig, args, *presets).resolved(gpus).validate()
 
 

@@ -50,8 +50,10 @@ def register(sub) -> None:
 def _config(args: argparse.Namespace) -> DoctorConfig:
     cfg = from_args(DoctorConfig, args).validate()
     if cfg.seconds and {"steps", "skip"} & getattr(args, GIVEN, set()):
-        raise UsageError("--seconds profiles a time window; --steps and --skip count optimizer steps: give one or the other")
-    out = check_new_folder(cfg.out if cfg.out is not None else f"ccoverlap-doctor-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
+        raise UsageError("--seconds profiles a time window; --steps and --skip count optimizer steps: "
+                         "give one or the other")
+    out = check_new_folder(cfg.out if cfg.out is not None else f"ccoverlap-doctor-{dt.datetime.now():%Y%m%d-%H%M%S}",
+                           "--out")
     check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto}, report_folder(cfg.report),
                   force=args.force)
     return replace(cfg, out=str(out))

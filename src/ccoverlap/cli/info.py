@@ -32,7 +32,8 @@ def register(sub) -> None:
         "Without --device it reads the live GPU, or lists every preset when there is none.",
     )
     p.add_argument("--device", help=device_help("cuda / cuda:N for a live GPU"))
-    p.add_argument("--nccl", action="store_true", help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
+    p.add_argument("--nccl", action="store_true",
+                   help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
     p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
     add_options(p, Outputs)
     p.set_defaults(run=run)

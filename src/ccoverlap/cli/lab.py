@@ -34,7 +34,8 @@ orders: comm launched before the compute, with it (right after), or delayed into
 
 examples:
   ccoverlap lab --quick                              all families and strategies, < 3 min on an H200
-  ccoverlap lab --case carveout                      a lever case of docs/lab.md (carveout, green-cluster, persistent-gemm)
+  ccoverlap lab --case carveout                      a lever case of docs/lab.md \
+(carveout, green-cluster, persistent-gemm)
   ccoverlap lab --compute fma --strategies default,priority,green+nccl-cluster=1 --reps 20
   ccoverlap lab --compute gemm,transformer --comm light --out my-lab.json
 """
@@ -82,7 +83,8 @@ def _rerun_with_interposer(args: argparse.Namespace) -> None:
 def _charts(out: Path | str) -> dict[str, Path | None]:
     """The PNGs written beside --out (none where it is written in place)."""
     stem = beside(out, "")
-    return {"--out's bars": stem and Path(f"{stem}-bars.png"), "--out's timeline": stem and Path(f"{stem}-timeline.png")}
+    return {"--out's bars": stem and Path(f"{stem}-bars.png"),
+            "--out's timeline": stem and Path(f"{stem}-timeline.png")}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,10 +130,12 @@ def _print(rows: list[dict]) -> None:
             ["strategy", "order", "total ms (min-max)", "comm done ms", "compute x", "vs seq", "E", "pad B", "ok"],
             [
                 [r["strategy"], r["order"], f"{r['total_ms']:.2f} ({r['total_ms_min']:.2f}-{r['total_ms_max']:.2f})",
-                 _fmt(r["comm_done_ms"]), _fmt(r["compute_slowdown"]), _fmt(100 * r["reduction_vs_sequential"], "+.1f") + "%",
+                 _fmt(r["comm_done_ms"]), _fmt(r["compute_slowdown"]),
+                 _fmt(100 * r["reduction_vs_sequential"], "+.1f") + "%",
                  _fmt(r["efficiency"]), r.get("pad_bytes", 0),
                  "-" if "outputs_match" not in r else "yes" if r["outputs_match"] and not r.get("comm_wrong") else "NO"]
-                if r["status"] == "ok" else [r["strategy"], r["order"], shorten(r["status"], 70), "", "", "", "", "", ""]
+                if r["status"] == "ok"
+                else [r["strategy"], r["order"], shorten(r["status"], 70), "", "", "", "", "", ""]
                 for r in mine
             ],
         )

@@ -40,13 +40,15 @@ def register(sub) -> None:
     p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
     add_options(p, Outputs)
     v = p.add_argument_group("validation on a live GPU")
-    v.add_argument("--validate", type=int, metavar="KERNELS", help="compile KERNELS kernels and compare the model with CUDA's occupancy API")
+    v.add_argument("--validate", type=int, metavar="KERNELS",
+                   help="compile KERNELS kernels and compare the model with CUDA's occupancy API")
     v.add_argument("--shapes", type=int, default=16, help="launch shapes per kernel with --validate (default 16)")
     v.add_argument("--seed", type=int, default=0, help="random seed for --validate and --validate-carveout (default 0)")
     v.add_argument("--out", help="write the --validate or --validate-carveout table (JSON with provenance) here")
     v.add_argument(
         "--validate-carveout", action="store_true",
-        help="measure when a kernel starts on SMs that another holds (shared-memory carveout) and compare with the model",
+        help="measure when a kernel starts on SMs that another holds (shared-memory carveout) "
+        "and compare with the model",
     )
     v.add_argument("--quick", action="store_true", help="with --validate-carveout: 14 cases, a smoke test")
     v.add_argument("--reps", type=int, default=3, help="repetitions per case with --validate-carveout (default 3)")
@@ -65,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     kernel = KernelFootprint(args.threads, args.regs, args.static_smem, args.dynamic_smem)
     occ = occupancy(dev, kernel)
     if args.json:
-        write_json(args.json, {"device": dev.name, "kernel": vars(kernel) | {"name": None}, **occ.to_dict()}, schema=True)
+        write_json(args.json, {"device": dev.name, "kernel": vars(kernel) | {"name": None}, **occ.to_dict()},
+                   schema=True)
         return 0
     limits = ", ".join(f"{k.replace('_', ' ')} {'-' if v is None else v}" for k, v in occ.limits.items())
     why = " and ".join(r.value.replace("_", " ") for r in occ.limiting)

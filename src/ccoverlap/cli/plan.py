@@ -35,9 +35,12 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--device", default="cuda", help=device_help("cuda[:N] (default: live GPU)"))
-    p.add_argument("--compute", required=True, metavar="SPEC", help="compute kernel footprint, e.g. threads=256,regs=32")
-    p.add_argument("--comm", default="nccl", metavar="SPEC", help="communication footprint spec, or nccl[:overrides] (default: nccl)")
-    p.add_argument("--per-sm", type=int, default=1, help="communication CTAs to fit beside compute on each SM (default 1)")
+    p.add_argument("--compute", required=True, metavar="SPEC",
+                   help="compute kernel footprint, e.g. threads=256,regs=32")
+    p.add_argument("--comm", default="nccl", metavar="SPEC",
+                   help="communication footprint spec, or nccl[:overrides] (default: nccl)")
+    p.add_argument("--per-sm", type=int, default=1,
+                   help="communication CTAs to fit beside compute on each SM (default 1)")
     p.add_argument(
         "--drain", default="0", metavar="N|auto",
         help="compute blocks per SM that may retire before the comm CTAs fit (default 0: resident at once; "

@@ -64,8 +64,9 @@ def _read_fields() -> tuple[Field, ...]:
         choices = []
         while c.choices and c.choices[len(choices)] is not None:
             choices.append(c.choices[len(choices)].decode())
-        return Field(c.key.decode(), c.env.decode(), c.option.decode(), c.metavar.decode(), _native.POLICY_KINDS[c.kind],
-                     c.lo, c.hi, tuple(choices), text(c.default), text(c.sets_mode), c.help.decode())
+        return Field(c.key.decode(), c.env.decode(), c.option.decode(), c.metavar.decode(),
+                     _native.POLICY_KINDS[c.kind], c.lo, c.hi, tuple(choices), text(c.default), text(c.sets_mode),
+                     c.help.decode())
 
     return tuple(row(lib.ccov_policy_field(i).contents) for i in range(lib.ccov_policy_nfields()))
 

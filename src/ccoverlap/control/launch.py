@@ -33,10 +33,12 @@ class Launch:
     """What a command gets from ccoverlap (the module's docstring says how each part reaches it)."""
 
     setting: levers.Setting = field(default_factory=levers.Setting)
-    fields: Mapping[str, str] = field(default_factory=dict)  # interposer policy fields beyond the setting's (policy key -> value)
+    # interposer policy fields beyond the setting's (policy key -> value)
+    fields: Mapping[str, str] = field(default_factory=dict)
     whole: bool = True  # the interposer's whole policy, and no job the caller's environment asked for
     interposer: bool = False  # preload the interposer even without a field (plain `ccoverlap run`)
-    jobs: Mapping[str, object] = field(default_factory=dict)  # start-up hook jobs besides the setting's calls (startup.JOBS variable -> value)
+    # start-up hook jobs besides the setting's calls (startup.JOBS variable -> value)
+    jobs: Mapping[str, object] = field(default_factory=dict)
 
     def policy(self) -> dict[str, str]:
         """The interposer's fields (policy key -> value; paths absolute: the command may change directory)."""

@@ -69,7 +69,8 @@ class Domain:
                 if text.lower() == choice.lower():
                     return choice
             raise UsageError(f"{lever}={shorten(text, 40)}: valid {', '.join(self.choices)}")
-        digits = re.fullmatch(r"[0-9]+", text) and len(text.lstrip("0")) <= len(str(self.hi))  # int() of 5000 digits raises
+        # int() of 5000 digits raises
+        digits = re.fullmatch(r"[0-9]+", text) and len(text.lstrip("0")) <= len(str(self.hi))
         if not digits or not self.lo <= int(text) <= self.hi or (int(text) - self.lo) % self.step:
             steps = f" in steps of {self.step}" if self.step > 1 else ""
             extra = " or auto" if self.auto else ""
@@ -226,12 +227,14 @@ LEVERS: tuple[Lever, ...] = (
         "interposer policy mode=auto (LD_PRELOAD); lab: planned pad on its own kernels",
         Domain(choices=("auto",)), "auto", lambda v: Setting(policy={"mode": v}),
         cost="fewer resident compute blocks while comm is in flight (capped by the policy's keep)",
-        planner="the pad planner: smallest pad that lets the comm CTA fit, drain by grid; infeasible when registers bind",
+        planner="the pad planner: smallest pad that lets the comm CTA fit, drain by grid; "
+                "infeasible when registers bind",
         platforms=("cuda", "rocm"), needs=_needs_interposer,
         mark=Mark("compute launches padded", lambda s, _v: s.padded > 0),
     ),
     Lever(
-        "carveout-hint", "compute kernels ask for a larger shared-memory carveout, so a comm CTA finds its shared memory",
+        "carveout-hint",
+        "compute kernels ask for a larger shared-memory carveout, so a comm CTA finds its shared memory",
         "interposer policy carveout=PERCENT (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT on compute kernels)",
         Domain(lo=0, hi=100), "100", lambda v: Setting(policy={"carveout": v}),
         cost="L1 cache given up to shared memory on SMs running those kernels",
@@ -322,7 +325,8 @@ def unfilled(table: Mapping[str, object], registry: Sequence[Lever] | None = Non
     names = [lv.name for lv in (LEVERS if registry is None else registry)]
     missing = [n for n in names if n not in table]
     unknown = [n for n in table if n not in names]
-    parts = ([f"no entry for lever(s) {', '.join(missing)} (its mechanism, or NotApplicable(why))"] if missing else []) \
+    parts = ([f"no entry for lever(s) {', '.join(missing)} (its mechanism, or NotApplicable(why))"]
+             if missing else []) \
         + ([f"entries that name no lever: {', '.join(unknown)}"] if unknown else [])
     return "; ".join(parts) or None
 

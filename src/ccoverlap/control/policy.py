@@ -185,7 +185,8 @@ class TunedPolicy:
         if not isinstance(d, Mapping):
             raise UsageError(f"a policy is a JSON object, not {type(d).__name__}")
         if d.get("format") != FORMAT:
-            raise UsageError(f"format {d.get('format')!r} is not {FORMAT!r}" if "format" in d else f"no format key ({FORMAT!r})")
+            raise UsageError(f"format {d.get('format')!r} is not {FORMAT!r}" if "format" in d
+                             else f"no format key ({FORMAT!r})")
         parts = {}
         for key in ("levers", "knobs"):
             value = d.get(key, {})

@@ -39,7 +39,8 @@ def shaped_dynamic_smem(
     dev = get_device(device)
     if comm is None:
         comm = nccl_footprint(arch=dev.arch).footprint
-    compute = KernelFootprint.from_function(handle, threads=threads, dynamic_smem=dynamic_smem, is_kernel=is_kernel, drv=drv)
+    compute = KernelFootprint.from_function(handle, threads=threads, dynamic_smem=dynamic_smem, is_kernel=is_kernel,
+                                            drv=drv)
     p = plan(dev, compute, comm, per_sm)
     if not p.feasible or p.pad_bytes == 0:
         return dynamic_smem, p

@@ -11,8 +11,8 @@ clocks, not in them.
 
 With --seconds the window is wall-clock time instead, opened --skip-seconds after `import torch`, or
 later, once the process has initialised CUDA or torch.distributed or stepped an optimizer: the program's
-ranks, not a launcher such as torchrun or a data loader's workers. The profiler records the CPU side of the thread that starts it,
-so a timer thread asks the main thread to open and close the window, as a pending call (the mechanism
+ranks, not a launcher such as torchrun or a data loader's workers. The profiler records the CPU side of the thread that
+starts it, so a timer thread asks the main thread to open and close the window, as a pending call (the mechanism
 Python's own signal handlers use): the main thread does it between two bytecodes.
 
 Right after the window, the alone window records the same number of steps again with every kernel launch
@@ -217,7 +217,8 @@ class Capture:
         except Exception as exc:  # noqa: BLE001 - the program runs on; the record says why
             interposer.set_serialize(False)
             self.recorder = None
-            self.log.write({"alone_window": "unavailable", "why": f"the profiler did not start: {type(exc).__name__}: {exc}"})
+            self.log.write({"alone_window": "unavailable",
+                            "why": f"the profiler did not start: {type(exc).__name__}: {exc}"})
             return
         self.alone, self.phase, self.recorded = True, "warmup", 0
         self.log.write({"alone_window": "open", "trace": self.log.alone.name, "t": time.monotonic()})
@@ -249,7 +250,8 @@ class Capture:
         self.done += 1
         first = self.phase is not None and not self.alone
         line = {"step": self.done, "ms": None if self.step_start is None else (end - self.step_start) * 1e3,
-                "gpu_ms": None, "profiled": first and self.phase == "recording", "warmup": first and self.phase == "warmup",
+                "gpu_ms": None, "profiled": first and self.phase == "recording",
+                "warmup": first and self.phase == "warmup",
                 "alone": self.alone}
         if self.gpu_start is not None and gpu_end is not None:
             self.pending.append((line, self.gpu_start, gpu_end))

@@ -35,13 +35,14 @@ class DoctorConfig:
     """The defaults are the CLI's; every field is an option (util/options.py)."""
 
     steps: int = field(default=6, metadata={
-        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler cuts "
-        "short; the headline reads the typical ones: 6 leaves 3 where the first two are atypical)"})
+        "metavar": "N", "help": "optimizer steps to profile (the analysis reads all but the last, which the profiler "
+        "cuts short; the headline reads the typical ones: 6 leaves 3 where the first two are atypical)"})
     skip: int = field(default=5, metadata={
-        "metavar": "K", "help": "optimizer steps to run first, unprofiled; the profiler warms up in the last one's optimizer step"})
+        "metavar": "K", "help": "optimizer steps to run first, unprofiled; the profiler warms up in the last one's "
+        "optimizer step"})
     seconds: float = field(default=0.0, metadata={
-        "metavar": "S", "help": "profile this many seconds of wall clock instead of steps, for a program that never steps a "
-        "torch.optim optimizer (0: steps)"})
+        "metavar": "S", "help": "profile this many seconds of wall clock instead of steps, for a program that never "
+        "steps a torch.optim optimizer (0: steps)"})
     skip_seconds: float = field(default=0.0, metadata={
         "metavar": "T", "help": "with --seconds: seconds from the program's `import torch` to the window"})
     out: str | None = field(default=None, metadata={

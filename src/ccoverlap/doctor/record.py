@@ -115,7 +115,8 @@ class Log:
         folder.mkdir(parents=True, exist_ok=True)
         for stem in (f"rank{rank}", f"rank{rank}_pid{os.getpid()}"):
             try:
-                self._fd = os.open(folder / (stem + STEPS_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                self._fd = os.open(folder / (stem + STEPS_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
+                                   0o644)
                 break
             except FileExistsError:
                 continue

@@ -140,7 +140,8 @@ def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, re
     elif traces:
         print(f"no overlap analysis: {why_none}" + ("; step times above" if any(r.steps for r in records) else ""))
     if cfg.report:
-        print(f"report: {written[0]}" if written else f"no report written to {cfg.report}: {why_none or 'it could not be written'}")
+        print(f"report: {written[0]}" if written
+              else f"no report written to {cfg.report}: {why_none or 'it could not be written'}")
     if cfg.perfetto:
         print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)" if trace
               else f"no annotated trace written to {cfg.perfetto}: {why_none or 'it could not be written'}")
@@ -181,7 +182,8 @@ def _windows(records: list[record.RankRecord], result) -> None:
     """Per rank: the alone window, matched, and what each window cost in wall time."""
     for r in records:
         m = result.alone.get((result.ranks[0].strategy, r.rank)) if result.ranks else None
-        cost = ", ".join(f"{what} {s:.2f} s" for what, s in zip(("window", "alone window"), r.window_s) if s is not None)
+        cost = ", ".join(f"{what} {s:.2f} s" for what, s in zip(("window", "alone window"), r.window_s)
+                         if s is not None)
         if m is not None:
             print(f"alone window rank {r.rank}: {m.matched} of {m.launches} launch(es) matched"
                   + (f" (first unmatched: {m.first})" if m.first else "") + (f"; {cost}" if cost else ""))
@@ -189,14 +191,16 @@ def _windows(records: list[record.RankRecord], result) -> None:
             print(f"alone window rank {r.rank}: none: {r.alone_note}")
 
 
-def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int, interrupted: str | None = None) -> str:
+def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int,
+              interrupted: str | None = None) -> str:
     ended = (f"interrupted by {interrupted}: " if interrupted else "") + \
         ("" if code == 0 else f"the command ended with {ending(code)}; ")
     if not records and not traces:
         return f"ccoverlap doctor: {ended}captured nothing in {out}"
     ranks = ", ".join(str(r.rank) for r in records) or "-"
     where = record.nodes(records)
-    across = f" on {len(where)} nodes ({'; '.join(f'{n}: {_ranks(rs)}' for n, rs in where.items())})" if len(where) > 1 else ""
+    across = (f" on {len(where)} nodes ({'; '.join(f'{n}: {_ranks(rs)}' for n, rs in where.items())})"
+              if len(where) > 1 else "")
     return f"ccoverlap doctor: {ended}captured {traces} trace(s) and the step times of rank(s) {ranks}{across} in {out}"
 
 

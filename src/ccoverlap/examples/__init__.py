@@ -42,5 +42,6 @@ def commands(dest: Path) -> list[tuple[str, str]]:
         ("the verdict, the HTML report and the annotated trace (open it in ui.perfetto.dev)",
          f"ccoverlap analyze {dest} --report {stem}-report.html --perfetto {stem}-perfetto.json"),
         ("each lever's predicted effect on this capture", f"ccoverlap whatif {dest}"),
-        ("the same on your own program", "ccoverlap doctor --report report.html -- torchrun --nproc-per-node 2 train.py"),
+        ("the same on your own program",
+         "ccoverlap doctor --report report.html -- torchrun --nproc-per-node 2 train.py"),
     ]

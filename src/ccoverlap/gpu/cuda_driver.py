@@ -174,7 +174,8 @@ class Driver:
         self._check("cuMemFree", self._lib.cuMemFree_v2(ctypes.c_uint64(ptr)))
 
     def zero(self, ptr: int, nbytes: int) -> None:
-        self._check("cuMemsetD8", self._lib.cuMemsetD8_v2(ctypes.c_uint64(ptr), ctypes.c_ubyte(0), ctypes.c_size_t(nbytes)))
+        self._check("cuMemsetD8", self._lib.cuMemsetD8_v2(ctypes.c_uint64(ptr), ctypes.c_ubyte(0),
+                                                          ctypes.c_size_t(nbytes)))
 
     def copy_to_host(self, ptr: int, nbytes: int) -> bytes:
         buf = ctypes.create_string_buffer(nbytes)

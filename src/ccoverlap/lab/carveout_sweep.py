@@ -85,7 +85,8 @@ def kernel_name(role: str, hint: int | None, attr: int | None) -> str:
 def _main_cross() -> list[Case]:
     return [
         Case(rs * KB, launch_attr(rs * KB), hint, rt, cs * KB, ct, None, launch_attr(cs * KB))
-        for rs, hint, rt, cs, ct in product(RESIDENT_SMEM_KB, RESIDENT_HINTS, RESIDENT_THREADS, COMM_SMEM_KB, COMM_THREADS)
+        for rs, hint, rt, cs, ct in product(RESIDENT_SMEM_KB, RESIDENT_HINTS, RESIDENT_THREADS, COMM_SMEM_KB,
+                                            COMM_THREADS)
     ]
 
 
@@ -125,7 +126,8 @@ class SweepKernel:
     max_dynamic_smem: int = 0  # the attribute read back
 
 
-def footprints(dev: DeviceLimits, case: Case, resident: SweepKernel, comm: SweepKernel) -> tuple[KernelFootprint, KernelFootprint]:
+def footprints(dev: DeviceLimits, case: Case, resident: SweepKernel,
+               comm: SweepKernel) -> tuple[KernelFootprint, KernelFootprint]:
     return (
         KernelFootprint(case.resident_threads, resident.regs, resident.static_smem, case.resident_smem,
                         grid=dev.sm_count * case.resident_per_sm),
@@ -228,13 +230,16 @@ class Bench:
         grid = self.dev.sm_count * case.resident_per_sm
         for _ in range(MAX_ATTEMPTS):
             drv.zero(self.buf, self.nbytes)
-            self.launch(case.kernel("primer"), self.dev.sm_count, PRIMER_THREADS, 0, self.streams[0], self.primer_at, COMM_SPIN_US)
+            self.launch(case.kernel("primer"), self.dev.sm_count, PRIMER_THREADS, 0, self.streams[0], self.primer_at,
+                        COMM_SPIN_US)
             drv.synchronize()  # the SMs are idle, in the primer's configuration
             t0 = time.perf_counter()
-            self.launch(case.kernel("resident"), grid, case.resident_threads, case.resident_smem, self.streams[0], 0, s.spin_us)
+            self.launch(case.kernel("resident"), grid, case.resident_threads, case.resident_smem, self.streams[0], 0,
+                        s.spin_us)
             while time.perf_counter() - t0 < s.gap_us / 1e6:
                 pass
-            self.launch(case.kernel("comm"), COMM_GRID, case.comm_threads, case.comm_smem, self.streams[1], self.comm_at, COMM_SPIN_US)
+            self.launch(case.kernel("comm"), COMM_GRID, case.comm_threads, case.comm_smem, self.streams[1],
+                        self.comm_at, COMM_SPIN_US)
             late = time.perf_counter() - t0 > (s.spin_us - s.margin_us) / 2e6
             drv.synchronize()
             if not late:
@@ -289,7 +294,8 @@ class Row:
 def unflat(row: dict) -> tuple[Case, SweepKernel, SweepKernel]:
     """A table row's case and kernels, to predict it again (tests/test_carveout.py)."""
     case = Case(**{f.name: row[f.name] for f in dataclasses.fields(Case)})
-    return case, SweepKernel(0, row["resident_regs"], row["resident_static_smem"]), SweepKernel(0, row["comm_regs"], row["comm_static_smem"])
+    return (case, SweepKernel(0, row["resident_regs"], row["resident_static_smem"]),
+            SweepKernel(0, row["comm_regs"], row["comm_static_smem"]))
 
 
 def sweep(
@@ -359,7 +365,8 @@ def summary(dev: DeviceLimits, rows: list[Row], limit: int = 60) -> list[str]:
         f = r.flat()
         lines.append(
             f"  {'disagrees' if not r.agree else 'inconsistent'}: resident {f['resident_threads']} thr "
-            f"{f['resident_smem'] // KB} KB hint {f['resident_hint']} attr {f['resident_attr']} x{f['resident_per_sm']} | "
+            f"{f['resident_smem'] // KB} KB hint {f['resident_hint']} attr {f['resident_attr']} "
+            f"x{f['resident_per_sm']} | "
             f"comm {f['comm_threads']} thr {f['comm_smem'] // KB} KB hint {f['comm_hint']} attr {f['comm_attr']} | "
             f"primer {f['primer']}: measured {f['per_rep']} ({f['delay_us']} us), model {f['model']} "
             f"({f['blocking']}; config {f['config_kb']} KB, comm needs {f['comm_needs_kb']} KB)"

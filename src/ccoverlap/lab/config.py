@@ -19,7 +19,8 @@ class LabConfig:
     """What `ccoverlap lab` measures. The defaults are the CLI's; a field with help is a CLI option
     (util/options.py), the others are fixed sizes of the compute families."""
 
-    computes: tuple[str, ...] = field(default=FAMILIES, metadata={"flag": "--compute", "help": "families, comma-separated"})
+    computes: tuple[str, ...] = field(default=FAMILIES, metadata={
+        "flag": "--compute", "help": "families, comma-separated"})
     comms: tuple[str, ...] = field(default=("nccl", "light"), metadata={
         "flag": "--comm", "help": f"proxies, comma-separated: {', '.join(PROXIES)}"})
     strategies: tuple[str, ...] = field(default=tuple(s.name for s in levers.STRATEGIES), metadata={
@@ -36,7 +37,8 @@ class LabConfig:
     fma_iters: int = field(default=40000, metadata={"help": "FMA loop trips per thread"})
     sparse_ms: float = field(default=4.0, metadata={"help": "how long the sparse family (one FMA block per SM) runs"})
     trace_dir: str | None = field(default=None, metadata={
-        "flag": "--trace", "metavar": "DIR", "help": "also record each cell (1 warm-up and 2 recorded repetitions, the first analysed) as "
+        "flag": "--trace", "metavar": "DIR", "help": "also record each cell (1 warm-up and 2 recorded repetitions, "
+        "the first analysed) as "
         "DIR/<compute>+<comm>/<strategy>-<order>/rank0_trace.json.gz, for `ccoverlap analyze --comm-regex "
         "'^comm_(proxy|paced)$'`"})
     elementwise_gib: float = 2.0

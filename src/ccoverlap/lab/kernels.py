@@ -61,7 +61,8 @@ def build(arch: str, names: list[str], options: tuple[str, ...] = ()) -> dict[st
     drv = cu.driver()
     handles = drv.load_kernels(compile_cubin(SOURCE, arch, options), names)
     return {
-        name: CudaKernel(h, name, drv.kernel_attribute(cu.FUNC_NUM_REGS, h, 0), drv.kernel_attribute(cu.FUNC_SHARED_SIZE_BYTES, h, 0))
+        name: CudaKernel(h, name, drv.kernel_attribute(cu.FUNC_NUM_REGS, h, 0),
+                         drv.kernel_attribute(cu.FUNC_SHARED_SIZE_BYTES, h, 0))
         for name, h in handles.items()
     }
 

@@ -18,7 +18,8 @@ def bars(rows: list[dict], path: Path, order: str = "with") -> Path:
         mine = [r for r in mine if r["strategy"] == NO_OVERLAP or r["order"] == order]
         names = [r["strategy"] for r in mine]
         totals = [r["total_ms"] for r in mine]
-        err = [[t - r["total_ms_min"] for t, r in zip(totals, mine)], [r["total_ms_max"] - t for t, r in zip(totals, mine)]]
+        err = [[t - r["total_ms_min"] for t, r in zip(totals, mine)],
+               [r["total_ms_max"] - t for t, r in zip(totals, mine)]]
         ax.barh(names, totals, xerr=err, color=COLORS["compute"], label="total (median, min-max)")
         ax.scatter([r["comm_done_ms"] for r in mine], names, color=COLORS["communication"], zorder=3, label="comm done")
         if mine:
@@ -36,7 +37,8 @@ def timeline(timelines: dict, case: tuple[str, str], strategies: list[str], path
     """Which SM ran which block when: compute blocks blue, comm CTAs orange, one panel per strategy."""
     from matplotlib.collections import LineCollection
 
-    keys = [k for k in ((case[0], case[1], s, order if s != NO_OVERLAP else "with") for s in strategies) if k in timelines]
+    keys = [k for k in ((case[0], case[1], s, order if s != NO_OVERLAP else "with") for s in strategies)
+            if k in timelines]
     fig = new_figure(10, 2.2 * len(keys), tight=True)
     axes = fig.subplots(len(keys), 1, squeeze=False, sharex=True)
     for ax, key in zip(axes[:, 0], keys):

@@ -156,7 +156,8 @@ class Lab:
         for _ in range(self.cfg.warmup):
             fn()
         runs = [fn() for _ in range(self.cfg.reps)]
-        return {"total_ms": [r[0] for r in runs], "comm_done_ms": [r[1] for r in runs], "compute_ms": [r[2] for r in runs]}
+        return {"total_ms": [r[0] for r in runs], "comm_done_ms": [r[1] for r in runs],
+                "compute_ms": [r[2] for r in runs]}
 
     # --- a whole case -------------------------------------------------------------------------------
     def run_case(self, compute: str, comm: str, progress: Callable[[], None] = lambda: None) -> list[dict]:
@@ -297,8 +298,10 @@ LAB_SETUP: Mapping[str, Callable[[Cell, str], str | None] | levers.NotApplicable
     "sm-carveout": _sm_carveout, "green": _green, "carveout-hint": _carveout_hint, "shape": _shape,
     "nccl-cta-policy": _REFUSED, "max-connections": _REFUSED,
 })
-if _astray := [lv.name for lv in levers.LEVERS if ("lab" in lv.not_in) != isinstance(LAB_SETUP[lv.name], levers.NotApplicable)]:
-    raise TypeError(f"LAB_SETUP: NotApplicable exactly where a lever's not_in has 'lab', not so for {', '.join(_astray)}")
+if _astray := [lv.name for lv in levers.LEVERS
+               if ("lab" in lv.not_in) != isinstance(LAB_SETUP[lv.name], levers.NotApplicable)]:
+    raise TypeError("LAB_SETUP: NotApplicable exactly where a lever's not_in has 'lab', "
+                    f"not so for {', '.join(_astray)}")
 
 
 def _ns(ms: float) -> ctypes.c_ulonglong:
@@ -326,7 +329,8 @@ def _timeline(phase: workloads.Phase, proxy: workloads.CommProxy) -> dict:
     return {"comm": rows(comm), "compute": rows(compute) if compute is not None else []}
 
 
-def run(cfg: LabConfig, device: DeviceLimits, progress: Callable[[str], None] = lambda _: None) -> tuple[list[dict], dict]:
+def run(cfg: LabConfig, device: DeviceLimits,
+        progress: Callable[[str], None] = lambda _: None) -> tuple[list[dict], dict]:
     """Measure every (compute, comm) case; rows and the block timelines (for plots)."""
     lab = Lab(cfg.validate(), device)
     rows = []

@@ -87,7 +87,8 @@ def _launch_shapes(
         elif kind == 2:  # edges of n blocks per SM
             n = rng.randint(1, dev.max_blocks_per_sm)
             alloc = dev.smem_per_sm // n
-            dyn = min(max(alloc + rng.choice((-129, -1, 0, 1, 129)) - dev.smem_reserved_per_block - static_smem, 0), max_dyn)
+            dyn = min(max(alloc + rng.choice((-129, -1, 0, 1, 129)) - dev.smem_reserved_per_block - static_smem, 0),
+                      max_dyn)
         else:
             dyn = rng.choice((0, max_dyn, rng.randint(0, 48 * 1024)))
         shapes.append((threads, min(dyn, max_dyn)))
@@ -118,7 +119,8 @@ def validate(
         name = f"occ_r{regs}_s{static}_{k}"
         func = _compile(name, regs, static)
         base = KernelFootprint.from_function(func.ptr, threads=1, drv=drv, name=name)
-        drv.set_function_attribute(cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, func.ptr, dev.smem_per_block_optin - base.static_smem)
+        drv.set_function_attribute(cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, func.ptr,
+                                   dev.smem_per_block_optin - base.static_smem)
         max_threads = drv.function_attribute(cu.FUNC_MAX_THREADS_PER_BLOCK, func.ptr)
         for threads, dyn in _launch_shapes(rng, dev, base.static_smem, max_threads, shapes_per_kernel):
             fp = KernelFootprint(threads, base.regs, base.static_smem, dyn, name=name)

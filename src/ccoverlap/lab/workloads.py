@@ -103,7 +103,8 @@ def elementwise(kernel: CudaKernel, gib: float, launches: int, threads: int = 25
     def run(stream, pad, stamps):
         for i in range(launches):
             last = stamps if i == launches - 1 else NULL
-            kernel.launch(grid, threads, stream.handle, [ptr(x), ptr(y), ptr(z), ctypes.c_longlong(n4), last], shared_mem=pad)
+            kernel.launch(grid, threads, stream.handle, [ptr(x), ptr(y), ptr(z), ctypes.c_longlong(n4), last],
+                          shared_mem=pad)
 
     return Phase("elementwise", kernel.footprint(threads, grid=grid), False, run, lambda: [z], blocks=grid,
                  kernels=(kernel,))

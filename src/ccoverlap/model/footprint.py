@@ -40,7 +40,8 @@ class KernelFootprint:
         check_range(f"{what} regs", self.regs, 1, device.max_regs_per_thread)
         optin = device.smem_per_block_optin
         check_range(f"{what} static", self.static_smem, 0, optin, "bytes")
-        check_range(f"{what} dynamic", self.dynamic_smem, 0, optin - self.static_smem, f"bytes (opt-in max {optin} minus static)")
+        check_range(f"{what} dynamic", self.dynamic_smem, 0, optin - self.static_smem,
+                    f"bytes (opt-in max {optin} minus static)")
         check_range(f"{what} grid", self.grid, 1, 2**31 - 1)
         check_range(f"{what} cluster", self.cluster, 1, max(device.max_cluster_size, 1))
         return self

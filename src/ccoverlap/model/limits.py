@@ -154,7 +154,8 @@ def device_help(otherwise: str) -> str:
 def preset_for(compute_capability: tuple[int, int], vendor: str = "nvidia") -> DeviceLimits | None:
     """The first preset of `vendor` with this compute capability (9.0: h100), or None: the limits
     to assume for a GPU known only by its compute capability (a trace's deviceProperties)."""
-    return next((p for p in PRESETS.values() if p.vendor == vendor and p.compute_capability == compute_capability), None)
+    return next((p for p in PRESETS.values() if p.vendor == vendor and p.compute_capability == compute_capability),
+                None)
 
 
 def _nvidia_arch_constants(major: int) -> dict:

@@ -38,9 +38,11 @@ NCCL_CTAS = 16  # a typical channel count on one NVLink node; set with NCCL_MIN/
 #: bench/results/bench-x2-h200-2026-11-30-{all,fsdp,ddp}.json, interposer stats "comm_footprint". NCCL
 #: sizes CTAs per collective, protocol and message size; these are the launches we have seen.
 OBSERVED_LAUNCHES: dict[str, KernelFootprint] = {
-    "allreduce": KernelFootprint(512, 96, 21568, 82240, grid=24, cluster=4, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+    "allreduce": KernelFootprint(512, 96, 21568, 82240, grid=24, cluster=4,
+                                 name="ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
     "allgather": KernelFootprint(544, 96, 21568, 82240, grid=24, cluster=4, name="ncclDevKernel_AllGather_RING_LL"),
-    "allgather-small": KernelFootprint(128, 96, 21568, 82240, grid=1, cluster=1, name="ncclDevKernel_AllGather_RING_LL"),
+    "allgather-small": KernelFootprint(128, 96, 21568, 82240, grid=1, cluster=1,
+                                       name="ncclDevKernel_AllGather_RING_LL"),
     "sendrecv": KernelFootprint(640, 96, 21568, 82240, grid=32, cluster=4, name="ncclDevKernel_SendRecv"),
 }
 #: The protocol behind each observed launch, read from its threads by NCCL 2.28.9's rules (src/enqueue.cc,
@@ -92,7 +94,8 @@ CTA_POLICY_REACH = {
     "EFFICIENCY": "EFFICIENCY acts only on AllGather and ReduceScatter with user-registered buffers and NVLS "
                   "(NCCL 2.28.9 src/enqueue.cc getAlgoInfo); PyTorch's allocator registers none",
     "ZERO": "ZERO acts only on AllGather, AlltoAll, Gather and Scatter whose buffers are both in symmetric windows "
-            "(ncclCommWindowRegister, NCCL >= 2.28), on copy engines (src/enqueue.cc); PyTorch's allocator registers none",
+            "(ncclCommWindowRegister, NCCL >= 2.28), on copy engines (src/enqueue.cc); "
+            "PyTorch's allocator registers none",
 }
 CTA_POLICY_VALUES = {1: "EFFICIENCY", 2: "ZERO"}  # NCCL_CTA_POLICY's numbers (nccl.h: NCCL_CTA_POLICY_*)
 

@@ -146,7 +146,8 @@ class Beside:
         config = f"the SM is configured with {self.config // 1024} KB of shared memory for compute"
         if self.config < self.comm_needs:
             return f"{config}; the comm CTA starts only on an SM configured with {self.comm_needs // 1024} KB or more"
-        return f"{config}: the compute blocks and the comm CTA take {-(-self.together // 1024)} KB together, more than that"
+        return (f"{config}: the compute blocks and the comm CTA take {-(-self.together // 1024)} KB together, "
+                "more than that")
 
 
 def smem_config(device: DeviceLimits, nbytes: int) -> int:
@@ -221,7 +222,8 @@ def beside(
     for what, hint in (("resident hint", resident_hint), ("comm hint", comm_hint)):
         if hint is not None:
             check_range(what, hint, 0, 100, "percent")
-    for what, kernel, attr in (("resident", resident, resident_max_dynamic_smem), ("comm", comm, comm_max_dynamic_smem)):
+    for what, kernel, attr in (("resident", resident, resident_max_dynamic_smem),
+                               ("comm", comm, comm_max_dynamic_smem)):
         if attr is not None:
             check_range(f"{what} max dynamic shared memory", attr, kernel.dynamic_smem,
                         dev.smem_per_block_optin - kernel.static_smem, "bytes (its launch's dynamic .. opt-in)")
@@ -286,6 +288,7 @@ def carveout_hint(
         return None
     largest_hint = {hinted_config(dev, resident, h): h for h in range(101)}  # ascending: the last hint wins
     for _, hint in sorted(largest_hint.items()):
-        if beside(dev, resident, comm, resident_hint=hint, resident_per_sm=resident_per_sm, comm_per_sm=comm_per_sm).fits:
+        if beside(dev, resident, comm, resident_hint=hint, resident_per_sm=resident_per_sm,
+                  comm_per_sm=comm_per_sm).fits:
             return hint
     return None

@@ -54,7 +54,8 @@ class Plan:
             f"compute: {c.threads} threads x {c.regs} regs, {c.static_smem} B static + {c.dynamic_smem} B "
             f"dynamic shared memory -> {self.compute_blocks_before} blocks/SM",
             f"comm:    {m.threads} threads x {m.regs} regs, {m.static_smem} B static + {m.dynamic_smem} B "
-            f"dynamic shared memory, {m.grid} CTAs, cluster {m.cluster} -> {self.comm_blocks_alone} CTA(s)/SM on an empty SM",
+            f"dynamic shared memory, {m.grid} CTAs, cluster {m.cluster} -> {self.comm_blocks_alone} CTA(s)/SM "
+            "on an empty SM",
         ]
         if self.feasible and self.pad_bytes == 0:
             fit = "already fit" if self.carveout_hint is None else "fit by capacity"

@@ -1,1 +1,2 @@
-"""Utilities with no GPU and no policy in them: errors, the cache, plotting, statistics, timing, the profiler recorder."""
+"""Utilities with no GPU and no policy in them: errors, the cache, plotting, statistics, timing, the profiler
+recorder."""

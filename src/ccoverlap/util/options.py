@@ -3,9 +3,9 @@ default, a flag and its help are declared once: in the dataclass.
 
 A field whose metadata has "help" is an option. Its flag is `--field-name` unless "flag" says
 otherwise; argparse reads its value as its default's type (int, float, text; a tuple default takes
-comma-separated items; with "append" the option repeats, one item each) unless "type" says, then "parse", where given, converts it when the config
-is built (so that its UsageError is one line, exit 2, from the command); its help ends with its default
-("shown" words one the code settles later) and the value each preset gives it. A field holding a
+comma-separated items; with "append" the option repeats, one item each) unless "type" says, then "parse", where given,
+converts it when the config is built (so that its UsageError is one line, exit 2, from the command); its help ends with
+its default ("shown" words one the code settles later) and the value each preset gives it. A field holding a
 dataclass (the bench's model size) contributes that dataclass's fields. Presets are named
 overrides of the defaults; options given on the command line win over them.
 """
@@ -37,7 +37,8 @@ def _flat(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Overrides by dotted path: a dataclass value stands for all its fields."""
     out = {}
     for name, value in overrides.items():
-        out |= {path: v for path, _, v in _leaves(value, f"{name}.")} if dataclasses.is_dataclass(value) else {name: value}
+        out |= ({path: v for path, _, v in _leaves(value, f"{name}.")} if dataclasses.is_dataclass(value)
+                else {name: value})
     return out
 
 
@@ -101,7 +102,8 @@ class _Appended(_Given):
         super().__call__(parser, namespace, (getattr(namespace, self.dest) if given else ()) + (value,), option_string)
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type, presets: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+def add_options(parser: argparse.ArgumentParser, cls: type,
+                presets: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """One option per field of `cls` with help; its default is the dataclass's, its help names it and
     what each preset (label: overrides) makes of it."""
     flats = {label: _flat(p) for label, p in (presets or {}).items()}
@@ -120,13 +122,15 @@ def add_options(parser: argparse.ArgumentParser, cls: type, presets: Mapping[str
         parser.add_argument(flag(f), dest=path, default=default,
                             action=_Flag if isinstance(default, bool) else _Appended if append else _Given,
                             type=str if append else _parser(default, meta),
-                            metavar=meta.get("metavar") or flag(f)[2:].upper().replace("-", "_"), help=text.replace("%", "%%"))
+                            metavar=meta.get("metavar") or flag(f)[2:].upper().replace("-", "_"),
+                            help=text.replace("%", "%%"))
 
 
 def add_preset(parser: argparse.ArgumentParser, name: str, cls: type, overrides: Mapping[str, Any], what: str) -> None:
     """A flag that applies `overrides` (its help lists them as the options they set)."""
     flags = {path: flag(f) for path, f, _ in options(cls)}
-    listed = " ".join(f"{flags[p]} {_show(v)}" if p in flags else f"{p}={_show(v)}" for p, v in _flat(overrides).items())
+    listed = " ".join(f"{flags[p]} {_show(v)}" if p in flags else f"{p}={_show(v)}"
+                      for p, v in _flat(overrides).items())
     parser.add_argument(name, action="store_true", help=f"{what}: {listed}; options given win".replace("%", "%%"))
 
 

@@ -38,7 +38,8 @@ class Recorder:
 
     def _export(self, prof) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp" + (".gz" if self.path.name.endswith(".gz") else ""))
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp"
+                                  + (".gz" if self.path.name.endswith(".gz") else ""))
         try:
             prof.export_chrome_trace(str(tmp))
             os.replace(tmp, self.path)
