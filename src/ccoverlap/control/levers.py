@@ -209,7 +209,8 @@ def _needs_sm90(host: Host) -> str | None:
 CTA_POLICIES = {name: str(number) for number, name in nccl.CTA_POLICY_VALUES.items()}
 _ONE_PROCESS = "needs a fresh process: the lab runs every strategy in one"
 _PROXY_NO_CE = "the lab's proxy has no copy-engine path (use nccl-ctas there for fewer CTAs)"
-_NO_GREEN_STREAM = "needs the compute on a green-context stream; the bench's workloads use torch's default stream"
+_NO_GREEN_STREAM = ("needs the compute on a green-context stream (torch.cuda.green_contexts), which a program "
+                    "creates itself; launched from outside, its kernels stay on the streams it made")
 
 LEVERS: tuple[Lever, ...] = (
     Lever(
