@@ -221,23 +221,37 @@ def test_the_tuner_orders_its_arms_by_predicted_gain_and_prunes_below_the_noise_
     assert [space.arm_strategy(a) for a in ordered] == [fewer, "shape", "priority", None] and not pruned
 
 
-def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
-    import json
-
+def serial_capture(root, alone=None, steps=()):
+    """A doctor capture of one stream: 50 us of compute, a 300 us all-reduce, 500 us of compute, back to back
+    (per step of `steps`, each 1000 us apart); `alone`: the alone window's durations (default: as measured, so
+    the simulated default is the measured step exactly)."""
     import kineto_synth as ks
     from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
-    kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
-               ks.K("compute_a", 160, 500, launch_ts=110)]
-    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
-    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [45, 250, 480]), [])
+    kernels = []
+    for n in range(max(len(steps), 1)):
+        t = 100 + 1000 * n
+        kernels += [ks.K("compute_a", t, 50, launch_ts=t - 10), ks.K(ks.NCCL, t + 50, 300, launch_ts=t, **NCCL_ARGS | {"stream": 7}),
+                    ks.K("compute_a", t + 350, 500, launch_ts=t + 10)]
+    path = ks.write(root / "rank0_trace.json", 0, 1, kernels, list(steps))
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, alone and alone * max(len(steps), 1)), [])
+    return root
+
+
+def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
+    import json
+
+    serial_capture(tmp_path / "cap")
     assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy", "--json", "-"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [p["strategy"] for p in out["predictions"]] == ["default", "priority", "nccl-cta-policy"]
     base, _, none = out["predictions"]
     assert base["status"] == "ok" and base["vs_capture"] == 1.0 and none["status"] == "no model: nccl-cta-policy"
-    assert base["step_us"] >= 45 + 480  # compute_a twice on one stream, each at least its time alone
+    assert base["step_us"] == pytest.approx(850.0) and out["validation"]["reproduced"] and out["refused"] is None
+    assert [(name, how) for name, _, how in base["critical_path"]] == [
+        ("compute_a", "launch"), (ks_nccl(), "stream"), ("compute_a", "stream")]
+    assert base["critical_comm_us"] == pytest.approx(300.0)
     assert out["label"] == "predicted for the captured GPU"
     assert main(["whatif", str(tmp_path / "cap"), "--device", "a100", "--json", "-"]) == 0
     moved = json.loads(capsys.readouterr().out)
@@ -258,15 +272,16 @@ def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
     assert predict.one(FULL, levers.strategy("priority"), cal).link_bound_step_us is None
 
 
-def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+def ks_nccl() -> str:
     import kineto_synth as ks
-    from ccoverlap.util.tracefiles import alone_trace
-    from ccoverlap.whatif import session
-    from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
-    kernels = [ks.K("compute_a", 100, 500, launch_ts=90, grid=2 * 8 * 132), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS)]
-    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
-    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [480, 250]), [])
+    return ks.NCCL
+
+
+def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+    from ccoverlap.whatif import session
+
+    serial_capture(tmp_path / "cap")
     gains = session.gains(tmp_path / "cap", None, ["priority", "nccl-ctas", "nccl-cta-policy"])
     assert set(gains) == {"priority", "nccl-ctas"}  # no model: left out
     cal, _ = calibration.load("NVIDIA H200")
