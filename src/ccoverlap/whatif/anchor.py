@@ -82,7 +82,7 @@ class Validation:
         return {"measured_step_us": self.measured_us, "simulated_default_us": self.simulated_us,
                 "step_error": self.step_error, "step_tolerance": STEP_TOLERANCE,
                 "start_tolerance_us": self.tolerance_us, "typical_steps": list(self.steps),
-                "reproduced": self.reproduced,
+                "reproduced": self.reproduced, "refused": self.refused(),
                 "disagree": [{"name": d.name, "stream": d.stream, "measured_start_us": d.measured_us,
                               "simulated_start_us": d.simulated_us} for d in self.disagree]}
 
