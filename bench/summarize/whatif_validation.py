@@ -67,10 +67,15 @@ def program_rows(program: str, folder: Path, real: tuple[str, dict[str, float]] 
     check = report["validation"]
     refused = check["refused"]  # the rule's reason, --unvalidated or not
     unvalidated = ratios(report)
+    simulated = {p["strategy"]: p for p in report["predictions"] if p["status"] == "ok"}
+    default = simulated["default"]
     capture = {"program": program, "measured_default_ms": check["measured_step_us"] / 1000,
                "simulated_default_ms": check["simulated_default_us"] / 1000, "step_error": check["step_error"],
                "reproduced": check["reproduced"], "refused": refused, "typical_steps": check["typical_steps"],
-               "collectives_off": len(check["disagree"]), "realized_from": source}
+               "collectives_off": len(check["disagree"]), "realized_from": source,
+               "default_critical_comm_ms": default["critical_comm_us"] / 1000,
+               "default_critical_path": [f"{name} (stream {stream}, after {how})" for name, stream, how in
+                                         default["critical_path"] if how != "stream"]}
     rows = []
     for lever, real_ratio in by_lever.items():
         pred = unvalidated.get(lever)
@@ -81,7 +86,8 @@ def program_rows(program: str, folder: Path, real: tuple[str, dict[str, float]] 
                "predicted_ratio": (pred if check["reproduced"] else "refused") if modelled else pred,
                "within_target": within(pred, real_ratio) if modelled and check["reproduced"] else None,
                "unvalidated_ratio": pred if modelled else None,
-               "unvalidated_within_target": within(pred, real_ratio) if modelled else None}
+               "unvalidated_within_target": within(pred, real_ratio) if modelled else None,
+               "critical_comm_ms": simulated[lever]["critical_comm_us"] / 1000 if modelled else None}
         rows.append(row)
     return capture, rows
 
