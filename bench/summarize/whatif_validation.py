@@ -74,7 +74,7 @@ def program_rows(program: str, folder: Path, real: tuple[str, dict[str, float]] 
                "reproduced": check["reproduced"], "refused": refused, "typical_steps": check["typical_steps"],
                "collectives_off": len(check["disagree"]), "realized_from": source,
                "default_critical_comm_ms": default["critical_comm_us"] / 1000,
-               "default_critical_path": [f"{name} (stream {stream}, after {how})" for name, stream, how in
+               "default_critical_path": [f"{name[:60]} (stream {stream}, after {how})" for name, stream, how in
                                          default["critical_path"] if how != "stream"]}
     rows = []
     for lever, real_ratio in by_lever.items():
