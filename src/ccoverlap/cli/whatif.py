@@ -36,8 +36,10 @@ examples:
 def register(sub) -> None:
     p = sub.add_parser(
         "whatif", help="predict each lever's effect from one doctor capture (here, on other GPUs, other networks)",
-        description="Simulate the captured step block by block and under each lever; print per lever the "
-        "predicted step, when communication starts, the exposed communication and the change against the capture.",
+        description="Simulate the capture's typical steps block by block; where the simulated default reproduces "
+        "the measured step, print per lever the predicted step (anchored to the measured one), when communication "
+        "starts, the exposed communication, the critical path's communication and the change against the capture; "
+        "otherwise say in one line why this capture cannot be predicted.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="a `ccoverlap doctor` output folder")
     add_options(p, WhatIfConfig)
