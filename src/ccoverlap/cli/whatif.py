@@ -64,6 +64,21 @@ def _path(path) -> str:
                        for name, stream, n, how in parts)
 
 
+def _table(report: dict) -> None:
+    print_table(
+        f"{report['source']}: {report['label']}",
+        ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "critical comm ms",
+         "vs capture"],
+        [[p["strategy"], _ms(p["step_us"]), f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
+          _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), _ms(p["critical_comm_us"]),
+          f"{p['vs_capture']:.3f}x"]
+         if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", "", ""]
+         for p in report["predictions"]],
+        caption="; ".join([report["anchored"], *report["notes"]]))
+    if path := report["predictions"][0].get("critical_path"):
+        print_text("critical path of the default: " + _path(path))
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = from_args(WhatIfConfig, args).validate()
     root = Path(args.dir)
@@ -76,21 +91,10 @@ def run(args: argparse.Namespace) -> int:
     if cfg.json != STDOUT:
         if report["refused"]:
             print_text(f"{report['source']}: {report['refused']}")
-            return 0
-        print_table(
-            f"{report['source']}: {report['label']}",
-            ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "critical comm ms",
-             "vs capture"],
-            [[p["strategy"], _ms(p["step_us"]), f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
-              _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), _ms(p["critical_comm_us"]),
-              f"{p['vs_capture']:.3f}x"]
-             if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", "", ""]
-             for p in report["predictions"]],
-            caption="; ".join([report["anchored"], *report["notes"]]))
-        if path := report["predictions"][0].get("critical_path"):
-            print_text("critical path of the default: " + _path(path))
+        else:
+            _table(report)
     if cfg.plot and report["refused"]:
-        print_text(f"no plot: {report['refused']}")
+        print_text(f"{cfg.plot} not written: no lever is predicted for this capture")
     elif cfg.plot:
         plots.predictions(report, Path(cfg.plot))
         print_text(f"wrote {cfg.plot}")
