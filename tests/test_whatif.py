@@ -261,7 +261,10 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
     assert moved["predicted_for"] == "a100" and moved["label"].startswith("predicted, assumptions: predicted for a100")
     png = tmp_path / "whatif.png"
     assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--plot", str(png)]) == 0
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "predicted for the captured GPU" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "predicted for the captured GPU" in shown
+    # one stream: the path is its first launch and the two after it, said as a count
+    assert "critical path of the default: compute_a (stream 7, after launch) + 2 more on it" in shown
     assert main(["whatif", str(tmp_path / "cap"), "--world", "64", "--capture-busbw", "280", "--json", "-"]) == 2
     assert "--capture-world" in capsys.readouterr().err
 
