@@ -29,17 +29,18 @@ HANDMADE = TRACES / "handmade"
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory) -> Path:
-    """A small doctor capture (its trace and alone window), as whatif reads it."""
+    """A small doctor capture (its trace and alone window), as whatif reads it: one stream, back to back, each
+    launch as long as alone, so the simulated default reproduces it and whatif predicts (and plots)."""
     import kineto_synth as ks
     from test_analysis_doctor import NCCL, alone_window
 
     from ccoverlap.doctor.record import alone_trace
 
     cap = tmp_path_factory.mktemp("whatif") / "cap"
-    kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL),
-               ks.K("compute_a", 160, 500, launch_ts=110)]
+    kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 150, 300, launch_ts=100, **NCCL | {"stream": 7}),
+               ks.K("compute_a", 450, 500, launch_ts=110)]
     path = ks.write(cap / "rank0_trace.json", 0, 1, kernels, [])
-    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [45, 250, 480]), [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels), [])
     return cap
 
 

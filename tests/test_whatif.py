@@ -221,30 +221,50 @@ def test_the_tuner_orders_its_arms_by_predicted_gain_and_prunes_below_the_noise_
     assert [space.arm_strategy(a) for a in ordered] == [fewer, "shape", "priority", None] and not pruned
 
 
-def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
-    import json
-
+def serial_capture(root, alone=None, steps: int = 0, first_idle: float = 0.0):
+    """A doctor capture of one stream: 50 us of compute, a 300 us all-reduce, 500 us of compute, back to back,
+    once or in `steps` profiler steps 4000 us apart, the first with `first_idle` us of idle GPU before its last
+    launch (the profiler's disturbed first step); `alone`: the alone window's three durations (default: as
+    measured, so the simulated default is each measured step exactly, 850 us)."""
     import kineto_synth as ks
     from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
-    kernels = [ks.K("compute_a", 100, 50, launch_ts=90), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS),
-               ks.K("compute_a", 160, 500, launch_ts=110)]
-    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
-    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [45, 250, 480]), [])
+    kernels = []
+    for n in range(max(steps, 1)):
+        t, idle = 100 + 4000 * n, first_idle if n == 0 else 0.0
+        kernels += [ks.K("compute_a", t, 50, launch_ts=t - 10), ks.K(ks.NCCL, t + 50, 300, launch_ts=t, **NCCL_ARGS | {"stream": 7}),
+                    ks.K("compute_a", t + 350 + idle, 500, launch_ts=t + 10 + idle)]
+    path = ks.write(root / "rank0_trace.json", 0, 1, kernels, [(4000 * n, 4000) for n in range(steps)])
+    # the doctor's alone window: as many steps again, each launch by itself
+    serialized = [k for n in range(max(steps, 1)) for k in alone_window(kernels[3 * n:3 * n + 3], alone, 20000 + 4000 * n)]
+    ks.write(alone_trace(path), 0, 1, serialized, [(19950 + 4000 * n, 4000) for n in range(steps)])
+    return root
+
+
+def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
+    import json
+
+    serial_capture(tmp_path / "cap")
     assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy", "--json", "-"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [p["strategy"] for p in out["predictions"]] == ["default", "priority", "nccl-cta-policy"]
     base, _, none = out["predictions"]
     assert base["status"] == "ok" and base["vs_capture"] == 1.0 and none["status"] == "no model: nccl-cta-policy"
-    assert base["step_us"] >= 45 + 480  # compute_a twice on one stream, each at least its time alone
+    assert base["step_us"] == pytest.approx(850.0) and out["validation"]["reproduced"] and out["refused"] is None
+    assert [(name, how) for name, _, how in base["critical_path"]] == [
+        ("compute_a", "launch"), (ks_nccl(), "stream"), ("compute_a", "stream")]
+    assert base["critical_comm_us"] == pytest.approx(300.0)
     assert out["label"] == "predicted for the captured GPU"
     assert main(["whatif", str(tmp_path / "cap"), "--device", "a100", "--json", "-"]) == 0
     moved = json.loads(capsys.readouterr().out)
     assert moved["predicted_for"] == "a100" and moved["label"].startswith("predicted, assumptions: predicted for a100")
     png = tmp_path / "whatif.png"
     assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--plot", str(png)]) == 0
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "predicted for the captured GPU" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "predicted for the captured GPU" in shown
+    # one stream: the path is its first launch and the two after it, said as a count
+    assert "critical path of the default: compute_a (stream 7, after launch) + 2 more on it" in shown
     assert main(["whatif", str(tmp_path / "cap"), "--world", "64", "--capture-busbw", "280", "--json", "-"]) == 2
     assert "--capture-world" in capsys.readouterr().err
 
@@ -258,15 +278,16 @@ def test_fewer_comm_ctas_give_both_ends_cta_bound_and_link_bound():
     assert predict.one(FULL, levers.strategy("priority"), cal).link_bound_step_us is None
 
 
-def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+def ks_nccl() -> str:
     import kineto_synth as ks
-    from ccoverlap.util.tracefiles import alone_trace
-    from ccoverlap.whatif import session
-    from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
-    kernels = [ks.K("compute_a", 100, 500, launch_ts=90, grid=2 * 8 * 132), ks.K(ks.NCCL, 120, 300, launch_ts=100, **NCCL_ARGS)]
-    path = ks.write(tmp_path / "cap" / "rank0_trace.json", 0, 1, kernels, [])
-    ks.write(alone_trace(path), 0, 1, alone_window(kernels, [480, 250]), [])
+    return ks.NCCL
+
+
+def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+    from ccoverlap.whatif import session
+
+    serial_capture(tmp_path / "cap")
     gains = session.gains(tmp_path / "cap", None, ["priority", "nccl-ctas", "nccl-cta-policy"])
     assert set(gains) == {"priority", "nccl-ctas"}  # no model: left out
     cal, _ = calibration.load("NVIDIA H200")
@@ -292,3 +313,108 @@ def test_an_event_signals_later_than_the_stream_moves_on_so_a_one_wave_successor
         assert r.kernels[2].start_us == pytest.approx(3300.0) and r.step_us == pytest.approx(3800.0)
     alone = run(Step(H200, (a, c)))  # without B the collective starts once the event's signal is there
     assert alone.kernels[1].start_us == pytest.approx(300.0 + EVENT_LATENCY_US)
+
+
+# --- the critical path ----------------------------------------------------------------------------------------
+
+def _wide(name: str, us: float, **kw) -> Kernel:
+    """One wave on SMs 0..115, a block filling its SM's registers: SMs 116..131 stay free for NCCL's 16 CTAs."""
+    return Kernel(name, F(256, 255, 0, 0, 116), us, 1, sms=(0, 116), **kw)
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_an_earlier_collective_shortens_the_step_only_where_the_critical_path_runs_through_it(waits):
+    """a (1000 us), then b (3000 us) on stream 1; a collective (500 us) launched at 1500 or 1000 us on free SMs.
+    Where b waits on the collective's event, b starts as the signal arrives: the step is the collective's end +
+    EVENT_LATENCY_US + 3000, 500 us shorter for the earlier launch, and the path runs collective -> b. Where b
+    waits for nothing but a, the step is 4000 us either way and the collective is off the path."""
+    from ccoverlap.whatif.dispatch import EVENT_LATENCY_US
+
+    def step(launch: float) -> Step:
+        c = Kernel("comm", NCCL, 500.0, 2, comm=True, release_us=launch, sms=(116, 132))
+        return Step(H200, (_wide("a", 1000.0), c, _wide("b", 3000.0, deps=(1,) if waits else ())))
+
+    late, early = run(step(1500.0)), run(step(1000.0))
+    if waits:
+        assert late.step_us == pytest.approx(2000.0 + EVENT_LATENCY_US + 3000.0)
+        assert early.step_us == pytest.approx(late.step_us - 500.0)
+        assert [(c.kernel, c.how) for c in late.critical_path()] == [(1, "launch"), (2, "event")]
+    else:
+        assert late.step_us == pytest.approx(4000.0) and early.step_us == pytest.approx(4000.0)
+        assert [(c.kernel, c.how) for c in late.critical_path()] == [(0, "launch"), (2, "stream")]
+    m = predict.measures(step(1500.0), late)
+    assert m["critical_comm_us"] == pytest.approx(500.0 if waits else 0.0)
+    assert [name for name, _, _ in m["critical_path"]] == (["comm", "b"] if waits else ["a", "b"])
+
+
+def test_a_collective_that_waits_for_room_is_on_the_path_after_what_held_the_sms():
+    path = run(FULL).critical_path()  # the second compute wave holds every SM until 2000 us
+    assert [(c.kernel, c.how, c.start_us, c.until_us) for c in path] == [
+        (0, "launch", 0.0, pytest.approx(2000.0)), (1, "room", pytest.approx(2000.0), pytest.approx(2500.0))]
+
+
+# --- anchoring and refusal ------------------------------------------------------------------------------------
+
+def _measured(span: float, comm_start: float) -> Step:
+    return Step(H200, (compute(132, 100.0), comm(measured_start_us=comm_start)), measured_us=span, name="s")
+
+
+def _times(step_us: float, comm_start: float):
+    from ccoverlap.whatif.dispatch import KernelTimes, Result
+
+    return Result((KernelTimes(0.0, 0.0, 100.0), KernelTimes(1.0, comm_start, step_us)), step_us)
+
+
+def test_a_capture_is_reproduced_within_5_percent_and_its_collectives_within_max_5_percent_50_us():
+    from ccoverlap.whatif import anchor
+
+    steps = [_measured(1000.0, 100.0), _measured(1100.0, 120.0), _measured(1050.0, 110.0)]
+    # medians: measured step 1050, simulated 1040 (-0.95%); the collective measured at 110, simulated at 160:
+    # 50 us off, within max(5% of 1050, 50) = 52.5 us
+    ok = anchor.validate(steps, [_times(1000.0, 150.0), _times(1040.0, 170.0), _times(1090.0, 160.0)])
+    assert ok.reproduced and ok.refused() is None and ok.tolerance_us == pytest.approx(52.5)
+    assert ok.anchor(520.0) == pytest.approx(1050.0 * 520.0 / 1040.0)
+    late = anchor.validate(steps, [_times(1000.0, 190.0), _times(1040.0, 200.0), _times(1090.0, 180.0)])
+    assert not late.reproduced and late.step_ok
+    assert "comm (stream 2) measured at 0.110 ms, simulated at 0.190 ms" in late.refused()
+    slow = anchor.validate(steps, [_times(1200.0, 150.0)] * 3)
+    assert "+14.3% off the measured 1.050 ms (median of 3 typical steps" in slow.refused()
+
+
+def test_the_disturbed_first_step_is_left_out_and_the_typical_steps_reproduced(tmp_path):
+    from ccoverlap.whatif import session
+
+    cap = session.capture(serial_capture(tmp_path / "cap", steps=4, first_idle=2000.0))
+    names = [s.name for s in cap.steps]
+    assert "ProfilerStep#1" not in names and len(names) >= 2 and names[0] == "ProfilerStep#2"
+    assert any("ProfilerStep#1" in n and "left out as atypical" in n for n in cap.notes)
+    check = session.validate(cap, calibration.load("NVIDIA H200")[0])
+    assert check.measured_us == pytest.approx(850.0) and check.simulated_us == pytest.approx(850.0) and check.reproduced
+
+
+def test_a_capture_not_reproduced_is_refused_in_one_line_exit_0_and_unvalidated_on_request(tmp_path, capsys):
+    import json
+
+    root = serial_capture(tmp_path / "cap", alone=[50, 300, 800])  # simulated 1150 us where 850 were measured
+    assert main(["whatif", str(root)]) == 0
+    out = capsys.readouterr().out.strip()
+    assert "cannot predict this capture: the simulated default step 1.150 ms is +35.3% off" in out and "\n" not in out
+    assert main(["whatif", str(root), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["refused"].startswith("cannot predict") and doc["predictions"] == [] and not doc["validation"]["reproduced"]
+    assert main(["whatif", str(root), "--unvalidated", "--lever", "priority", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unvalidated"] and doc["label"].startswith("UNVALIDATED") and doc["refused"] is None
+    assert doc["predictions"][0]["simulated_step_us"] == pytest.approx(1150.0)
+    assert doc["predictions"][0]["step_us"] == pytest.approx(850.0)  # anchored: the measured step x 1.0
+
+
+def test_the_tuner_prunes_nothing_on_a_refused_capture_and_says_so(tmp_path, capsys):
+    from ccoverlap.tune import session as tune
+    from ccoverlap.whatif import session
+
+    root = serial_capture(tmp_path / "cap", alone=[50, 300, 800])
+    with pytest.raises(session.Refused, match="cannot predict this capture"):
+        session.gains(root, None, ["priority"])
+    assert tune.predicted_gains(root, None) is None
+    assert "no what-if pruning: cannot predict this capture" in capsys.readouterr().err

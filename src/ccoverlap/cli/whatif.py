@@ -12,14 +12,19 @@ from ccoverlap.whatif import plots, session
 
 EPILOG = """\
 DIR is a `ccoverlap doctor` capture (its traces and the alone window beside
-them: each launch's time alone). The first analysed step of its lowest rank is
+them: each launch's time alone). Every typical step of its lowest rank is
 simulated CTA by CTA under the residency rules, stream priorities and hardware
 queues, each CTA at its alone pace slowed by what shares its SM and the memory
 system (parameters fitted once per GPU on the lab: docs/whatif.md); each lever
-is a transformation of that step. The interval is the fit's 90th-percentile error
-(and, for another GPU, both ends of its roofline ratio). Levers without a model
-say so. Predictions for another GPU, bus bandwidth or world size are labelled
-with their assumptions: they are predictions, never measurements.
+is a transformation of those steps, the median over them reported. First the
+simulated default must reproduce the capture: its step within 5% of the measured
+one and each collective's start within max(5% of the step, 50 us); otherwise the
+capture is refused in one line (no lever predicted; --unvalidated prints them
+anyway, labelled). A prediction is anchored: the measured step x simulated lever
+/ simulated default. The interval is the fit's 90th-percentile error (and, for
+another GPU, both ends of its roofline ratio). Levers without a model say so.
+Predictions for another GPU, bus bandwidth or world size are labelled with their
+assumptions: they are predictions, never measurements.
 
 examples:
   ccoverlap whatif ccoverlap-doctor-20261202-120000
@@ -31,8 +36,10 @@ examples:
 def register(sub) -> None:
     p = sub.add_parser(
         "whatif", help="predict each lever's effect from one doctor capture (here, on other GPUs, other networks)",
-        description="Simulate the captured step block by block and under each lever; print per lever the "
-        "predicted step, when communication starts, the exposed communication and the change against the capture.",
+        description="Simulate the capture's typical steps block by block; where the simulated default reproduces "
+        "the measured step, print per lever the predicted step (anchored to the measured one), when communication "
+        "starts, the exposed communication, the critical path's communication and the change against the capture; "
+        "otherwise say in one line why this capture cannot be predicted.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="a `ccoverlap doctor` output folder")
     add_options(p, WhatIfConfig)
@@ -42,6 +49,34 @@ def register(sub) -> None:
 
 def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1000:.3f}"
+
+
+def _path(path) -> str:
+    """A critical path in one line: each run of launches on one stream as its count, the launches that cross
+    streams (after an event, or the room another kernel left) by name."""
+    parts: list[list] = []
+    for name, stream, how in path:
+        if parts and how == "stream" and parts[-1][1] == stream:
+            parts[-1][2] += 1
+        else:
+            parts.append([name, stream, 1, how])
+    return " -> ".join(f"{name[:40]} (stream {stream}, after {how})" + (f" + {n - 1} more on it" if n > 1 else "")
+                       for name, stream, n, how in parts)
+
+
+def _table(report: dict) -> None:
+    print_table(
+        f"{report['source']}: {report['label']}",
+        ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "critical comm ms",
+         "vs capture"],
+        [[p["strategy"], _ms(p["step_us"]), f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
+          _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), _ms(p["critical_comm_us"]),
+          f"{p['vs_capture']:.3f}x"]
+         if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", "", ""]
+         for p in report["predictions"]],
+        caption="; ".join([report["anchored"], *report["notes"]]))
+    if path := report["predictions"][0].get("critical_path"):
+        print_text("critical path of the default: " + _path(path))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,14 +89,13 @@ def run(args: argparse.Namespace) -> int:
     if cfg.json:
         write_json(cfg.json, report, schema=True)
     if cfg.json != STDOUT:
-        print_table(
-            f"{report['source']}: {report['label']}",
-            ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "vs capture"],
-            [[p["strategy"], _ms(p["step_us"]), f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
-              _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), f"{p['vs_capture']:.3f}x"]
-             if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", ""] for p in report["predictions"]],
-            caption="; ".join(report["notes"]) or None)
-    if cfg.plot:
+        if report["refused"]:
+            print_text(f"{report['source']}: {report['refused']}")
+        else:
+            _table(report)
+    if cfg.plot and report["refused"]:
+        print_text(f"{cfg.plot} not written: no lever is predicted for this capture")
+    elif cfg.plot:
         plots.predictions(report, Path(cfg.plot))
         print_text(f"wrote {cfg.plot}")
     return 0

@@ -89,10 +89,13 @@ def advice(trial, comm_regex: str | None):
 
 def predicted_gains(folder, comm_regex: str | None) -> dict[str, float] | None:
     """The what-if simulator's gain for every lever value the tuner may try, from the doctor's capture; None
-    (and why, on stderr) where it cannot simulate it."""
+    (and why, on stderr) where it cannot simulate it or its simulated default does not reproduce the capture."""
     names = [levers.Strategy(((lv.name, v),)).name for lv in levers.LEVERS for v in lv.candidates]
     try:
         return whatif.gains(folder, comm_regex, names) or None
+    except whatif.Refused as exc:  # a simulator that misses the measured step may not prune a measured lever
+        warn(f"no what-if pruning: {exc}; candidates in the doctor's order, none pruned")
+        return None
     except (UsageError, ValueError, RuntimeError) as exc:
         warn(f"no what-if predictions ({exc}): candidates in the doctor's order")
         return None

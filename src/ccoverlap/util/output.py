@@ -63,7 +63,8 @@ STDOUT = "-"
 #: how an OutputError names standard output (main() points it at the null device before its one line)
 STDOUT_NAME = "standard output"
 #: the version of every JSON document a command writes (its "schema" field): raised when a field changes meaning
-SCHEMA = 1
+#: (2: whatif's `step_us` and `interval` are anchored to the measured step, `simulated_step_us` the simulator's own)
+SCHEMA = 2
 
 
 class OutputError(OSError):

@@ -34,6 +34,9 @@ class WhatIfConfig:
     comm_cluster: int = field(default=0, metadata={
         "metavar": "N", "shown": "NCCL's default, 4 on sm_90",
         "help": "the communication kernels' cluster size (traces do not record it)"})
+    unvalidated: bool = field(default=False, metadata={
+        "help": "print the predictions even where the simulated default does not reproduce the capture, labelled "
+        "unvalidated (default: such a capture is refused, no lever predicted)"})
     json: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "also write the predictions as JSON to PATH ('-': print JSON instead of the table)"})
     plot: str | None = field(default=None, metadata={"metavar": "PNG", "help": "also draw the predictions to PNG"})

@@ -8,6 +8,9 @@ grid of equal priority waits until the earlier one is fully dispatched, and a pe
 the next room that fits it (both measured on the H200: docs/lab.md, NOTES). CTAs go round-robin over the SMs a
 kernel may use, most free first; clusters to SMs of one modelled GPC at once. Each CTA then runs at the pace
 `duration.Pace` gives it, recomputed whenever what shares its SM, or what runs on the GPU, changes.
+
+Each kernel also records what it waited for last (`KernelTimes.ready_by`, `room_by`), so `critical_path` can
+walk back from the kernel that ends the step: an earlier start shortens the step only on that chain.
 """
 from __future__ import annotations
 
@@ -32,12 +35,44 @@ class KernelTimes:
     ready_us: float  # when it was launched with its stream's previous kernel and its dependencies done
     start_us: float  # its first CTA's start
     end_us: float  # its last CTA's end
+    ready_by: int | None = None  # the kernel whose end made it ready (None: its launch came last)
+    ready_how: str = "launch"  # "stream" (its stream's previous kernel), "event", "serial" or "launch"
+    room_by: int | None = None  # started after it was ready: the kernel whose CTA's end made room for it
+
+
+@dataclass(frozen=True)
+class Link:
+    """One launch on the critical path and the span of the step it holds: from its start until it ends or
+    lets the next link go (`until_us`); `how` it waited for the link before it ("launch" for the first)."""
+
+    kernel: int
+    start_us: float
+    until_us: float
+    how: str
 
 
 @dataclass(frozen=True)
 class Result:
     kernels: tuple[KernelTimes, ...]
     step_us: float  # the last end, from the step's start (0)
+
+    def critical_path(self) -> tuple[Link, ...]:
+        """The chain of launches that ends last, in time order: from the last end back, each launch to what it
+        waited for last (the room another kernel's CTA left, else what made it ready), until a launch that
+        waited for nothing but its launch call."""
+        ks = self.kernels
+        if not ks:
+            return ()
+        i = max(range(len(ks)), key=lambda j: ks[j].end_us)
+        until, path, seen = ks[i].end_us, [], set()
+        while i is not None and i not in seen:
+            seen.add(i)
+            k = ks[i]
+            waited_room = k.room_by is not None and k.start_us > k.ready_us + EPS
+            how, before = ("room", k.room_by) if waited_room else (k.ready_how, k.ready_by)
+            path.append(Link(i, k.start_us, min(until, k.end_us), how))
+            until, i = k.start_us, before
+        return tuple(reversed(path))
 
 
 class _Sim:
@@ -63,6 +98,10 @@ class _Sim:
         self.next_id = 0
         self.gpc = residency.gpc_size(self.dev, gpcs)
         self.ready = [None] * len(ks)
+        self.ready_by: list[int | None] = [None] * len(ks)
+        self.ready_how = ["launch"] * len(ks)
+        self.room_by: list[int | None] = [None] * len(ks)
+        self.freed: int | None = None  # the kernel whose CTA ended last (what made room, where a kernel starts late)
         self.wakeups: set[float] = set()  # when an event's signal reaches a waiting kernel
         self.waiting = list(range(len(ks)))
         self.start = [None] * len(ks)
@@ -87,8 +126,9 @@ class _Sim:
             k = self.step.kernels[i]
             if k.release_us > t + EPS:
                 continue
-            waits = [self.prev_stream[i], *k.deps] + ([i - 1] if self.step.serial else [])
-            if all(self._done(j) for j in waits):
+            waits = [(self.prev_stream[i], "stream"), *((j, "event") for j in k.deps)] + (
+                [(i - 1, "serial")] if self.step.serial else [])
+            if all(self._done(j) for j, _ in waits):
                 signalled = max((self.end[j] + EVENT_LATENCY_US for j in k.deps
                                  if self.step.kernels[j].stream != k.stream), default=t)
                 if signalled > t + EPS:
@@ -96,6 +136,10 @@ class _Sim:
                     continue
                 self.ready[i] = t
                 self.waiting.remove(i)
+                waited = [(self.end[j] + (EVENT_LATENCY_US if how == "event" and self.step.kernels[j].stream != k.stream
+                                          else 0.0), j, how) for j, how in waits if j >= 0]
+                if waited and (last := max(waited))[0] >= k.release_us - EPS:
+                    self.ready_by[i], self.ready_how[i] = last[1], last[2]
 
     def may_dispatch(self, i: int) -> bool:
         """Ready, with the kernel ahead of it in its hardware queue fully dispatched."""
@@ -122,6 +166,8 @@ class _Sim:
         self.running[i] += 1
         if self.start[i] is None:
             self.start[i] = t
+            if t > self.ready[i] + EPS:
+                self.room_by[i] = self.freed
         if self.pending[i] == 0:
             self.dispatched[i] = True
         self._touched.add(s)
@@ -187,6 +233,8 @@ class _Sim:
                 continue
             if self.copy[i]:  # a copy engine's: no SM, never in the way
                 self.pending[i], self.dispatched[i], self.start[i] = 0, True, t
+                if t > self.ready[i] + EPS:  # its hardware queue held it
+                    self.room_by[i] = self.freed
                 heapq.heappush(self.heap, (t + self.step.kernels[i].alone_us, -1 - i, 0))
                 continue
             first = self.start[i] is None
@@ -236,17 +284,20 @@ class _Sim:
                 if cid < 0:
                     self.left[-1 - cid], self.end[-1 - cid] = 0, t
                     self.n_left -= 1
+                    self.freed = -1 - cid
                     continue
                 c = self.ctas.get(cid)
                 if c is None or c[5] != version:
                     continue
                 self._finish(cid, t)
                 self.n_left -= 1
-        return Result(tuple(KernelTimes(r, s, e) for r, s, e in zip(self.ready, self.start, self.end)),
+        return Result(tuple(KernelTimes(*times) for times in zip(self.ready, self.start, self.end, self.ready_by,
+                                                                  self.ready_how, self.room_by)),
                       max((e for e in self.end if e is not None), default=0.0))
 
     def _finish(self, cid: int, t: float) -> None:
         i, s = self.ctas.pop(cid)[:2]
+        self.freed = i
         self.on_sm[s].discard(cid)
         residency.leave(self.sms[s], i)
         self.running[i] -= 1

@@ -1,6 +1,8 @@
-"""Simulate a step as captured and under each strategy: predicted step, comm start delay, exposed comm."""
+"""Simulate a step as captured and under each strategy: predicted step, comm start delay, exposed comm, and the
+critical path (the launches an earlier start would shorten the step through, and how much of it is communication)."""
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +24,8 @@ class Prediction:
     exposed_comm_us: float | None = None  # communication time not covered by compute
     interval: tuple[float, float] | None = None  # step_us's interval from the calibration's measured error
     link_bound_step_us: float | None = None  # fewer or smaller comm CTAs: the step if collectives are link-bound
+    critical_path: tuple[tuple[str, int, str], ...] = ()  # its launches in time order: (name, stream, after what)
+    critical_comm_us: float | None = None  # the part of the step the critical path spends in communication
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vs(self, base: Prediction) -> float | None:
@@ -47,7 +51,36 @@ def measures(step: Step, result: Result) -> dict:
         "comm_start_delay_us": sum(ks[i].start_us - ks[i].ready_us for i in comm) if comm else None,
         "exposed_comm_us": exposed([(ks[i].start_us, ks[i].end_us) for i in comm],
                                    [(ks[i].start_us, ks[i].end_us) for i in compute]),
+        **critical(step, result),
     }
+
+
+def critical(step: Step, result: Result) -> dict:
+    """The critical path's launches (named with their stream and what each waited for) and its communication time."""
+    path = result.critical_path()
+    return {"critical_path": tuple((step.kernels[c.kernel].name, step.kernels[c.kernel].stream, c.how) for c in path),
+            "critical_comm_us": sum(c.until_us - c.start_us for c in path if step.kernels[c.kernel].comm)}
+
+
+_MEDIANS = ("step_us", "comm_done_us", "comm_start_delay_us", "exposed_comm_us", "link_bound_step_us", "critical_comm_us")
+
+
+def median(per_step: Sequence[Prediction]) -> Prediction:
+    """One strategy's predictions for several steps as one: each figure's median over the steps (the interval's
+    ends each), the critical path of the median step (the lower median), every note once."""
+    first = per_step[0]
+    if first.status != "ok":
+        return first
+
+    def mid(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    ranked = sorted(per_step, key=lambda p: p.step_us)
+    return Prediction(first.strategy, "ok", **{f: mid(getattr(p, f) for p in per_step) for f in _MEDIANS},
+                      interval=(mid(p.interval[0] for p in per_step), mid(p.interval[1] for p in per_step)),
+                      critical_path=ranked[(len(ranked) - 1) // 2].critical_path,
+                      notes=tuple(dict.fromkeys(n for p in per_step for n in p.notes)))
 
 
 def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) -> Prediction:

@@ -1,7 +1,9 @@
-"""From a capture to steps: a doctor capture folder (`capture`), or a lab record with its alone traces (`lab_cases`)."""
+"""From a capture to steps: a doctor capture folder (`capture`), or a lab record with its alone traces (`lab_cases`);
+from steps to predictions anchored to what was measured, or refused (`run`, `gains`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,9 +12,10 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.tracefiles import alone_trace
-from ccoverlap.whatif import calibration, predict, presets, transforms
+from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
-from ccoverlap.whatif.step import Kernel, Step, from_trace
+from ccoverlap.whatif.dispatch import simulate
+from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
 from ccoverlap.analysis import KernelClass, analysed_indices, analyze, device_limits, read_trace, windows
 from ccoverlap.model import nccl
 
@@ -23,14 +26,22 @@ LAUNCH_US = 5.0
 
 @dataclass(frozen=True)
 class Captured:
-    step: Step
+    steps: tuple[Step, ...]  # the typical steps, in order
     notes: tuple[str, ...]
-    source: str  # what the step was read from, in words
+    source: str  # what the steps were read from, in words
     world: int | None = None  # the job's ranks, where the trace says
+
+    @property
+    def step(self) -> Step:
+        return self.steps[0]
+
+
+class Refused(Exception):
+    """The simulated default does not reproduce the capture: no lever is predicted (the message says why)."""
 
 
 def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None) -> Captured:
-    """The first analysed step of the lowest rank of the doctor capture under ROOT, with its alone window."""
+    """The typical steps of the lowest rank of the doctor capture under ROOT, with its alone window."""
     a = analyze(root, comm_regex=comm_regex)
     if not a.strategies:
         raise UsageError(f"{root}: no usable trace (see `ccoverlap analyze {root}`)")
@@ -45,12 +56,14 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
                          "each launch's time alone is what the simulator starts from")
     device = device_limits(trace.device) or get_device("h200")
     cluster = comm_cluster if comm_cluster is not None else nccl.DEFAULT_CLUSTER
-    step, notes = from_trace(trace, device, comm_cluster=cluster)
-    if not step.kernels:
-        raise UsageError(f"{root}: no launch of the analysed step has a time alone")
+    steps, notes = typical_steps(trace, device, comm_cluster=cluster)
+    steps = [s for s in steps if s.kernels]
+    if not steps:
+        raise UsageError(f"{root}: no launch of the typical steps has a time alone")
     told = [] if comm_cluster is not None else [f"communication clusters of {cluster} assumed (NCCL's default on "
                                                 "sm_90; the trace does not record them)"]
-    return Captured(step, tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})", trace.world_size)
+    return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
+                    trace.world_size)
 
 
 def _compute_streams(trace) -> set[int]:
@@ -112,12 +125,41 @@ def _gpcs(step: Step) -> int:
     return p.gpcs if p else presets.PEAKS["h200"].gpcs
 
 
+def validate(cap: Captured, cal: calibration.Calibration) -> anchor.Validation:
+    """The simulated default of every typical step against what was measured (`anchor`)."""
+    gpcs = _gpcs(cap.step)
+    return anchor.validate(cap.steps, [simulate(s, cal.pace, gpcs) for s in cap.steps])
+
+
+def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration) -> list[predict.Prediction]:
+    """Each strategy's prediction, the median over `steps` (the default first)."""
+    per_step = [predict.predict(s, strategies, cal, _gpcs(s)) for s in steps]
+    return [predict.median(rows) for rows in zip(*per_step)]
+
+
+def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[predict.Prediction]) -> dict:
+    """A prediction as the measured step would become under it (`anchor`), the interval over every end."""
+    d = p.to_dict()
+    if p.status != "ok":
+        return d
+    lo = min([p.interval[0]] + [q.interval[0] for q in ends])
+    hi = max([p.interval[1]] + [q.interval[1] for q in ends])
+    return d | {"simulated_step_us": p.step_us, "step_us": check.anchor(p.step_us),
+                "interval": [check.anchor(lo), check.anchor(hi)],
+                "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
+                "vs_capture": p.step_us / check.simulated_us}
+
+
 def run(cfg: WhatIfConfig, root: Path) -> dict:
     """Every prediction `ccoverlap whatif` shows, as data: the step as captured first (`default`), then each
-    strategy; predictions for another GPU or network labelled so, with their assumptions."""
+    strategy, each the median over the capture's typical steps and anchored to the measured step; none where the
+    simulated default does not reproduce the capture (`refused`, unless `cfg.unvalidated`); predictions for
+    another GPU or network labelled so, with their assumptions."""
     cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None)
-    step, assumptions = cap.step, []
-    cal, cal_note = calibration.load(step.device.name)
+    assumptions: list[str] = []
+    cal, cal_note = calibration.load(cap.step.device.name)
+    check = validate(cap, cal)
+    steps = list(cap.steps)
     if cfg.busbw or cfg.world:
         world = cfg.capture_world or cap.world
         if not world or world < 2:
@@ -125,46 +167,49 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
                              "of the ranks the collectives ran across")
         if not cfg.capture_busbw:
             raise UsageError("--world/--busbw need --capture-busbw: the bus bandwidth the capture ran at is not in a trace")
-        step, note = presets.collectives(step, cfg.capture_busbw, cfg.busbw or cfg.capture_busbw, world, cfg.world or world)
-        assumptions.append(note)
-    steps = (step,)
+        moved = [presets.collectives(s, cfg.capture_busbw, cfg.busbw or cfg.capture_busbw, world, cfg.world or world)
+                 for s in steps]
+        steps = [s for s, _ in moved]
+        assumptions.append(moved[0][1])
+    variants = [steps]  # the prediction's steps, then those of the interval's ends
     if cfg.device:
-        moved = presets.to_device(step, cfg.device)
-        steps, assumptions = moved.steps, assumptions + list(moved.assumptions)
-    strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
-    gpcs = _gpcs(steps[0])
-    rows = predict.predict(steps[0], strategies, cal, gpcs)
-    ends = [predict.predict(s, strategies, cal, gpcs) for s in steps[1:]]
-    base = rows[0]
-    out = []
-    for n, p in enumerate(rows):
-        d = p.to_dict()
-        if p.status == "ok":
-            lo, hi = p.interval
-            for other in ends:
-                q = other[n]
-                lo, hi = min(lo, q.interval[0]), max(hi, q.interval[1])
-            d |= {"interval": [lo, hi], "vs_capture": p.vs(base)}
-        out.append(d)
-    return {
-        "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": steps[0].device.name,
-        "label": "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU",
-        "assumptions": assumptions, "notes": list(cap.notes) + ([cal_note] if cal_note else []),
+        moved = [presets.to_device(s, cfg.device) for s in steps]
+        variants = [list(v) for v in zip(*(m.steps for m in moved))]
+        assumptions += list(moved[0].assumptions)
+    refused = check.refused()
+    label = "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU"
+    report = {
+        "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": variants[0][0].device.name,
+        "label": label, "assumptions": assumptions, "notes": list(cap.notes) + ([cal_note] if cal_note else []),
+        "validation": check.to_dict(), "refused": None if cfg.unvalidated else refused, "unvalidated": False,
         "calibration": {"gpu": cal.gpu, "error_median": cal.error_median, "error_p90": cal.error_p90,
                         "provenance": cal.provenance},
-        "predictions": out,
+        "anchored": "predicted step = the measured step (median of the typical steps) x simulated strategy / "
+                    "simulated default (each the median over the typical steps)",
+        "predictions": [],
     }
+    if refused and not cfg.unvalidated:
+        return report
+    if refused:
+        report |= {"unvalidated": True, "label": f"UNVALIDATED ({refused}); {label}"}
+    strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
+    rows, *ends = (_predict(v, strategies, cal) for v in variants)
+    report["predictions"] = [_anchored(p, check, [e[n] for e in ends]) for n, p in enumerate(rows)]
+    return report
 
 
 def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, float]:
     """Predicted gain (share of the step, positive is faster) of each named strategy over the capture, for the
     tuner: at the better of the two ends where a trace cannot tell which binds (collectives bound by their CTAs
     or by their link), so a lever is pruned only where even its best case gains too little; strategies without
-    a model are left out. UsageError where the capture cannot be simulated."""
+    a model are left out. UsageError where the capture cannot be simulated; Refused where its simulated
+    default does not reproduce it (then no prediction may prune anything)."""
     cap = capture(root, comm_regex)
     cal, _ = calibration.load(cap.step.device.name)
+    if why := validate(cap, cal).refused():
+        raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
-    rows = predict.predict(cap.step, known, cal, _gpcs(cap.step))
+    rows = _predict(cap.steps, known, cal)
     base = rows[0].step_us
     return {p.strategy: 1 - min(p.step_us, p.link_bound_step_us or p.step_us) / base
             for p in rows[1:] if p.status == "ok" and base}

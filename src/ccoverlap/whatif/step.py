@@ -2,7 +2,9 @@
 
 A kernel's `alone_us` is the whole launch's time with the GPU to itself (the doctor's alone window, or the
 lab's compute-alone and comm-alone runs); its footprint carries grid and cluster. Dependencies are what it
-waited for besides its stream's previous kernel (CUDA events), as analysis/deps.py resolves them.
+waited for besides its stream's previous kernel (CUDA events), as analysis/deps.py resolves them. A step read
+from a trace also carries what was measured (its span, each launch's start), which the simulated default must
+reproduce before a lever is predicted (`anchor`).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.analysis import KernelClass, analysed_indices, graph, windows
+from ccoverlap.analysis.steps import typical
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Kernel:
     hint: int | None = None  # preferred shared-memory carveout, percent (None: not set)
     sms: tuple[int, int] | None = None
     basis: KernelFootprint | None = None  # the footprint `alone_us` was measured with, no hint (None: `footprint`)
+    measured_start_us: float | None = None  # its start in the capture, from the step's start (None: not captured)
 
     @property
     def measured(self) -> tuple[KernelFootprint | None, int | None]:
@@ -51,6 +55,8 @@ class Step:
     priorities: dict[int, int] = field(default_factory=dict)
     queues: int = 8
     serial: bool = False
+    name: str = ""  # the profiler step it was read from
+    measured_us: float | None = None  # the captured step's span (analysis/steps.py; None: not captured)
 
     def replace(self, **changes) -> Step:
         return dataclasses.replace(self, **changes)
@@ -65,16 +71,17 @@ class Step:
 
 
 def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dict[int, float] | None = None,
-               streams: set[int] | None = None) -> tuple[Step, list[str]]:
-    """The first analysed step of a trace as a Step, and what was left out. Times alone are `alone`
-    (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches without one
-    are left out and named: never guessed. `streams`: only these streams' kernels (None: all). Kineto does not
-    record the cluster: communication kernels get `comm_cluster` (the caller's knowledge), compute kernels 1."""
-    g = graph(trace)
+               streams: set[int] | None = None, step: int = 0) -> tuple[Step, list[str]]:
+    """Analysed step number `step` of a trace (`windows`' order) as a Step, and what was left out. Times alone
+    are `alone` (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches
+    without one are left out and named: never guessed. `streams`: only these streams' kernels (None: all).
+    Kineto does not record the cluster: communication kernels get `comm_cluster` (the caller's knowledge),
+    compute kernels 1."""
     steps = windows(trace, analysed_indices(trace))
     if not steps:
         return Step(device, ()), ["no analysed step in the trace"]
-    _, idx = steps[0]
+    name, idx = steps[step]
+    g = graph(trace)
     alone = (trace.alone_us or {}) if alone is None else alone
     notes, keep, where = [], [], {}
     for i in idx:
@@ -95,5 +102,17 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
             k.footprint, cluster=comm_cluster if comm else 1)
         deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
         kernels.append(Kernel(k.name, fp, alone[k.correlation], k.stream, comm, deps,
-                              max(0.0, min(g.release[i], k.ts) - t0)))
-    return Step(device, tuple(kernels)), notes
+                              max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
+    return Step(device, tuple(kernels), name=name), notes
+
+
+def typical_steps(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[list[Step], list[str]]:
+    """Every typical step of a trace (analysis/steps.py `typical`: the profiler's disturbed first step, a
+    host-bound or other step left out, and said so) as Steps, and what was left out (notes said once)."""
+    chosen = typical(trace)
+    steps, notes = [], []
+    for n in chosen.typical:
+        s, left = from_trace(trace, device, comm_cluster=comm_cluster, step=n)
+        steps.append(s.replace(measured_us=chosen.shapes[n].span_us))
+        notes += [x for x in left if x not in notes]
+    return steps, ([note] if (note := chosen.note()) else []) + notes

@@ -1,0 +1,108 @@
+"""Is the capture reproduced? The simulated default against what was measured, before any lever is predicted.
+
+A lever's predicted ratio means something only where the simulator reproduces the step the program ran. The
+rule (docs/whatif.md, "Anchoring and refusal"), over the capture's typical steps (analysis/steps.py):
+
+* the step: the median simulated default within STEP_TOLERANCE of the median measured step span;
+* the collectives: each collective's start from its step's start (the n-th collective of the step, the median
+  over the typical steps) within max(START_SHARE of the measured step, START_FLOOR_US) of its measured start.
+
+Where either fails the capture is refused: no lever is predicted (`Validation.refused` says why, naming the
+first collectives that disagree). Where both hold, a prediction is anchored: the measured step times the
+simulated lever over the simulated default (`Validation.anchor`), so the simulator's own error in the default's
+absolute time does not reach the figure. The thresholds are stated, not fitted: 5% is the doctor's own "nothing
+to gain" scale; 50 us is some ten kernel launches, below which a start is the launch's jitter.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ccoverlap.whatif.dispatch import Result
+from ccoverlap.whatif.step import Step
+
+STEP_TOLERANCE = 0.05
+START_SHARE = 0.05
+START_FLOOR_US = 50.0
+SHOWN = 3  # disagreeing collectives named in the one line
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    name: str
+    stream: int
+    measured_us: float  # its start from its step's start, the median over the typical steps
+    simulated_us: float
+
+    def __str__(self) -> str:
+        return (f"{self.name[:50]} (stream {self.stream}) measured at {self.measured_us / 1000:.3f} ms, "
+                f"simulated at {self.simulated_us / 1000:.3f} ms")
+
+
+@dataclass(frozen=True)
+class Validation:
+    measured_us: float  # the median measured step span
+    simulated_us: float  # the median simulated default
+    tolerance_us: float  # for a collective's start
+    steps: tuple[str, ...]  # the typical steps compared
+    disagree: tuple[Disagreement, ...]  # collectives whose start is off, in launch order
+
+    @property
+    def step_error(self) -> float:
+        return self.simulated_us / self.measured_us - 1
+
+    @property
+    def step_ok(self) -> bool:
+        return abs(self.step_error) <= STEP_TOLERANCE
+
+    @property
+    def reproduced(self) -> bool:
+        return self.step_ok and not self.disagree
+
+    def refused(self) -> str | None:
+        """One line saying why no lever is predicted for this capture, or None where it is reproduced."""
+        if self.reproduced:
+            return None
+        why = [] if self.step_ok else [
+            f"the simulated default step {self.simulated_us / 1000:.3f} ms is {100 * self.step_error:+.1f}% off the "
+            f"measured {self.measured_us / 1000:.3f} ms (median of {len(self.steps)} typical steps; tolerance "
+            f"{100 * STEP_TOLERANCE:g}%)"]
+        if self.disagree:
+            why.append(f"{len(self.disagree)} collective start(s) off by more than {self.tolerance_us / 1000:.3f} ms: "
+                       + "; ".join(map(str, self.disagree[:SHOWN])))
+        return "cannot predict this capture: " + "; ".join(why)
+
+    def anchor(self, simulated_us: float) -> float:
+        """A simulated step as a prediction of the measured one: the measured step x (simulated / simulated default)."""
+        return self.measured_us * simulated_us / self.simulated_us
+
+    def to_dict(self) -> dict:
+        return {"measured_step_us": self.measured_us, "simulated_default_us": self.simulated_us,
+                "step_error": self.step_error, "step_tolerance": STEP_TOLERANCE,
+                "start_tolerance_us": self.tolerance_us, "typical_steps": list(self.steps),
+                "reproduced": self.reproduced, "refused": self.refused(),
+                "disagree": [{"name": d.name, "stream": d.stream, "measured_start_us": d.measured_us,
+                              "simulated_start_us": d.simulated_us} for d in self.disagree]}
+
+
+def validate(steps: Sequence[Step], defaults: Sequence[Result]) -> Validation:
+    """The simulated defaults (`defaults[n]` of `steps[n]`) against the measured steps and collective starts."""
+    measured = statistics.median(s.measured_us for s in steps)
+    tolerance = max(START_SHARE * measured, START_FLOOR_US)
+    starts: dict[int, list[tuple[str, int, float, float]]] = defaultdict(list)
+    for step, result in zip(steps, defaults):
+        for n, i in enumerate(step.comm):
+            k = step.kernels[i]
+            if k.measured_start_us is not None:
+                starts[n].append((k.name, k.stream, k.measured_start_us, result.kernels[i].start_us))
+    disagree = []
+    for n in sorted(starts):
+        name, stream = starts[n][0][:2]
+        got = Disagreement(name, stream, statistics.median(m for *_, m, _ in starts[n]),
+                           statistics.median(s for *_, s in starts[n]))
+        if abs(got.simulated_us - got.measured_us) > tolerance:
+            disagree.append(got)
+    return Validation(measured, statistics.median(r.step_us for r in defaults), tolerance,
+                      tuple(s.name for s in steps), tuple(disagree))
