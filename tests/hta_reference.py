@@ -51,7 +51,8 @@ def record() -> None:
     out = {
         "hta_version": version("HolisticTraceAnalysis"),
         "pandas_version": version("pandas"),  # HTA 0.5.0 fails on small traces with pandas 3
-        "settings": "HTA_DISABLE_NS_ROUNDING=1; TraceAnalysis(trace_dir).get_comm_comp_overlap() and get_temporal_breakdown()",
+        "settings": "HTA_DISABLE_NS_ROUNDING=1; TraceAnalysis(trace_dir).get_comm_comp_overlap() and "
+                    "get_temporal_breakdown()",
         "folders": {str(f.relative_to(TRACES)): hta_numbers(f) for f in trace_folders()},
     }
     RECORDED.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")

@@ -22,8 +22,10 @@ H200_PROPS = {
     "sharedMemPerMultiprocessor": 233472, "numSms": 132, "sharedMemPerBlockOptin": 232448,
 }
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
-ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+GEMM = ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__"
+        "5x_cublas")
+ELEMENTWISE = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+               "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
 
 
 @dataclass
@@ -107,7 +109,8 @@ def events(kernels: list[K], steps: list[tuple[float, float]], *, pid: int = 424
             yield {"ph": "X", "cat": "cpu_op", "name": rnd.choice(["aten::mm", "aten::add_", "aten::empty"]),
                    "pid": pid, "tid": pid, "ts": launch - 3 + i * 0.01, "dur": 2.5,
                    "args": {"External id": corr, "Record function id": 0, "Ev Idx": corr * 3 + i,
-                            "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                            "Input Dims": [[4096, 4096], [4096, 4096]],
+                            "Input type": ["c10::BFloat16", "c10::BFloat16"],
                             "Input Strides": [[4096, 1], [4096, 1]], "Concrete Inputs": ["", ""],
                             "Sequence number": corr, "Fwd thread id": 0}}
         call = "cuLaunchKernelEx" if k.driver else "cudaLaunchKernel" if k.cat == "kernel" else "cudaMemcpyAsync"
@@ -122,14 +125,16 @@ def events(kernels: list[K], steps: list[tuple[float, float]], *, pid: int = 424
                      "est. achieved occupancy %": 50} | (k.args or {})
         else:
             args |= {"bytes": 1 << 20, "memory bandwidth (GB/s)": 100.0}
-        yield {"ph": "X", "cat": k.cat, "name": k.name, "pid": 0, "tid": k.stream, "ts": k.ts, "dur": k.dur, "args": args}
+        yield {"ph": "X", "cat": k.cat, "name": k.name, "pid": 0, "tid": k.stream, "ts": k.ts, "dur": k.dur,
+               "args": args}
         yield {"ph": "f", "id": corr, "pid": 0, "tid": k.stream, "ts": k.ts, "cat": "ac2g", "name": "ac2g", "bp": "e"}
 
 
 def header(rank: int | None, world: int) -> dict:
     head = {"schemaVersion": 1, "deviceProperties": [H200_PROPS], "cupti_version": 26, "cuda_runtime_version": 13000}
     if rank is not None:
-        head["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world, "pg_count": 1, "nccl_version": "2.28.9"}
+        head["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world, "pg_count": 1,
+                                   "nccl_version": "2.28.9"}
     return head
 
 
@@ -146,11 +151,13 @@ def write(path: Path, rank: int | None, world: int, kernels: list[K], steps: lis
         for ev in events(kernels, steps, **kw):
             fh.write(("" if first else ",\n") + json.dumps(ev))
             first = False
-        fh.write(f'\n], "traceName": {json.dumps(path.name)}, "displayTimeUnit": "ms", "baseTimeNanoseconds": 1700000000000000000}}\n')
+        fh.write(f'\n], "traceName": {json.dumps(path.name)}, "displayTimeUnit": "ms", '
+                 f'"baseTimeNanoseconds": 1700000000000000000}}\n')
     return path
 
 
-def random_run(seed: int, steps: int, *, pad: int = 0, float_times: bool = False) -> tuple[list[K], list[tuple[float, float]]]:
+def random_run(seed: int, steps: int, *, pad: int = 0,
+               float_times: bool = False) -> tuple[list[K], list[tuple[float, float]]]:
     """A training-like run: per step a few GEMMs and elementwise kernels on stream 7, an all-reduce on
     stream 13 that overlaps part of them, a memcpy; `pad` adds shared memory to the elementwise launches."""
     rnd = random.Random(seed)
@@ -163,7 +170,8 @@ def random_run(seed: int, steps: int, *, pad: int = 0, float_times: bool = False
         kernels.append(K("Memcpy HtoD (Pageable -> Device)", num(t), num(rnd.uniform(5, 20)), cat="gpu_memcpy"))
         t = kernels[-1].ts + kernels[-1].dur + num(rnd.uniform(1, 10))
         comm_start = num(t + rnd.uniform(0, 300))
-        kernels.append(K(NCCL, comm_start, num(rnd.uniform(400, 1500)), stream=13, block=640, grid=16, regs=96, smem=104832))
+        kernels.append(K(NCCL, comm_start, num(rnd.uniform(400, 1500)), stream=13, block=640, grid=16, regs=96,
+                         smem=104832))
         for _ in range(rnd.randint(3, 6)):
             name, dur = rnd.choice([(GEMM, rnd.uniform(100, 400)), (ELEMENTWISE, rnd.uniform(3, 30))])
             gemm = name == GEMM

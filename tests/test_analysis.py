@@ -132,7 +132,8 @@ def test_kernel_classes(name, cat, kind):
 
 
 def test_user_comm_regex(capsys):
-    assert Classifier.with_user_regex("^proxy_comm").classify("proxy_comm_kernel", "kernel") is KernelClass.COMMUNICATION
+    assert (Classifier.with_user_regex("^proxy_comm").classify("proxy_comm_kernel", "kernel")
+            is KernelClass.COMMUNICATION)
     with pytest.raises(UsageError, match="--comm-regex"):
         Classifier.with_user_regex("(")
     code, out, _ = run(capsys, "analyze", TRACES / "handmade", "--comm-regex", "vectorized_elementwise", "--json", "-")
@@ -160,7 +161,8 @@ def test_metadata_after_the_events_and_rank_from_the_file_name(tmp_path):
 
 def test_device_limits_from_trace_properties():
     dev = device_limits(ks.H200_PROPS)
-    assert dev.sm_count == 132 and dev.smem_per_sm == PRESETS["h200"].smem_per_sm and dev.source == "trace deviceProperties"
+    assert (dev.sm_count == 132 and dev.smem_per_sm == PRESETS["h200"].smem_per_sm
+            and dev.source == "trace deviceProperties")
     assert device_limits(None) is None and device_limits({"name": "Unknown", "computeMajor": 7}) is None
 
 
@@ -195,7 +197,8 @@ def test_baseline_slowdown_and_padding():
     assert by["default", 0].compute_slowdown == pytest.approx(1.0) and by["default", 0].padded_launches == 0
     shaping = by["shaping", 0]
     (padded,) = shaping.padded_kernels
-    assert padded.name == ks.ELEMENTWISE and padded.pad_bytes == 40960 and padded.padded_launches == shaping.padded_launches > 0
+    assert (padded.name == ks.ELEMENTWISE and padded.pad_bytes == 40960
+            and padded.padded_launches == shaping.padded_launches > 0)
     # independent: per-name mean duration in the baseline, summed over this run's launches
     base = analysed_kernels(result.strategies["default"][0])
     mine = analysed_kernels(result.strategies["shaping"][0])
@@ -231,7 +234,8 @@ def test_cli_json_is_the_only_stdout(capsys):
 
 
 def test_cli_json_strategy_means(capsys):
-    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json", "-")
+    code, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default",
+                       "--json", "-")
     data = json.loads(out)
     for name in ("default", "shaping"):
         ranks = [r for r in data["ranks"] if r["strategy"] == name]
@@ -388,14 +392,15 @@ def test_json_keeps_the_published_key_order(capsys):
     """The committed results (bench/results/analyze-*) must still be what the code writes: same keys, same order,
     and the doctor's additions after them (its metrics after the published metrics, its lists at the end)."""
     published = json.loads(PUBLISHED.read_text())["analysis"]
-    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json", "-",
-                    "--rows")
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default",
+                    "--json", "-", "--rows")
     data = json.loads(out)
     assert list(data) == ["schema", *published]  # the version of the document first (util/output.SCHEMA)
     old = list(published["ranks"][0])
     at = old.index("padded_kernels")
     assert list(data["ranks"][0]) == old[:at] + DOCTOR_METRICS + old[at:] + DOCTOR_KEYS
-    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default", "--json", "-")
+    _, out, _ = run(capsys, "analyze", TRACES / "strategies", "--baseline", TRACES / "strategies" / "default",
+                    "--json", "-")
     counted = json.loads(out)["ranks"]  # without --rows: each list's length in its place, everything else the same
     rows = {"comm_kernels": "comm_kernel_count", "steps": "step_count"}
     assert [list(r) for r in counted] == [[rows.get(k, k) for k in r] for r in data["ranks"]]
@@ -429,7 +434,8 @@ def test_every_metric_of_the_table_is_in_every_output(capsys, tmp_path):
 
 
 def test_a_metric_added_to_the_table_shows_everywhere(capsys, tmp_path, monkeypatch):
-    longest = metrics.Metric("longest_kernel_us", "longest kernel", "us", ".3f", lambda r: max(k.dur for k in r.kernels),
+    longest = metrics.Metric("longest_kernel_us", "longest kernel", "us", ".3f",
+                             lambda r: max(k.dur for k in r.kernels),
                              max, metrics.Column(11, "longest kernel ms", "longest"))
     monkeypatch.setattr(metrics, "METRICS", (*metrics.METRICS, longest))
     data, report, terminal = _outputs(capsys, tmp_path)
@@ -467,7 +473,8 @@ def _first(events: list[dict], cat: str, name: str | None = None) -> dict:
 
 @pytest.mark.parametrize(("cat", "field", "value", "why"), [
     ("kernel", "dur", -5.0, "1 GPU event(s) with a negative dur (first: {name} at ts {ts})"),
-    ("kernel", "dur", "nan", "1 GPU event(s) with a dur that is not a finite number ('nan') (first: {name} at ts {ts})"),
+    ("kernel", "dur", "nan",
+     "1 GPU event(s) with a dur that is not a finite number ('nan') (first: {name} at ts {ts})"),
     ("kernel", "dur", 0, "1 GPU event(s) with a zero dur (first: {name} at ts {ts})"),
     ("kernel", "dur", 1e30, "1 GPU event(s) longer than 1 h (first: {name} at ts {ts})"),
     ("kernel", "ts", 1e30, "1 GPU event(s) that start more than 1 h from the rank's other GPU events (first: {name} "

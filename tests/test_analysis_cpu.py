@@ -45,12 +45,14 @@ def test_a_blocking_hook_is_exposed_and_ddps_buckets_overlap():
     strategies, problems = cpu.analyze_folders(DDP)
     assert problems == [] and set(strategies) == {"default", "no-overlap"}
     for r in strategies["no-overlap"]:  # every all-reduce waited for: nothing computes beside it
-        assert r.values["comp_comm_overlap_pct"] == 0 and r.values["exposed_comm_us"] == r.values["communication_us"] > 0
+        assert (r.values["comp_comm_overlap_pct"] == 0
+                and r.values["exposed_comm_us"] == r.values["communication_us"] > 0)
     assert all(r.values["overlap_us"] > 0 for r in strategies["default"])  # backward beside the buckets' all-reduces
 
 
 def test_gpu_levers_come_from_the_lever_table():
-    assert cpu.gpu_levers() == [lv.name for lv in LEVERS if "cpu" not in lv.platforms] and "priority" in cpu.gpu_levers()
+    assert (cpu.gpu_levers() == [lv.name for lv in LEVERS if "cpu" not in lv.platforms]
+            and "priority" in cpu.gpu_levers())
 
 
 def test_analyze_on_cpu_traces_prints_the_exposed_communication_and_the_gpu_levers(capsys, tmp_path):

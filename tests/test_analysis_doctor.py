@@ -118,7 +118,8 @@ def test_carveout_behind_a_zero_smem_elementwise_kernel(tmp_path):
     assert c.cause is Cause.CARVEOUT and abs(c.sm_wait_us - 1896) <= TOLERANCE_US
     top = verdict([d]).recommendations[0]
     assert [r.lever for r in verdict([d]).recommendations] == ["carveout-hint"]  # launched after: not launch order
-    assert top.evidence.startswith("100% of allreduce SM-wait is carveout behind at::native::vectorized_elementwise_kernel")
+    assert top.evidence.startswith("100% of allreduce SM-wait is carveout behind "
+                                   "at::native::vectorized_elementwise_kernel")
 
 
 def test_a_collective_launched_before_its_blocker_is_dispatched_first_from_one_queue(tmp_path):
@@ -290,7 +291,8 @@ def test_compute_slowdown_beside_communication(tmp_path):
     assert s.cause == "unknown" and s.alone_us == 100
     v = verdict([d])
     assert v.recommendations == ()
-    assert v.line.startswith("nothing a scheduling lever can do") and "nccl-ctas=8: the collectives longer, the step" in v.line
+    assert (v.line.startswith("nothing a scheduling lever can do")
+            and "nccl-ctas=8: the collectives longer, the step" in v.line)
     assert "cause unknown (shared SM throughput or memory bandwidth" in v.line
 
 
@@ -354,7 +356,8 @@ def test_headroom_is_never_negative_and_below_the_step(tmp_path):
 
 def test_every_blocking_resource_has_one_cause():
     assert set(RESOURCE_CAUSES) == {r.value for r in Resource} | {CARVEOUT}
-    assert {c.value for c in RESOURCE_CAUSES.values()} == {"registers", "threads", "shared_memory", "blocks", "carveout"}
+    assert {c.value for c in RESOURCE_CAUSES.values()} == {"registers", "threads", "shared_memory", "blocks",
+                                                           "carveout"}
     assert [c.value for c in Cause] == ["none", "registers", "threads", "shared_memory", "carveout", "blocks",
                                         "cluster", "dispatch_order", "unknown"]
 

@@ -80,7 +80,8 @@ def test_no_rank_left_is_exit_2_with_the_reason(capsys, tmp_path):
     (folder / "rank1_trace.json.gz").unlink()
     code, out, lines = analyze(capsys, folder)
     assert code == 2 and out == ""
-    assert "skipped, no verdict" in lines[-2] and lines[-1] == f"ccoverlap analyze: error: nothing could be analysed in {folder}"
+    assert ("skipped, no verdict" in lines[-2]
+            and lines[-1] == f"ccoverlap analyze: error: nothing could be analysed in {folder}")
 
 
 def test_a_loss_under_the_share_is_named_and_the_verdict_kept(tmp_path):
@@ -220,7 +221,8 @@ def test_a_special_file_named_as_a_trace_is_left_out_unopened(capsys, tmp_path, 
 def test_a_fifo_as_the_folder_is_one_line(capsys, tmp_path, no_hang):
     os.mkfifo(tmp_path / "f")
     code, _, lines = analyze(capsys, tmp_path / "f")
-    assert code == 2 and lines == [f"ccoverlap analyze: error: {tmp_path / 'f'} is not a directory or a trace file (*.json, *.json.gz)"]
+    assert code == 2 and lines == [f"ccoverlap analyze: error: {tmp_path / 'f'} is not a directory or a trace file "
+                                   "(*.json, *.json.gz)"]
 
 
 def test_a_file_that_changes_while_read_is_refused(tmp_path, monkeypatch):
@@ -266,7 +268,8 @@ def test_an_unreadable_subfolder_is_left_out_named(capsys, tmp_path, monkeypatch
         code, out, lines = analyze(capsys, tmp_path)
     finally:
         (tmp_path / "other").chmod(0o755)
-    assert code == 0 and f"ccoverlap analyze: {tmp_path / 'other'}: left out: cannot list it (Permission denied)" in lines
+    assert code == 0 and (f"ccoverlap analyze: {tmp_path / 'other'}: left out: "
+                          "cannot list it (Permission denied)" in lines)
     assert "verdict cap: " in out and "verdict other" not in out
 
 
@@ -296,7 +299,8 @@ def test_names_that_are_not_utf8_print_and_draw(capsys, tmp_path):
     assert code == 0 and "Traceback" not in err
     out.encode("utf-8"), err.encode("utf-8")  # no lone surrogates
     data = json.loads(out)
-    assert data["ranks"][0]["strategy"] == "r\\xffx" and data["ranks"][0]["file"].endswith("r\\xffx/rank0_\\xfe.json.gz")
+    assert (data["ranks"][0]["strategy"] == "r\\xffx"
+            and data["ranks"][0]["file"].endswith("r\\xffx/rank0_\\xfe.json.gz"))
     report = tmp_path.parent / f"{tmp_path.name}-r.html"  # outside the input folder (check_outputs refuses inside)
     assert main(["analyze", str(tmp_path), "--report", str(report)]) == 0
     assert "r\\xffx" in report.read_text(encoding="utf-8")
@@ -331,7 +335,8 @@ def test_a_trace_past_the_decompressed_limit_is_stopped_there_and_named(capsys, 
     size = bomb.stat().st_size / 1e3
     assert code == 0 and "verdict cap: " in out
     assert f"ccoverlap analyze: {bomb}: skipped: {size:.1f} kB compressed, more than 8.4 MB decompressed: past the " \
-           "limit of 8 MB decompressed (a quarter of the memory available per worker; --max-trace-mb MB sets it)" in lines
+           "limit of 8 MB decompressed (a quarter of the memory available per worker; " \
+           "--max-trace-mb MB sets it)" in lines
     assert sum(inflated) <= 8e6 + 2 * (1 << 20)  # stopped at the limit: not 40 MB inflated
     assert bomb.read_bytes() == before
 
@@ -339,7 +344,8 @@ def test_a_trace_past_the_decompressed_limit_is_stopped_there_and_named(capsys, 
 def test_a_plain_trace_past_the_limit_is_not_read(tmp_path, monkeypatch):
     path = tmp_path / "rank0_trace.json"
     path.write_bytes(b'{"traceEvents": [' + b" " * 3_000_000 + b"]}")
-    with pytest.raises(UsageError, match=r"^3\.0 MB: past the limit of 2 MB decompressed .*--max-trace-mb MB sets it\)$"):
+    with pytest.raises(UsageError,
+                       match=r"^3\.0 MB: past the limit of 2 MB decompressed .*--max-trace-mb MB sets it\)$"):
         read_trace(path, limit=2_000_000)
 
 
@@ -347,7 +353,8 @@ def test_the_default_limit_is_a_share_of_the_memory_per_worker(monkeypatch):
     assert reader.trace_limit(4, 5.0) == 5_000_000
     monkeypatch.setattr(reader, "open", lambda *a, **k: __import__("io").BytesIO(b"MemAvailable: 16777216 kB\n"),
                         raising=False)
-    assert reader.trace_limit(1) == 4 << 30 and reader.trace_limit(8) == 512 << 20 and reader.trace_limit(1000) == 64 << 20
+    assert (reader.trace_limit(1) == 4 << 30 and reader.trace_limit(8) == 512 << 20
+            and reader.trace_limit(1000) == 64 << 20)
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf"])

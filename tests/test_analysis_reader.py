@@ -22,7 +22,8 @@ def _read(reader, path: Path, classifier: Classifier):
         trace = reader(path, classifier)
     except UsageError as exc:
         return f"refused: {str(exc).split(' (')[0]}"
-    assert trace.left_out.events == trace.left_out.steps == trace.left_out.calls == 0, trace.left_out  # a recorded trace is all readable
+    # a recorded trace is all readable
+    assert trace.left_out.events == trace.left_out.steps == trace.left_out.calls == 0, trace.left_out
     return dataclasses.replace(trace, left_out=LeftOut())
 
 

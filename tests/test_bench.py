@@ -26,7 +26,8 @@ from ccoverlap.bench import worker  # noqa: E402
     [
         (["--workload", "ddp,gpt4"], "--workload gpt4: valid micro, ddp, fsdp, tp, moe"),
         (["--strategies", "default,turbo"], "--strategies turbo: unknown lever 'turbo': valid priority, shape"),
-        (["--strategies", "nccl-threads=100"], "--strategies nccl-threads=100: nccl-threads=100: valid 64..512 in steps of 32"),
+        (["--strategies", "nccl-threads=100"],
+         "--strategies nccl-threads=100: nccl-threads=100: valid 64..512 in steps of 32"),
         (["--workload", "tp", "--nproc", "3", "--device", "cpu"], "tp: world size 3 must divide --heads 4"),
         (["--device", "cuda", "--nproc", "2"], "--device cuda with --nproc 2 needs 2 GPUs; 0 visible"),
         (["--device", "tpu"], "--device tpu: valid cpu (gloo) or cuda (nccl)"),
@@ -111,19 +112,21 @@ def test_strategies_that_do_not_apply_are_named_with_the_lever():
 
 def test_strategies_are_named_as_the_registry_names_them(monkeypatch):
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
-    args = build_parser().parse_args(["bench", "--device", "cpu", "--strategies", "nccl-ctas=4+nccl-threads=256,priority=on"])
+    args = build_parser().parse_args(["bench", "--device", "cpu", "--strategies",
+                                      "nccl-ctas=4+nccl-threads=256,priority=on"])
     cfg = cli_bench._config(args)
     assert cfg.strategies == ("nccl-ctas+nccl-threads", "priority")
     assert BenchConfig().strategies == ("no-overlap", "default", "priority", "priority+shape")
     (skipped,) = launcher.plan(dataclasses.replace(cfg, strategies=("nccl-ctas=4+nccl-threads=256",)).validate())[1]
-    assert (skipped["strategy"], skipped["levers"]) == ("nccl-ctas+nccl-threads", {"nccl-ctas": "4", "nccl-threads": "256"})
+    assert (skipped["strategy"], skipped["levers"]) == ("nccl-ctas+nccl-threads",
+                                                        {"nccl-ctas": "4", "nccl-threads": "256"})
 
 
 def test_summary_takes_the_slowest_rank_per_step_and_compares_losses():
-    ranks = [{"rank": 0, "step_ms": [10.0, 12.0, 11.0], "compute_only_ms": [7.0, 7.0, 8.0], "losses": [2.0, 1.5], "note": "",
-              "wall_s": 2.0},
-             {"rank": 1, "step_ms": [11.0, 10.0, 13.0], "compute_only_ms": [8.0, 6.0, 7.0], "losses": [2.0, 1.5], "note": "",
-              "wall_s": 2.5}]
+    ranks = [{"rank": 0, "step_ms": [10.0, 12.0, 11.0], "compute_only_ms": [7.0, 7.0, 8.0], "losses": [2.0, 1.5],
+              "note": "", "wall_s": 2.0},
+             {"rank": 1, "step_ms": [11.0, 10.0, 13.0], "compute_only_ms": [8.0, 6.0, 7.0], "losses": [2.0, 1.5],
+              "note": "", "wall_s": 2.5}]
     (one,) = launcher.summarize("ddp", "default", ranks, {})
     assert one["step_samples_ms"] == [11.0, 12.0, 13.0]  # the series vs_default compares: per step the slowest rank
     (row,) = launcher.aggregate([one])
@@ -191,15 +194,19 @@ def test_every_workload_runs_on_cpu_with_gloo(workload, tmp_path, monkeypatch, c
     # every ok row but default's is timed against default's (micro: of its size), one run of 3 steps each
     assert all(("vs_default" in r) == (r["strategy"] != "default") for r in ok)
     compared = [r["vs_default"] for r in ok if r["strategy"] != "default"]
-    assert bool(compared) == (len(run) == 2) and all(c["runs"] == [1, 1] and c["steps"] == [3, 3] and c["ci"][0] <= c["ratio"] <= c["ci"][1]
+    assert bool(compared) == (len(run) == 2) and all(c["runs"] == [1, 1] and c["steps"] == [3, 3]
+                            and c["ci"][0] <= c["ratio"] <= c["ci"][1]
                             and c["verdict"] in ("faster", "slower", "within noise") and c["processes"] == 1
                             for c in compared)
     printed = capsys.readouterr()
     assert any("vs default (95% CI)" in row for row in table_rows(printed.out))
     assert printed.out.count("needs CUDA or ROCm") == 1
-    assert f"set {len(run)}/{len(run)}: default repeat 1/1: {workload}" in progress[0].labels  # rank 0's workload reached the bar
+    # rank 0's workload reached the bar
+    assert f"set {len(run)}/{len(run)}: default repeat 1/1: {workload}" in progress[0].labels
     n = len(run)
-    assert re.search(rf"^bench: {n}/{n} done \(\d+ s\), last set {n}/{n}: default repeat 1/1$", printed.err, re.MULTILINE)  # a log's line
+    # a log's line
+    assert re.search(rf"^bench: {n}/{n} done \(\d+ s\), last set {n}/{n}: default repeat 1/1$", printed.err,
+                     re.MULTILINE)
     assert out.with_suffix(".png").stat().st_size > 5000
 
 
@@ -241,15 +248,17 @@ def test_missing_torchrun_is_one_line_exit_2(monkeypatch, capsys):
 
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    assert main(["bench", "--workload", "ddp", "--device", "cpu", "--strategies", "default", "--launcher", "torchrun"]) == 2
+    assert main(["bench", "--workload", "ddp", "--device", "cpu", "--strategies", "default",
+                 "--launcher", "torchrun"]) == 2
     err = capsys.readouterr().err
     assert "torchrun is not on PATH" in err and err.count("\n") == 1
 
 
 def _aa_run(tmp_path, attempt: int) -> dict:
     out, traces = tmp_path / f"aa{attempt}.json", tmp_path / f"traces{attempt}"
-    code = main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "1", "--tiny", "--strategies", "default,default",
-                 "--repeats", "3", "--trace", str(traces), "--json", str(out)])  # one rank a set: six sets on 2 cores
+    # one rank a set: six sets on 2 cores
+    code = main(["bench", "--workload", "ddp", "--device", "cpu", "--nproc", "1", "--tiny", "--strategies",
+                 "default,default", "--repeats", "3", "--trace", str(traces), "--json", str(out)])
     assert code == 0
     assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == sorted(
         f"ddp/{label}/rank0_trace.json.gz" for label in ("default", "default#2"))
@@ -272,7 +281,8 @@ def test_an_aa_check_finds_nothing_beyond_the_noise(tmp_path, monkeypatch, progr
     assert [r["repeat"] for r in twin["runs"]] == [1, 2, 3] and [r["order"] for r in twin["runs"]] == [2, 4, 6]
     c = twin["vs_default"]
     assert c["processes"] == 3 and c["runs"] == [3, 3] and c["steps"] == [9, 9]  # the CPU preset: 3 steps a set
-    assert c["run_medians_ms"] == [[statistics.median(r["step_samples_ms"]) for r in row["runs"]] for row in (base, twin)]
+    assert c["run_medians_ms"] == [[statistics.median(r["step_samples_ms"]) for r in row["runs"]]
+                                   for row in (base, twin)]
     assert data["outputs_match"]["ddp"] == {"match": True, "how": "bitwise"}  # every set computed the same losses
     if c["verdict"] != stats.NOISE:
         data = _aa_run(tmp_path, 2)

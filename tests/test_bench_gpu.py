@@ -57,7 +57,8 @@ def test_the_emulation_proxy_has_nccls_footprint_and_pace():
         82240, [{"threads": 512, "ctas": 24, "cluster": 4, "launches": 13}])
     # an all-gather tiles this rank's shard, on the GPU as on the CPU
     shard, out = torch.randn(4096, device=device), torch.zeros(8 * 4096, device=device)
-    mover.move(shard, out, emulate.ring_bytes("allgather", out.nbytes, 8), mover.emulation.shape("allgather", out.nbytes))
+    mover.move(shard, out, emulate.ring_bytes("allgather", out.nbytes, 8),
+               mover.emulation.shape("allgather", out.nbytes))
     torch.cuda.synchronize()
     assert torch.equal(out.view(8, -1), shard.expand(8, -1))
 
@@ -104,4 +105,5 @@ def test_emulated_workloads_on_one_gpu(tmp_path):
     assert all(r["status"] == "ok" for r in data["rows"]) and all(m["match"] for m in data["outputs_match"].values())
     shaped = next(r for r in data["rows"] if r["strategy"] == "shape")
     assert sum(s["launches"] for kind in shaped["emulation"]["launches"].values() for s in kind) > 0
-    assert shaped["runs"][0]["interposer"]["comm_footprint"]["name"] == "comm_paced"  # the interposer saw the proxies as comm
+    # the interposer saw the proxies as comm
+    assert shaped["runs"][0]["interposer"]["comm_footprint"]["name"] == "comm_paced"

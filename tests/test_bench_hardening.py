@@ -210,8 +210,8 @@ def test_bad_trace_requests_are_refused_before_any_work(argv, message, tmp_path,
 
 def test_micro_beside_a_traced_workload_is_named_and_left_untraced(tmp_path, capsys):
     traces = tmp_path / "t"
-    assert main(["bench", "--workload", "micro,ddp", "--device", "cpu", "--steps", "1", "--tiny", "--strategies", "default",
-                 "--repeats", "1", "--trace", str(traces)]) == 0
+    assert main(["bench", "--workload", "micro,ddp", "--device", "cpu", "--steps", "1", "--tiny", "--strategies",
+                 "default", "--repeats", "1", "--trace", str(traces)]) == 0
     assert "warning: --trace: micro has no training step to trace" in capsys.readouterr().err
     assert sorted(p.relative_to(traces).as_posix() for p in traces.rglob("*.json.gz")) == [
         "ddp/default/rank0_trace.json.gz", "ddp/default/rank1_trace.json.gz"]
@@ -232,10 +232,12 @@ def test_write_json_leaves_no_temporary_file_on_failure(tmp_path):
 def test_a_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, capsys, full_disk):
     room_again = full_disk(tmp_path)
     out = tmp_path / "r.json"
-    code = main(["bench", "--workload", "ddp", "--strategies", "priority,default", "--repeats", "1", "--json", str(out)])
+    code = main(["bench", "--workload", "ddp", "--strategies", "priority,default", "--repeats", "1",
+                 "--json", str(out)])
     room_again()
     *progress, err = capsys.readouterr().err.splitlines()  # the first write follows the first process set
-    assert code == 1 and err.startswith(f"ccoverlap bench: error: cannot write {out}: [Errno 28] No space left on device")
+    assert code == 1 and err.startswith(f"ccoverlap bench: error: cannot write {out}: "
+                                        "[Errno 28] No space left on device")
     assert all(line.startswith("[") for line in progress)
     assert "Traceback" not in err and list(tmp_path.iterdir()) == []
 
@@ -276,4 +278,5 @@ def test_a_temporary_folder_that_disappears_is_a_failed_row(monkeypatch):
     cfg = BenchConfig(workloads=("ddp",), device="cpu", nproc=1, strategies=("default",),
                       repeats=1).resolved(gpus=0).validate()
     (row,) = launcher.run(cfg)
-    assert row["status"].startswith("failed: repeat 1/1: the bench's temporary folder ") and "No such file or directory" in row["status"]
+    assert (row["status"].startswith("failed: repeat 1/1: the bench's temporary folder ")
+            and "No such file or directory" in row["status"])

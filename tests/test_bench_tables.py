@@ -27,7 +27,8 @@ def _series(mean: float, noise: float, seed: int, n: int = 20) -> list[float]:
     return [mean + rng.gauss(0, noise) for _ in range(n)]
 
 
-def _process_rows(strategy: str, means: list[float], noise: float, seed: int, workload: str = "ddp", **extra) -> list[dict]:
+def _process_rows(strategy: str, means: list[float], noise: float, seed: int, workload: str = "ddp",
+                  **extra) -> list[dict]:
     """One process set's row per mean (its repeat 1..N), as summarize makes them for a steps workload."""
     return [{"workload": workload, "strategy": strategy, "levers": {}, "status": "ok", "repeat": i, "order": i,
              SERIES: _series(m, noise, seed + i), "samples": {}, "compute_samples_ms": None, "exposed_comm_note": None,
@@ -38,8 +39,10 @@ def _process_rows(strategy: str, means: list[float], noise: float, seed: int, wo
 def _mixed() -> list[dict]:
     """Merged rows: default at 50 ms in 3 process sets; one strategy clearly faster, one the same within its
     noise, one clearly slower."""
-    return launcher.aggregate(_process_rows("default", [50, 50, 50], 0.5, 1) + _process_rows("fast", [45, 45, 45], 0.5, 10)
-                              + _process_rows("same", [50, 50, 50], 5.0, 20) + _process_rows("slow", [56, 56, 56], 0.5, 30))
+    return launcher.aggregate(_process_rows("default", [50, 50, 50], 0.5, 1)
+                              + _process_rows("fast", [45, 45, 45], 0.5, 10)
+                              + _process_rows("same", [50, 50, 50], 5.0, 20)
+                              + _process_rows("slow", [56, 56, 56], 0.5, 30))
 
 
 def test_rows_get_the_verdict_of_their_interval_against_default():
@@ -47,7 +50,8 @@ def test_rows_get_the_verdict_of_their_interval_against_default():
     assert launcher.against_default(rows) == {"ddp": None}
     by = {r["strategy"]: r for r in rows}
     assert "vs_default" not in by["default"]  # the baseline
-    assert [by[s]["vs_default"]["verdict"] for s in ("fast", "same", "slow")] == [stats.FASTER, stats.NOISE, stats.SLOWER]
+    assert ([by[s]["vs_default"]["verdict"] for s in ("fast", "same", "slow")]
+            == [stats.FASTER, stats.NOISE, stats.SLOWER])
     fast = by["fast"]["vs_default"]
     # exactly stats.compare of the process sets' series the table's medians come from, one run per set
     assert fast == stats.compare(series(by["default"]), series(by["fast"])).to_dict() | {"processes": 3}
@@ -63,11 +67,13 @@ def test_rows_get_the_verdict_of_their_interval_against_default():
 
 def test_noise_between_process_sets_is_what_the_verdict_weighs():
     """Steps that agree within each process set, but sets that wander by 5%: a 2% gap is no verdict."""
-    rows = launcher.aggregate(_process_rows("default", [50, 52.5, 47.5], 0.1, 1) + _process_rows("b", [49, 51.5, 46.5], 0.1, 9))
+    rows = launcher.aggregate(_process_rows("default", [50, 52.5, 47.5], 0.1, 1)
+                              + _process_rows("b", [49, 51.5, 46.5], 0.1, 9))
     launcher.against_default(rows)
     assert rows[1]["vs_default"]["verdict"] == stats.NOISE
     assert launcher.best(rows) == {"ddp": "ddp: nothing beyond the noise of 3 process sets per strategy"}
-    cut = launcher.aggregate(_process_rows("default", [50, 52.5, 47.5], 0.1, 1) + _process_rows("b", [49, 51.5], 0.1, 9))
+    cut = launcher.aggregate(_process_rows("default", [50, 52.5, 47.5], 0.1, 1)
+                             + _process_rows("b", [49, 51.5], 0.1, 9))
     launcher.against_default(cut)  # a run cut short: fewer sets for the strategies it had not finished
     assert launcher.best(cut) == {"ddp": "ddp: nothing beyond the noise of 2-3 process sets per strategy"}
     one = launcher.aggregate(_process_rows("default", [50], 0.1, 1) + _process_rows("b", [49], 0.1, 9))
@@ -117,8 +123,8 @@ def test_one_timed_step_gives_no_verdict():
 
 def _sizes(strategy: str, means: dict[int, float], noise: float, seed: int) -> list[dict]:
     return [{"workload": "micro", "strategy": strategy, "levers": {}, "status": "ok", "repeat": 1, "size_bytes": size,
-             "count": size // 4, "type": "float32", "time_ms": 1.0, "algbw_GBps": 2.0, "busbw_GBps": 2.0, "gemm_ms": 0.5,
-             "wrong": 0, "interposer": None, "samples": {}, SERIES: _series(m, noise, seed + size)}
+             "count": size // 4, "type": "float32", "time_ms": 1.0, "algbw_GBps": 2.0, "busbw_GBps": 2.0,
+             "gemm_ms": 0.5, "wrong": 0, "interposer": None, "samples": {}, SERIES: _series(m, noise, seed + size)}
             for size, m in means.items()]
 
 
@@ -170,7 +176,8 @@ def test_the_chart_hatches_bars_within_noise_and_labels_each(tmp_path, monkeypat
     names = [r["strategy"] for r in rows]  # one bar each, in order
     assert [s for s, bar in zip(names, steps) if bar.get_hatch()] == ["same"]
     texts = [t.get_text() for t in ax.texts]
-    assert "baseline" in texts and any(t.endswith("x faster") for t in texts) and any(t.endswith("within noise") for t in texts)
+    assert ("baseline" in texts and any(t.endswith("x faster") for t in texts)
+            and any(t.endswith("within noise") for t in texts))
     # whiskers: the fastest and the slowest step of any of the row's process sets
     (lo, hi) = steps.errorbar.lines[2][0].get_segments()[names.index("slow")][:, 0]
     slow = [x for run in series(rows[3]) for x in run]
@@ -187,7 +194,8 @@ def test_process_sets_run_interleaved_and_strategies_named_twice_apart():
         ("default", 2, 4), ("default#2", 2, 5), ("no-overlap", 2, 6)]
     assert all(ps.strategy == levers.strategy("default") for ps in sets[:2])
     assert skipped == [{"strategy": "priority", "levers": {"priority": "on"}, "reason": "priority: needs CUDA or ROCm"}]
-    assert BenchConfig(strategies=("all",)).resolved(gpus=0).validate().strategies == tuple(s.name for s in levers.STRATEGIES)
+    assert (BenchConfig(strategies=("all",)).resolved(gpus=0).validate().strategies
+            == tuple(s.name for s in levers.STRATEGIES))
 
 
 class Recorded(output.Progress):
@@ -263,7 +271,8 @@ def test_a_stopped_run_still_compares_the_rows_it_has(tmp_path, monkeypatch, cap
     assert data["rows"][1]["vs_default"]["verdict"] == stats.SLOWER and "vs_default" not in data["rows"][0]
     assert [(s["set"], s["strategy"], s["repeat"], s["wall_s"]) for s in data["sets"]] == [
         (1, "default", 1, 1.5), (2, "no-overlap", 1, 1.5)]
-    assert data["wall_s"] == 3.0 and data["best"] == {"ddp": "ddp: nothing beyond the noise of 1 process set per strategy (interrupted by SIGINT: on the sets run so far)"}
+    assert data["wall_s"] == 3.0 and data["best"] == {"ddp": "ddp: nothing beyond the noise of 1 process set per "
+                                                             "strategy (interrupted by SIGINT: on the sets run so far)"}
 
 
 def test_results_are_written_after_every_process_set(tmp_path, monkeypatch):

@@ -21,7 +21,8 @@ KB = 1024
 H200 = PRESETS["h200"]
 RESIDENT_8K = KernelFootprint(128, 8, 0, 8 * KB, grid=132)  # 132 x 128 threads, 8 registers: one block per SM
 SLOW_HOST = sweep.Settings(reps=3, spin_us=200_000)  # a loaded CI host must not look late to the fake GPU
-TABLES = sorted((Path(__file__).parents[1] / "bench" / "results").glob("carveout-[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]-h200.json"))
+TABLES = sorted((Path(__file__).parents[1] / "bench" / "results").glob(
+    "carveout-[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]-h200.json"))
 
 
 def comm(kb: int, threads: int = 256) -> KernelFootprint:
@@ -213,7 +214,8 @@ def test_the_sweep_crosses_the_main_axes_and_varies_the_others_over_them():
     cases = sweep.cases()
     assert len(cases) == len(set(cases)) and len(cases) * 3 * 2.5e-3 < 180  # one device call
     main_cross = [c for c in cases if c.comm_hint is None and c.primer == "min" and c.resident_per_sm == 1
-                  and c.resident_attr == sweep.launch_attr(c.resident_smem) and c.comm_attr == sweep.launch_attr(c.comm_smem)]
+                  and c.resident_attr == sweep.launch_attr(c.resident_smem)
+                  and c.comm_attr == sweep.launch_attr(c.comm_smem)]
     assert len(main_cross) == 7 * 6 * 3 * 8 * 2
     assert {c.resident_attr for c in cases} == {None, sweep.RAISED} and {c.comm_hint for c in cases} == {None, 100}
     assert {c.primer for c in cases} == {"min", "max"} and {c.resident_per_sm for c in cases} == {1, 2}
@@ -226,7 +228,8 @@ def test_the_sweep_crosses_the_main_axes_and_varies_the_others_over_them():
 
 def test_each_hint_and_attribute_has_its_own_kernel():
     c = sweep.Case(8 * KB, None, 50, 128, 120 * KB, 256, None, sweep.RAISED)
-    assert c.kernel("resident") == "carve_resident_h50_anone" and c.kernel("comm") == f"carve_comm_hnone_a{sweep.RAISED}"
+    assert (c.kernel("resident") == "carve_resident_h50_anone"
+            and c.kernel("comm") == f"carve_comm_hnone_a{sweep.RAISED}")
     assert c.kernel("primer") == "carve_primer_h0_anone"
     names = {c.kernel(role) for c in sweep.cases() for role in ("resident", "comm", "primer")}
     assert len(names) == 12 + 4 + 2
@@ -328,7 +331,8 @@ def test_sweep_on_a_fake_gpu_measures_what_the_cases_ask():
     hint_of = {n: gpu.set_attrs.get((h, cu.FUNC_PREFERRED_SHARED_MEMORY_CARVEOUT)) for h, n in gpu.names.items()}
     assert hint_of["carve_resident_h50_anone"] == 50 and hint_of["carve_resident_hnone_anone"] is None
     assert hint_of["carve_primer_h0_anone"] == 0
-    assert gpu.set_attrs[gpu.kernels[f"carve_comm_hnone_a{sweep.RAISED}"], cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES] == sweep.RAISED
+    assert (gpu.set_attrs[gpu.kernels[f"carve_comm_hnone_a{sweep.RAISED}"], cu.FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES]
+            == sweep.RAISED)
     timed = gpu.launches[len(gpu.names):]  # after one warm-up launch per kernel
     assert len(timed) == 3 * 14 * 3  # primer, resident, comm per repetition
     for primer, resident, comm_launch in zip(timed[::3], timed[1::3], timed[2::3]):
@@ -352,7 +356,8 @@ def test_inconsistent_and_disagreeing_rows_are_reported():
     out = sweep.report(dev, rows, {"gpu": "fake"}, replace(SLOW_HOST, reps=1))
     assert out["rows_total"] == 14 and out["rows_agree"] == 14 - len(wrong) and out["settings"]["comm_grid"] == 16
     kernels = out["kernels"]  # what the driver reads back, per kernel
-    assert kernels["carve_resident_h50_anone"]["carveout"] == 50 and kernels["carve_resident_hnone_anone"]["carveout"] == -1
+    assert (kernels["carve_resident_h50_anone"]["carveout"] == 50
+            and kernels["carve_resident_hnone_anone"]["carveout"] == -1)
     assert kernels[f"carve_comm_hnone_a{sweep.RAISED}"]["max_dynamic_smem"] == sweep.RAISED
 
 
@@ -424,7 +429,8 @@ def test_the_table_bounds_the_per_block_minimum_to_2_to_4_kb(monkeypatch):
     """docs/occupancy.md, "Against the H200 table": any minimum in (2, 4] KB gives the same answers on
     every row; at 2 KB the 256-thread residents of 0 and 1 KB miss, past 4 KB the 128-thread ones."""
     data = json.loads(TABLES[0].read_text())
-    rows = [row for r in data["rows"] if (row := dict(zip(data["columns"], r)))["resident_hint"] in (None, 0)]  # the rest keep no minimum
+    # the rest keep no minimum
+    rows = [row for r in data["rows"] if (row := dict(zip(data["columns"], r)))["resident_hint"] in (None, 0)]
 
     def wrong_at(minimum: int) -> int:
         monkeypatch.setattr(occupancy_module, "CONFIG_MIN_PER_BLOCK", minimum)

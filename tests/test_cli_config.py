@@ -37,8 +37,8 @@ def test_help_shows_every_default(command, cls, capsys, monkeypatch):
     blocks = [" ".join(b.split()) for b in re.split(r"\n  (?=-)", capsys.readouterr().out)]
     for _, f, default in _config.options(cls):
         line = next(b for b in blocks if b.startswith(_config.flag(f) + " "))
-        shown = f.metadata.get("shown") or (",".join(map(str, default)) if isinstance(default, tuple) else format(default, "g")
-                                             if isinstance(default, float) else str(default))
+        shown = f.metadata.get("shown") or (",".join(map(str, default)) if isinstance(default, tuple)
+                                            else format(default, "g") if isinstance(default, float) else str(default))
         if default is not None or "shown" in f.metadata:
             assert f"(default: {shown}" in line, line
 
@@ -65,7 +65,8 @@ def test_bench_presets_on_the_cpu_and_on_gpus(monkeypatch):
     assert cpu.size == TINY.__class__(**(vars(TINY) | {"layers": 3})) and cpu.micro_sizes == MICRO_TINY
     monkeypatch.setattr(cli_bench, "_gpu_count", lambda: 2)
     gpus = cli_bench._config(parse(["bench"]))
-    assert (gpus.device, gpus.comm, gpus.nproc, gpus.steps, gpus.size, gpus.micro_gemm) == ("cuda", "nccl", 2, 8, FULL, 8192)
+    assert ((gpus.device, gpus.comm, gpus.nproc, gpus.steps, gpus.size, gpus.micro_gemm)
+            == ("cuda", "nccl", 2, 8, FULL, 8192))
     tiny = cli_bench._config(parse(["bench", "--tiny", "--seq", "64"]))
     assert tiny.size.seq == 64 and tiny.size.layers == TINY.layers and tiny.micro_gemm == 256 and tiny.steps == 8
     monkeypatch.setattr(cli_bench, "_gpu_count", lambda: 1)
@@ -81,7 +82,8 @@ def test_workload_table_drives_rows_tables_and_plots():
     for w in catalog.WORKLOADS:
         row = w.rows.table_row({"strategy": "shape", "status": "n/a: needs CUDA and NCCL"})
         assert len(row) == len(w.rows.columns) and row[w.rows.status_column] == "n/a: needs CUDA and NCCL"
-    assert launcher.compare([{"workload": "micro", "strategy": "default", "status": "ok", "wrong": 1}])["micro"]["match"] is False
+    assert launcher.compare([{"workload": "micro", "strategy": "default", "status": "ok",
+                              "wrong": 1}])["micro"]["match"] is False
 
 
 def test_every_workload_has_its_builder():
@@ -96,16 +98,18 @@ def test_comm_table():
     cfg = BenchConfig(workloads=("ddp",), device="cpu", comm="emulate", emulate_world=4).resolved(gpus=0).validate()
     assert (cfg.nproc, cfg.world, cfg.backend) == (1, 4, "ccov_emulate")
     env = launcher.rank_launch(levers.strategy("shape"), "/tmp").environ({})
-    assert env["CCOVERLAP_COMM"] == ""  # the emulation's proxy, comm_paced, is communication to every tool (model/comm.py)
-    assert [comms.auto("cpu", None, 0), comms.auto("cuda", None, 1), comms.auto("cuda", None, 4), comms.auto("cuda", 1, 4)] == [
-        "gloo", "emulate", "nccl", "emulate"]
+    # the emulation's proxy, comm_paced, is communication to every tool (model/comm.py)
+    assert env["CCOVERLAP_COMM"] == ""
+    assert [comms.auto("cpu", None, 0), comms.auto("cuda", None, 1), comms.auto("cuda", None, 4),
+            comms.auto("cuda", 1, 4)] == ["gloo", "emulate", "nccl", "emulate"]
 
 
 def test_no_workload_or_comm_is_special_cased_outside_its_table():
     bench = Path(catalog.__file__).parent
     files = [p for p in bench.glob("*.py") if p.name not in ("catalog.py", "comms.py")] + [Path(cli_bench.__file__)]
     branch = re.compile(r'[!=]=\s*"(micro|emulate|nccl|gloo)"|"(micro|emulate|nccl|gloo)"\s*[!=]=')
-    found = [f"{p.name}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1) if branch.search(line)]
+    found = [f"{p.name}:{i}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+             if branch.search(line)]
     assert found == []
 
 

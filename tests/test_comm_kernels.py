@@ -63,7 +63,8 @@ def test_a_bad_regex_is_one_line_and_nothing_runs(regex, tmp_path, capsys):
                  ["analyze", str(tmp_path), "--comm-regex", regex]):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and ("not a valid POSIX extended regex" in err or "is not a POSIX extended regex" in err)
+        assert err.count("\n") == 1 and ("not a valid POSIX extended regex" in err
+                                         or "is not a POSIX extended regex" in err)
         assert regex in err
     assert not marker.exists() and not (tmp_path / "d").exists() and not (tmp_path / "t").exists()
     with pytest.raises(UsageError, match="is not a POSIX extended regex"):

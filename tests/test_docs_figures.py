@@ -6,8 +6,9 @@ a table also takes the files of the paragraph just above it, and every block tho
 In such a block every decimal figure (`16.56`, `0.959x`, `1,234.5`) and every percentage must equal, within
 its printed rounding, a number of those files: the value itself, x100 (a share), x1000 (s to ms), /1000
 (us to ms), its inverse (a speedup) or 100 x (value - 1) (a ratio as a change); a figure in a recorded "verdict"
-(the program's own line: "1.014 ms (32.0%)") counts too. Raw sample lists count by their min, max, median and mean. Version strings (2.28.9) are not figures. A block that cites no results file is not
-checked: prose about a mechanism cites nothing.
+(the program's own line: "1.014 ms (32.0%)") counts too. Raw sample lists count by their min, max, median and mean.
+Version strings (2.28.9) are not figures. A block that cites no results file is not checked: prose about a mechanism
+cites nothing.
 """
 import fnmatch
 import json

@@ -53,7 +53,8 @@ def table_rows(text: str) -> list[list[str]]:
         if not header and (cells[0] and not wrapped or not rows or len(rows[-1]) != len(cells)):
             rows.append(cells)
         else:
-            rows[-1] = [a + b if a.endswith(("+", "-")) else " ".join(filter(None, (a, b))) for a, b in zip(rows[-1], cells)]
+            rows[-1] = [a + b if a.endswith(("+", "-")) else " ".join(filter(None, (a, b)))
+                        for a, b in zip(rows[-1], cells)]
     return rows
 
 
@@ -65,7 +66,8 @@ RUNS = {
     "exit3": (["--steps", "2", "--skip", "1"], [sys.executable, TRAIN, "--exit", "3"]),
     "sigkill": (["--steps", "2", "--skip", "1"], [sys.executable, TRAIN, "--kill", "9@4"]),
     "sigterm": (["--steps", "3", "--skip", "1"], [sys.executable, TRAIN, "--kill", "15@3"]),
-    "seconds": (["--seconds", "0.5", "--skip-seconds", "0.3"], [sys.executable, TRAIN, "--seconds", "1", "--group", "--until-trace"]),
+    "seconds": (["--seconds", "0.5", "--skip-seconds", "0.3"],
+                [sys.executable, TRAIN, "--seconds", "1", "--group", "--until-trace"]),
 }
 
 
@@ -249,9 +251,11 @@ def test_gpu_traces_are_analysed_and_reported(tmp_path, capsys):
     cfg = DoctorConfig(out=str(out), json=str(tmp_path / "d.json"), report=str(tmp_path / "r.html"))
     assert diagnose(out, cfg, ["python", "train.py"], 0) == []
     shown = capsys.readouterr().out
-    assert "captured 2 trace(s) and the step times of rank(s) 0, 1" in shown and "overlap in the profiled steps" in shown
+    assert ("captured 2 trace(s) and the step times of rank(s) 0, 1" in shown
+            and "overlap in the profiled steps" in shown)
+    # steps 2-4, 9, 10: 12, 13, 14, 19, 20
     assert [row[:5] for row in table_rows(shown) if "steps 6-8" in row] == [
-        ["0", "?", "10", "steps 6-8", "14.000"], ["1", "?", "10", "steps 6-8", "14.000"]]  # steps 2-4, 9, 10: 12, 13, 14, 19, 20
+        ["0", "?", "10", "steps 6-8", "14.000"], ["1", "?", "10", "steps 6-8", "14.000"]]
     doc = json.loads((tmp_path / "d.json").read_text())
     assert [round(r["comp_comm_overlap_pct"], 2) for r in doc["analysis"]["ranks"]] == [94.11, 91.04]  # HTA's
     assert doc["step_times"][0]["outside_gpu_ms"]["median"] == 13.0  # 11, 12, 13, 18, 19
@@ -266,8 +270,8 @@ def test_nothing_profiled_says_to_lower_skip_when_the_program_stopped_before_the
         log.write({"step": step, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": False})
     (r,) = record.read_all(tmp_path)[0]
     assert r.window == "not reached"
-    assert _nothing([r], DoctorConfig(skip=5), tmp_path) == ("nothing was profiled: the program made 3 optimizer step(s); "
-                                                   "the window opens after step 5 (lower --skip)")
+    assert _nothing([r], DoctorConfig(skip=5), tmp_path) == ("nothing was profiled: the program made 3 optimizer "
+                                                             "step(s); the window opens after step 5 (lower --skip)")
 
 
 def test_an_interrupted_run_says_so_on_the_terminal_and_in_its_json(tmp_path, capsys):
@@ -278,7 +282,8 @@ def test_an_interrupted_run_says_so_on_the_terminal_and_in_its_json(tmp_path, ca
     gpu_record(out, 0)
     cfg = DoctorConfig(out=str(out), json=str(tmp_path / "d.json"))
     diagnose(out, cfg, ["python", "train.py"], -signal.SIGINT, "SIGINT")
-    assert "ccoverlap doctor: interrupted by SIGINT: the command ended with signal SIGINT; captured" in capsys.readouterr().out
+    assert ("ccoverlap doctor: interrupted by SIGINT: the command ended with signal SIGINT; captured"
+            in capsys.readouterr().out)
     assert json.loads((tmp_path / "d.json").read_text())["interrupted"] == "SIGINT"
     diagnose(out, cfg, ["python", "train.py"], 0)
     assert "interrupted by" not in capsys.readouterr().out
@@ -334,9 +339,10 @@ def test_on_gpus_every_rank_is_analysed_with_its_waits_and_its_steps_timed_by_cu
     import torch
 
     ranks = min(2, torch.cuda.device_count())
+    # 4 more than before the alone window: its warm-up and 3 steps
     out, doc = run_doctor(tmp_path, "--steps", "3", "--skip", "3", "--report", str(tmp_path / "r.html"), "--",
                           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
-                          TRAIN, "--cuda", "--steps", "14")  # 4 more than before the alone window: its warm-up and 3 steps
+                          TRAIN, "--cuda", "--steps", "14")
     analysed = doc["analysis"]["ranks"]
     assert sorted(r["rank"] for r in analysed) == list(range(ranks)) and all(r["kernels"] > 0 for r in analysed)
     if ranks == 2:  # NCCL's kernels beside the MLP's

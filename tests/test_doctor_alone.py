@@ -154,7 +154,8 @@ def test_each_launch_gets_its_own_alone_time(tmp_path):
 @pytest.mark.parametrize("change, first", [
     (lambda ks_: ks_[:3], "stream 7: 3 launch(es), 2 in the alone window"),
     (lambda ks_: [*ks_[:3], ks.K("other", 700, 40, launch_ts=120, grid=64)], "compute_b grid 64, alone other grid 64"),
-    (lambda ks_: [*ks_[:3], ks.K("compute_b", 700, 40, launch_ts=120, grid=32)], "compute_b grid 64, alone compute_b grid 32"),
+    (lambda ks_: [*ks_[:3], ks.K("compute_b", 700, 40, launch_ts=120, grid=32)],
+     "compute_b grid 64, alone compute_b grid 32"),
 ])
 def test_a_mismatch_is_counted_named_and_left_unknown(tmp_path, change, first):
     kernels = _two_streams()

@@ -35,7 +35,8 @@ def test_strategy_variables_reach_the_proxies_as_they_reach_nccl():
     assert (plain.knobs, plain.high_priority) == (nccl.Knobs(), False)
     env = launcher.rank_launch(levers.strategy("nccl-ctas+nccl-threads+nccl-cluster=2+priority"), "/tmp").environ({})
     shrunk = emulate.Emulation.from_env(8, 280.0, env=env)
-    assert (shrunk.knobs.max_ctas, shrunk.knobs.nthreads, shrunk.knobs.cluster, shrunk.high_priority) == (4, 256, 2, True)
+    assert ((shrunk.knobs.max_ctas, shrunk.knobs.nthreads, shrunk.knobs.cluster, shrunk.high_priority)
+            == (4, 256, 2, True))
     assert plain.duration_ns(280_000) == 1000  # 280 kB at 280 GB/s: 1 us
 
 
@@ -52,7 +53,8 @@ def test_strategy_variables_reach_the_proxies_as_they_reach_nccl():
 ])
 def test_each_collective_takes_the_launch_nccl_makes_for_it(kind, nbytes, launch, threads, ctas):
     shape = emulate.Emulation(world=8).shape(kind, nbytes)
-    assert (shape.launch, shape.threads, shape.ctas, shape.cluster, shape.dynamic_smem) == (launch, threads, ctas, 4, 82240)
+    assert ((shape.launch, shape.threads, shape.ctas, shape.cluster, shape.dynamic_smem)
+            == (launch, threads, ctas, 4, 82240))
     assert set(emulate.FOOTPRINTS) == set(nccl.RING_FACTORS)  # every collective that moves bytes has one
 
 
@@ -92,17 +94,20 @@ def test_nccl_knobs_act_on_the_proxies_as_nccl_2_28_9_reads_them(env, allreduce,
 def test_what_nccl_clamps_or_ignores_is_noted():
     knobs = nccl.Knobs.from_env({"NCCL_MAX_CTAS": "0", "NCCL_CGA_CLUSTER_SIZE": "12", "NCCL_NTHREADS": "100",
                                  "NCCL_CTA_POLICY": "7"})
-    assert knobs.notes == ("NCCL_MAX_CTAS=0 is too low: NCCL ignores it", "NCCL_CGA_CLUSTER_SIZE=12 is too big: NCCL uses 8",
+    assert knobs.notes == ("NCCL_MAX_CTAS=0 is too low: NCCL ignores it",
+                           "NCCL_CGA_CLUSTER_SIZE=12 is too big: NCCL uses 8",
                            "NCCL_NTHREADS=100 is not a multiple of 32: NCCL uses each protocol's maximum",
                            "NCCL_CTA_POLICY=7 is not a policy: NCCL uses 0 (default)")
     assert knobs.cta_policy == 0 and nccl.Knobs.from_env({"NCCL_CTA_POLICY": "1"}).cta_policy == 1
     assert nccl.Knobs.from_env({"NCCL_NTHREADS": "256", "NCCL_MAX_CTAS": ""}).notes == ()  # empty: unset, as NCCL
     # a policy set by hand under the emulation is not silently dropped: the results say it is not emulated, and why
     e = emulate.Emulation.from_env(8, 280.0, env={"NCCL_CTA_POLICY": "2"})
-    assert e.notes() == [f"NCCL_CTA_POLICY=2 (ZERO): not emulated, as NCCL would change nothing: {nccl.CTA_POLICY_REACH['ZERO']}"]
+    assert e.notes() == ["NCCL_CTA_POLICY=2 (ZERO): not emulated, as NCCL would change nothing: "
+                         f"{nccl.CTA_POLICY_REACH['ZERO']}"]
 
 
-@pytest.mark.parametrize("var", ["NCCL_MAX_CTAS", "NCCL_MIN_CTAS", "NCCL_NTHREADS", "NCCL_CGA_CLUSTER_SIZE", "NCCL_CTA_POLICY"])
+@pytest.mark.parametrize("var", ["NCCL_MAX_CTAS", "NCCL_MIN_CTAS", "NCCL_NTHREADS", "NCCL_CGA_CLUSTER_SIZE",
+                                 "NCCL_CTA_POLICY"])
 def test_a_knob_that_is_no_number_is_bad_input(var, capsys, monkeypatch):
     with pytest.raises(UsageError, match=f"{var}=four: a whole number"):
         nccl.Knobs.from_env({var: "four"})

@@ -31,7 +31,8 @@ def _full_disk() -> None:
 
 #: name -> (argv after `ccoverlap`, with {tmp}; a full disk; stdout closed after its first line)
 RUNS = {
-    "doctor_full": (["doctor", "--skip", "2", "--steps", "2", "--out", "{tmp}/out", "--", sys.executable, TRAIN], True, False),
+    "doctor_full": (["doctor", "--skip", "2", "--steps", "2", "--out", "{tmp}/out", "--", sys.executable, TRAIN],
+                    True, False),
     "doctor_head": (["doctor", "--skip", "2", "--steps", "2", "--out", "{tmp}/out", "--json", "{tmp}/d.json", "--",
                      "sh", "-c", f'"{sys.executable}" "{TRAIN}" > /dev/null'], False, True),  # the doctor's lines only
     "tune_full": (["tune", "--budget", "1", "--skip", "2", "--steps", "3", "--out", "{tmp}/out", "--",
@@ -72,7 +73,8 @@ def test_doctor_on_a_full_disk_says_so_and_leaves_no_empty_file(runs):
     code, _, err, tmp = runs["doctor_full"]
     lines = err.strip().splitlines()
     assert code == 2 and "Traceback" not in err, err
-    assert lines[-1] == f"ccoverlap doctor: error: nothing was recorded: --out {tmp / 'out'}: cannot write (File too large)"
+    assert lines[-1] == (f"ccoverlap doctor: error: nothing was recorded: --out {tmp / 'out'}: "
+                         "cannot write (File too large)")
     assert _files(tmp) == []  # no 0-byte steps file (the empty --out it made is gone too)
 
 
@@ -153,7 +155,8 @@ HUGE = "9" * 5000
 @pytest.mark.parametrize(("argv", "message"), [
     (["run", "--config", "{deep}", "--", "true"], "{deep}: nested too deeply to be a policy file"),
     (["run", "--config", "{huge}", "--", "true"], "{huge}: a number of 5000 digits (at most 100)"),
-    (["run", "--strategy", f"nccl-ctas={HUGE}", "--", "true"], "nccl-ctas=999999999999999999999999999999999999999…: valid 1..64"),
+    (["run", "--strategy", f"nccl-ctas={HUGE}", "--", "true"],
+     "nccl-ctas=999999999999999999999999999999999999999…: valid 1..64"),
     (["levers", "--strategy", f"nccl-ctas={HUGE}"], "valid 1..64"),
     (["bench", "--device", "cpu", "--strategies", f"priority+nccl-threads={HUGE}"], "valid 64..512 in steps of 32"),
 ], ids=["nested-policy", "huge-number-policy", "run-strategy", "levers-strategy", "bench-strategies"])

@@ -198,6 +198,7 @@ def test_the_c_core_names_no_front_end():
     csrc = Path(__file__).parents[1] / "src" / "ccoverlap" / "csrc"
     core = (csrc / "interposer.c").read_text() + (csrc / "interposer.h").read_text()
     fronts = {name for f in ("interposer_cuda.c", "interposer_hip.c")
-              for name in re.findall(r"^(?:static )?(?:const )?\w[\w *]*?\b(ccov_\w+)\s*[\[(=]", (csrc / f).read_text(), re.M)}
+              for name in re.findall(r"^(?:static )?(?:const )?\w[\w *]*?\b(ccov_\w+)\s*[\[(=]", (csrc / f).read_text(),
+                                     re.M)}
     assert {"ccov_cuda_hooks", "ccov_hip_hooks", "ccov_cuda_proc"} <= fronts
     assert not {name for name in fronts if re.search(rf"\b{name}\b", core)}

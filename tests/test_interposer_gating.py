@@ -84,7 +84,8 @@ def test_a_fixed_drain_ignores_the_grid(fake, drain):
 
 @settings(max_examples=150, deadline=None)
 @given(
-    threads=st.integers(1, 32).map(lambda w: 32 * w), regs=st.integers(8, 128), dyn=st.integers(0, 64).map(lambda k: 1024 * k),
+    threads=st.integers(1, 32).map(lambda w: 32 * w), regs=st.integers(8, 128),
+    dyn=st.integers(0, 64).map(lambda k: 1024 * k),
     grid=st.integers(1, 20000), comm_threads=st.sampled_from([128, 256, 640]),
 )
 def test_plan_auto_in_c_is_the_rule_planner_py_had(threads, regs, dyn, grid, comm_threads):

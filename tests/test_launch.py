@@ -55,7 +55,8 @@ def test_run_config_gives_the_command_the_variables_of_the_trial_it_came_from(po
         assert removed == {startup.STARTUP_ENV}  # the caller's interposer variables are blanked, its job dropped
     if policy.policy:
         assert interposer.parse(applied) == interposer.parse(  # the whole policy: nothing of the caller's
-            {f.env: str(v) for f in interposer.FIELDS if (v := {**interposer.parse({}), **policy.policy}[f.key]) is not None})
+            {f.env: str(v) for f in interposer.FIELDS
+             if (v := {**interposer.parse({}), **policy.policy}[f.key]) is not None})
         assert applied["CCOVERLAP_COMM"] == "^my_allreduce" and applied["CCOVERLAP_PAD_BYTES"] == ""
     else:  # pass-through: nothing of the caller's policy, nothing padded or hinted
         assert applied["LD_PRELOAD"].split(":")[0] == interposer.library_path()

@@ -116,7 +116,8 @@ def test_cli_strategy_and_bad_input():
     assert json.loads(out.stdout)["env"] == {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_CGA_CLUSTER_SIZE": "1"}
     bad = _cli("--strategy", "nccl-threads=100")
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == ["ccoverlap levers: error: nccl-threads=100: valid 64..512 in steps of 32"]
+    assert bad.stderr.strip().splitlines() == [
+        "ccoverlap levers: error: nccl-threads=100: valid 64..512 in steps of 32"]
 
 
 #: every table of a lever's mechanisms, and the module that makes it

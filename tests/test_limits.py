@@ -25,7 +25,8 @@ def test_presets_are_self_consistent(name):
 def test_h200_preset_matches_measured_limits():
     d = get_device("H200")
     assert (d.sm_count, d.smem_per_sm, d.smem_per_block_optin, d.smem_reserved_per_block) == (132, 233472, 232448, 1024)
-    assert (d.max_threads_per_sm, d.regs_per_sm, d.max_blocks_per_sm, d.stream_priority_range) == (2048, 65536, 32, (0, -5))
+    assert ((d.max_threads_per_sm, d.regs_per_sm, d.max_blocks_per_sm, d.stream_priority_range)
+            == (2048, 65536, 32, (0, -5)))
 
 
 class FakeDriver:

@@ -56,7 +56,8 @@ def test_ranks_that_left_nothing_in_out_are_named(tmp_path, capsys):
 
     out = tmp_path / "out"
     for rank in (0, 1):
-        log = record.Log(out, rank, record.Identity(rank, 4, rank, 0, "node-a", "slurm").header() | {"skip": 1, "steps": 1})
+        log = record.Log(out, rank, record.Identity(rank, 4, rank, 0, "node-a", "slurm").header()
+                         | {"skip": 1, "steps": 1})
         log.write({"step": 1, "ms": None, "gpu_ms": None, "profiled": False, "warmup": False})
     failures = diagnose(out, DoctorConfig(out=str(out), skip=1, steps=1), ["srun", "python", "train.py"], 0)
     assert any(f.startswith(f"ranks 2, 3 of 4 left no step record in {out} (records came from node-a)") and
@@ -69,7 +70,8 @@ def test_ranks_that_left_nothing_in_out_are_named(tmp_path, capsys):
 
 @pytest.mark.parametrize(("environ", "dist", "expected"), [
     ({"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "GROUP_RANK": "2"}, None, (5, 8, 1, 2, "torchrun")),
-    ({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_NODEID": "4"}, None, (9, 16, 1, 4, "slurm")),
+    ({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_NODEID": "4"}, None,
+     (9, 16, 1, 4, "slurm")),
     ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, None,
      (3, 4, 1, None, "open mpi")),
     # torchrun under srun: torchrun's own numbering of its workers wins over SLURM's of its agents

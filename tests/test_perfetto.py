@@ -30,7 +30,8 @@ def split(doc: dict, into: Path) -> Path:
         pids = {*r["pids"], r["findings_pid"]}
         events = [e for e in doc["traceEvents"] if e["pid"] in pids]
         (into / f"rank{r['rank']}_trace.json").write_text(json.dumps(
-            {"traceEvents": events, "distributedInfo": r["distributedInfo"], "deviceProperties": r["deviceProperties"]}))
+            {"traceEvents": events, "distributedInfo": r["distributedInfo"],
+             "deviceProperties": r["deviceProperties"]}))
     return into
 
 

@@ -33,15 +33,18 @@ def test_the_levers_variables_and_policy_fields_reach_the_program(on_h200, capfd
     env = child_env(capfd, "--strategy", "priority+shape+nccl-ctas=8")
     assert (env["TORCH_NCCL_HIGH_PRIORITY"], env["NCCL_MAX_CTAS"], env["CCOVERLAP_MODE"]) == ("1", "8", "auto")
     assert env["LD_PRELOAD"].split()[0] == library_path() and startup.STARTUP_ENV not in env
-    env = child_env(capfd, "--strategy", "carveout-hint=60", "--carveout", "60", "--stats", "s.json")  # agreeing options
+    # agreeing options
+    env = child_env(capfd, "--strategy", "carveout-hint=60", "--carveout", "60", "--stats", "s.json")
     assert env["CCOVERLAP_CARVEOUT"] == "60" and env["CCOVERLAP_STATS"] == os.path.abspath("s.json")
     assert "CCOVERLAP_MODE" not in env and "TORCH_NCCL_HIGH_PRIORITY" not in env
     assert "CCOVERLAP_MODE" not in child_env(capfd, "--strategy", "default")  # no lever: nothing set
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--strategy", "shape", "--mode", "pad", "--pad-bytes", "64"], "--mode pad disagrees with --strategy shape, which sets mode auto"),
-    (["--strategy", "carveout-hint", "--carveout", "60"], "--carveout 60 disagrees with --strategy carveout-hint, which sets carveout 100"),
+    (["--strategy", "shape", "--mode", "pad", "--pad-bytes", "64"],
+     "--mode pad disagrees with --strategy shape, which sets mode auto"),
+    (["--strategy", "carveout-hint", "--carveout", "60"],
+     "--carveout 60 disagrees with --strategy carveout-hint, which sets carveout 100"),
     (["--strategy", "green"], "--strategy green: green: needs the compute on a green-context stream"),
     (["--strategy", "no-overlap"], "--strategy no-overlap: the bench's baseline"),
     (["--strategy", "warp-drive"], "unknown lever 'warp-drive': valid priority, shape"),
@@ -115,14 +118,16 @@ def test_a_start_up_call_that_fails_says_so_and_the_program_runs_on(tmp_path):
                "import torch; print('ran', torch.IMPORTED)")
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ran True"
-    assert out.stderr.count("\n") == 1 and "ccoverlap: start-up levers {\"sm_carveout\": \"auto\"} not applied in pid" in out.stderr
+    assert (out.stderr.count("\n") == 1
+            and "ccoverlap: start-up levers {\"sm_carveout\": \"auto\"} not applied in pid" in out.stderr)
     assert "no CUDA driver" in out.stderr
 
 
 def test_the_hook_goes_first_on_pythonpath_once_keeping_the_users():
     job = {startup.STARTUP_ENV: {"sm_carveout": "8"}}
     env = startup.environ(job, {"PYTHONPATH": f"/a{os.pathsep}/b"})
-    assert env == {startup.STARTUP_ENV: '{"sm_carveout": "8"}', "PYTHONPATH": os.pathsep.join([startup.HOOK_DIR, "/a", "/b"])}
+    assert env == {startup.STARTUP_ENV: '{"sm_carveout": "8"}',
+                   "PYTHONPATH": os.pathsep.join([startup.HOOK_DIR, "/a", "/b"])}
     assert startup.environ(job, env)["PYTHONPATH"] == env["PYTHONPATH"]
     assert os.path.isfile(os.path.join(startup.HOOK_DIR, "sitecustomize.py"))
 
@@ -170,7 +175,8 @@ def test_a_policy_file_reaches_the_program_as_the_tuner_ran_it(on_h200, capfd, t
 
 def test_a_policy_files_start_up_calls_are_made_as_the_program_imports_torch(on_h200, capfd, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", fake_torch_and_user_site(tmp_path))
-    assert main(["run", "--config", config(tmp_path, "sm-carveout+nccl-ctas=4"), "--", sys.executable, "-c", PROGRAM]) == 0
+    assert main(["run", "--config", config(tmp_path, "sm-carveout+nccl-ctas=4"), "--", sys.executable, "-c",
+                 PROGRAM]) == 0
     seen = json.loads(capfd.readouterr().out)
     assert seen["before"] == [] and seen["after"] == [8]  # auto under the file's NCCL_MAX_CTAS=4
 

@@ -34,7 +34,8 @@ def test_a_policy_is_levers_and_knobs_and_the_rest_is_derived():
 
 @pytest.mark.parametrize(("strategy", "knobs", "message"), [
     ("no-overlap", {}, "no-overlap is the bench's baseline"),
-    ("nccl-ctas=8", {"NCCL_MAX_CTAS": "16"}, "knob NCCL_MAX_CTAS=16 conflicts with lever nccl-ctas, which sets NCCL_MAX_CTAS=8"),
+    ("nccl-ctas=8", {"NCCL_MAX_CTAS": "16"},
+     "knob NCCL_MAX_CTAS=16 conflicts with lever nccl-ctas, which sets NCCL_MAX_CTAS=8"),
     ("default", {"9LIVES": "1"}, "knob '9LIVES': not an environment variable name"),
     ("default", {"A": "x\ny"}, "knob A='x\\ny': the value must be a string without NUL or newline"),
 ])
@@ -54,7 +55,8 @@ def test_save_then_load_gives_the_same_policy_and_its_notes(tmp_path):
     assert [f.name for f in path.parent.iterdir()] == ["tuned.json"]  # atomic: no temporary file left
     d = json.loads(path.read_text())
     assert d == {"format": FORMAT, "name": p.name, "levers": {"priority": "on", "shape": "auto", "sm-carveout": "16"},
-                 "knobs": {"NCCL_ALGO": "Ring"}, "comm_regex": None, "env": {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_ALGO": "Ring"},
+                 "knobs": {"NCCL_ALGO": "Ring"}, "comm_regex": None,
+                 "env": {"TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_ALGO": "Ring"},
                  "policy": {"mode": "auto"}, "startup": {"sm_carveout": "16"}, "speedup": 1.25,
                  "command": ["python", "train.py"]}
     back = tuned.load(path)
@@ -74,9 +76,11 @@ BAD = {
     "wrong format": (GOOD | {"format": "ccoverlap-policy/9"}, f"format 'ccoverlap-policy/9' is not '{FORMAT}'"),
     "unknown lever": (GOOD | {"levers": {"warp-drive": "on"}}, "unknown lever 'warp-drive': valid priority, shape"),
     "bad lever value": (GOOD | {"levers": {"nccl-threads": "100"}}, "nccl-threads=100: valid 64..512 in steps of 32"),
-    "lever value not a string": (GOOD | {"levers": {"nccl-ctas": 8}}, "levers must be an object of names to string values"),
+    "lever value not a string": (GOOD | {"levers": {"nccl-ctas": 8}},
+                                 "levers must be an object of names to string values"),
     "levers not an object": (GOOD | {"levers": ["priority"]}, "levers must be an object of names to string values"),
-    "lever twice": ('{"format": "%s", "levers": {"priority": "on", "priority": "on"}}' % FORMAT, "key 'priority' given twice"),
+    "lever twice": ('{"format": "%s", "levers": {"priority": "on", "priority": "on"}}' % FORMAT,
+                    "key 'priority' given twice"),
     "bad knob name": (GOOD | {"knobs": {"NCCL-ALGO": "Ring"}}, "knob 'NCCL-ALGO': not an environment variable name"),
     "knob conflicts with a lever": (GOOD | {"knobs": {"NCCL_MAX_CTAS": "16"}},
                                     "knob NCCL_MAX_CTAS=16 conflicts with lever nccl-ctas, which sets NCCL_MAX_CTAS=8"),
@@ -139,7 +143,8 @@ def test_enable_sets_the_variables_then_makes_the_start_up_calls(script, tmp_pat
     path = TunedPolicy.of("priority+nccl-ctas=4+sm-carveout", {"NCCL_ALGO": "Ring"}).save(tmp_path / "t.json")
     p, warned = enabled(str(path))
     assert p == tuned.load(path) and warned == []  # no interposer field: nothing it cannot apply
-    assert (os.environ["TORCH_NCCL_HIGH_PRIORITY"], os.environ["NCCL_MAX_CTAS"], os.environ["NCCL_ALGO"]) == ("1", "4", "Ring")
+    assert ((os.environ["TORCH_NCCL_HIGH_PRIORITY"], os.environ["NCCL_MAX_CTAS"], os.environ["NCCL_ALGO"])
+            == ("1", "4", "Ring"))
     assert script == [8]  # auto: the SMs NCCL's CTAs need under NCCL_MAX_CTAS=4, set before the call
 
 

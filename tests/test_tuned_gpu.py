@@ -60,7 +60,8 @@ def test_groups_created_after_enable_communicate_on_a_high_priority_stream():
     pytest.importorskip("torch")
     # NVLink multicast as the environment has it: the device scripts switch it off (bench/device/prologue.sh)
     env = {k: v for k, v in os.environ.items() if k not in ("TORCH_NCCL_HIGH_PRIORITY", "LD_PRELOAD")} | {
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")}
     out = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])

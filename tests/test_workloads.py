@@ -42,14 +42,16 @@ def test_the_train_script_trains_as_the_bench_ranks_do(tmp_path, monkeypatch, ca
         assert proc.returncode == 0, err
         lines = printed.splitlines()
         assert lines[:4] == [f"step {i} loss {loss:.6f}" for i, loss in enumerate(bench[name], 1)]
-        assert lines[4].startswith(f"{name}: 4 steps in ") and lines[4].endswith(f"final loss {bench[name][-1]:.6f} (world 1, gloo)")
+        assert (lines[4].startswith(f"{name}: 4 steps in ")
+                and lines[4].endswith(f"final loss {bench[name][-1]:.6f} (world 1, gloo)"))
 
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["micro"], "workload micro: valid ddp, fsdp, tp, moe, diloco"),
     (["ddp", "--steps", "0"], "--steps=0 is out of range"),
     (["ddp", "--log-every", "0"], "--log-every=0 is out of range"),
-    (["tp", "--heads", "3", "--d-model", "6", "--comm", "emulate", "--emulate-world", "2"], "tp: world size 2 must divide --heads 3"),
+    (["tp", "--heads", "3", "--d-model", "6", "--comm", "emulate", "--emulate-world", "2"],
+     "tp: world size 2 must divide --heads 3"),
     (["ddp", "--comm", "nccl"], "--comm nccl needs GPUs"),
 ])
 def test_bad_train_input_is_one_line_exit_2_and_leaves_the_environment(argv, message, capsys):
@@ -76,13 +78,15 @@ def test_train_options_are_the_bench_fields_with_their_defaults():
     assert cpu.size.layers == 3 and cpu.size.d_model == 64  # the tiny model on the CPU; options given win
     assert train.single_process_env({"WORLD_SIZE": "2", "RANK": "1"}) == {}  # torchrun's: left alone
     single = train.single_process_env({})
-    assert (single["RANK"], single["WORLD_SIZE"], single["MASTER_ADDR"]) == ("0", "1", "127.0.0.1") and int(single["MASTER_PORT"])
+    assert ((single["RANK"], single["WORLD_SIZE"], single["MASTER_ADDR"]) == ("0", "1", "127.0.0.1")
+            and int(single["MASTER_PORT"]))
 
 
 def test_diloco_averages_fragments_and_measures_late_syncs(tmp_path):
-    env = os.environ | {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(DATA / "diloco_ranks.py"), str(tmp_path)], env=env | {"RANK": str(r)},
-                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    env = os.environ | {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+                        "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(DATA / "diloco_ranks.py"), str(tmp_path)],
+                              env=env | {"RANK": str(r)}, stderr=subprocess.PIPE, text=True) for r in range(2)]
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read()
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]

@@ -92,7 +92,8 @@ def _open(path: Path):
 
 
 def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
-    """Stream one trace file into a Trace, as the reader did before issue 22; a UsageError says why a file is unusable."""
+    """Stream one trace file into a Trace, as the reader did before issue 22; a UsageError says why a file is
+    unusable."""
     seen: dict[tuple, tuple[str, KernelClass, KernelFootprint | None]] = {}
     kernels: list[KernelEvent] = []
     steps: list[tuple[str, float]] = []

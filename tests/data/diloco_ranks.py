@@ -28,7 +28,8 @@ for no_overlap in (True, False):
     sync.launch(0)
     held["done_at_launch"] = sync.in_flight[0].work.is_completed()
     sync.land(sync.window)
-    out[no_overlap] = held | {"anchor": [a.detach().clone() for a in frag.anchor], "after": [p.clone() for p in frag.params],
+    out[no_overlap] = held | {"anchor": [a.detach().clone() for a in frag.anchor],
+                              "after": [p.clone() for p in frag.params],
                               "counters": sync.counters(), "window": sync.window, "fragments": len(sync.fragments)}
     dist.barrier()
 torch.save(out, f"{sys.argv[1]}/rank{rank}.pt")

@@ -176,14 +176,14 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
         moved = [presets.to_device(s, cfg.device) for s in steps]
         variants = [list(v) for v in zip(*(m.steps for m in moved))]
         assumptions += list(moved[0].assumptions)
-    refused = check.refused()
+    refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or check.refused()
     label = "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU"
     report = {
         "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": variants[0][0].device.name,
         "label": label, "assumptions": assumptions, "notes": list(cap.notes) + ([cal_note] if cal_note else []),
         "validation": check.to_dict(), "refused": None if cfg.unvalidated else refused, "unvalidated": False,
-        "calibration": {"gpu": cal.gpu, "error_median": cal.error_median, "error_p90": cal.error_p90,
-                        "provenance": cal.provenance},
+        "calibration": {"gpu": cal.gpu, "fitted_on_the_captured_gpu": cal.gpu == cap.step.device.name,
+                        "error_median": cal.error_median, "error_p90": cal.error_p90, "provenance": cal.provenance},
         "anchored": "predicted step = the measured step (median of the typical steps) x simulated strategy / "
                     "simulated default (each the median over the typical steps)",
         "predictions": [],
@@ -198,6 +198,17 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
     return report
 
 
+def unfitted(gpu: str, cal: calibration.Calibration) -> str | None:
+    """Why a capture from `gpu` cannot be predicted with `cal` (its model fitted on another GPU, or on none), or
+    None: a pace fitted on one GPU says nothing checked about another's."""
+    if cal.gpu == gpu:
+        return None
+    fitted = f"fitted on the {cal.gpu} only" if cal.gpu else "fitted on no GPU"
+    return (f"no model fitted for the captured GPU ({gpu or 'unknown: no deviceProperties'}; the what-if is "
+            f"{fitted}): --unvalidated predicts with those parameters, labelled unvalidated; --device moves the "
+            "step to a preset GPU, labelled with its assumptions")
+
+
 def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, float]:
     """Predicted gain (share of the step, positive is faster) of each named strategy over the capture, for the
     tuner: at the better of the two ends where a trace cannot tell which binds (collectives bound by their CTAs
@@ -206,7 +217,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, flo
     default does not reproduce it (then no prediction may prune anything)."""
     cap = capture(root, comm_regex)
     cal, _ = calibration.load(cap.step.device.name)
-    if why := validate(cap, cal).refused():
+    if why := unfitted(cap.step.device.name, cal) or validate(cap, cal).refused():
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = _predict(cap.steps, known, cal)
