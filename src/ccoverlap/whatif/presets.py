@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ccoverlap.model import nccl
 from ccoverlap.model.limits import DeviceLimits, get_device
+from ccoverlap.util.errors import UsageError
 from ccoverlap.whatif.residency import alone_per_sm
 from ccoverlap.whatif.step import Kernel, Step
 
@@ -69,7 +70,8 @@ def to_device(step: Step, name: str) -> Moved:
     src, dst = step.device, get_device(name)
     ps, pd = peak(src), peak(dst)
     if ps is None or pd is None:
-        raise ValueError(f"no peak numbers for {src.name if ps is None else dst.name}")
+        raise UsageError(f"--device {name}: no peak numbers for the {src.name if ps is None else dst.name} to move "
+                         f"the step by (known: {', '.join(PEAKS)})")
     ratios = (ps.tflops / pd.tflops, ps.hbm_gbs / pd.hbm_gbs)
     clamped: list[str] = []
 

@@ -55,13 +55,14 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: the trace has no alone window matched (capture it with `ccoverlap doctor`): "
                          "each launch's time alone is what the simulator starts from")
     device = device_limits(trace.device) or get_device("h200")
-    cluster = comm_cluster if comm_cluster is not None else nccl.DEFAULT_CLUSTER
+    # NCCL launches clusters where the GPU has them (sm_90 on), and none before
+    cluster = comm_cluster if comm_cluster is not None else min(nccl.DEFAULT_CLUSTER, device.max_cluster_size)
     steps, notes = typical_steps(trace, device, comm_cluster=cluster)
     steps = [s for s in steps if s.kernels]
     if not steps:
         raise UsageError(f"{root}: no launch of the typical steps has a time alone")
-    told = [] if comm_cluster is not None else [f"communication clusters of {cluster} assumed (NCCL's default on "
-                                                "sm_90; the trace does not record them)"]
+    told = [] if comm_cluster is not None or cluster == 1 else [
+        f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
                     trace.world_size)
 
@@ -205,8 +206,8 @@ def unfitted(gpu: str, cal: calibration.Calibration) -> str | None:
         return None
     fitted = f"fitted on the {cal.gpu} only" if cal.gpu else "fitted on no GPU"
     return (f"no model fitted for the captured GPU ({gpu or 'unknown: no deviceProperties'}; the what-if is "
-            f"{fitted}): --unvalidated predicts with those parameters, labelled unvalidated; --device moves the "
-            "step to a preset GPU, labelled with its assumptions")
+            f"{fitted}): --unvalidated predicts with those parameters, labelled unvalidated; --device D predicts "
+            "the step moved to a preset GPU whose peak numbers are known, labelled with its assumptions")
 
 
 def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, float]:
