@@ -84,15 +84,16 @@ def advice(trial, comm_regex: str | None):
     v = verdict(diagnoses)
     return Advice(any(d.comm for d in diagnoses), v.headroom_ms, v.headroom_pct,
                   tuple(r.lever for r in v.recommendations), v.line, v.lever_headroom_pct,
-                  predicted_gains(trial.folder, comm_regex))
+                  predicted_gains(trial.folder, comm_regex, result))
 
 
-def predicted_gains(folder, comm_regex: str | None) -> dict[str, float] | None:
-    """The what-if simulator's gain for every lever value the tuner may try, from the doctor's capture; None
-    (and why, on stderr) where it cannot simulate it or its simulated default does not reproduce the capture."""
+def predicted_gains(folder, comm_regex: str | None, analysis=None) -> dict[str, float] | None:
+    """The what-if simulator's gain for every lever value the tuner may try, from the doctor's capture (`analysis`:
+    the folder as the doctor's view read it, not read again); None (and why, on stderr) where it cannot simulate
+    it or its simulated default does not reproduce the capture."""
     names = [levers.Strategy(((lv.name, v),)).name for lv in levers.LEVERS for v in lv.candidates]
     try:
-        return whatif.gains(folder, comm_regex, names) or None
+        return whatif.gains(folder, comm_regex, names, analysis) or None
     except whatif.Refused as exc:  # a simulator that misses the measured step may not prune a measured lever
         warn(f"no what-if pruning: {exc}; candidates in the doctor's order, none pruned")
         return None

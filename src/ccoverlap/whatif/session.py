@@ -16,7 +16,8 @@ from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.dispatch import simulate
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
-from ccoverlap.analysis import KernelClass, analysed_indices, analyze, device_limits, read_trace, windows
+from ccoverlap.analysis import (Analysis, KernelClass, analysed_indices, analyze, device_limits, read_trace,
+                                windows)
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -40,9 +41,11 @@ class Refused(Exception):
     """The simulated default does not reproduce the capture: no lever is predicted (the message says why)."""
 
 
-def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None) -> Captured:
-    """The typical steps of the lowest rank of the doctor capture under ROOT, with its alone window."""
-    a = analyze(root, comm_regex=comm_regex)
+def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None,
+            analysis: Analysis | None = None) -> Captured:
+    """The typical steps of the lowest rank of the doctor capture under ROOT, with its alone window; `analysis`:
+    ROOT's, where the caller has read it already (the tuner: the capture is read once)."""
+    a = analysis or analyze(root, comm_regex=comm_regex)
     if not a.strategies:
         raise UsageError(f"{root}: no usable trace (see `ccoverlap analyze {root}`)")
     name = root.name if root.name in a.strategies else next(iter(a.strategies))
@@ -210,13 +213,14 @@ def unfitted(gpu: str, cal: calibration.Calibration) -> str | None:
             "the step moved to a preset GPU whose peak numbers are known, labelled with its assumptions")
 
 
-def gains(root: Path, comm_regex: str | None, names: list[str]) -> dict[str, float]:
+def gains(root: Path, comm_regex: str | None, names: list[str],
+          analysis: Analysis | None = None) -> dict[str, float]:
     """Predicted gain (share of the step, positive is faster) of each named strategy over the capture, for the
     tuner: at the better of the two ends where a trace cannot tell which binds (collectives bound by their CTAs
     or by their link), so a lever is pruned only where even its best case gains too little; strategies without
     a model are left out. UsageError where the capture cannot be simulated; Refused where its simulated
     default does not reproduce it (then no prediction may prune anything)."""
-    cap = capture(root, comm_regex)
+    cap = capture(root, comm_regex, analysis=analysis)
     cal, _ = calibration.load(cap.step.device.name)
     if why := unfitted(cap.step.device.name, cal) or validate(cap, cal).refused():
         raise Refused(why)
