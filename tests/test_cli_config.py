@@ -142,7 +142,8 @@ def test_a_value_out_of_range_is_refused_before_any_rank_starts(argv, message, c
     ["analyze", ".", "--report", ""], ["analyze", ".", "--perfetto", ""], ["analyze", ""], ["example", ""],
     ["bench", "--json", ""], ["levers", "--json", ""], ["whatif", ".", "--plot", ""],
     ["doctor", "--out", "", "--", "true"], ["doctor", "--report", "", "--", "true"],
-    ["tune", "--out", "", "--", "true"], ["tune", "--json", "", "--", "true"], ["tune", "--policy-out", "", "--", "true"],
+    ["tune", "--out", "", "--", "true"], ["tune", "--json", "", "--", "true"],
+    ["tune", "--policy-out", "", "--", "true"],
 ], ids=" ".join)
 def test_an_empty_path_is_refused_in_one_line_before_any_work(argv, capsys, tmp_path, monkeypatch):
     """'' is not the current folder (Path('') is): a report or a capture is never written there by accident."""

@@ -33,7 +33,8 @@ class Fake:
                  changes=(), timeout=False, default_fails=False, stop_at=None, unmarked=()):
         self.factors, self.base, self.noise, self.trial_s = factors, base_ms, noise, trial_s
         self.unmarked = unmarked  # levers whose trials leave no mark in their launches
-        self.fail, self.changes, self.timeout, self.default_fails, self.stop_at = fail, changes, timeout, default_fails, stop_at
+        self.fail, self.changes, self.timeout = fail, changes, timeout
+        self.default_fails, self.stop_at = default_fails, stop_at
         self.now, self.rng, self.calls = 0.0, random.Random(1), []
 
     def clock(self) -> float:
@@ -184,7 +185,8 @@ def test_a_command_failing_under_the_default_stops_at_once():
 
 
 def test_a_budget_too_small_says_what_it_needs():
-    with pytest.raises(UsageError, match=r"too small: one trial of this command takes 60 s.*at least 6 \(--budget 7.5\)"):
+    with pytest.raises(UsageError,
+                       match=r"too small: one trial of this command takes 60 s.*at least 6 \(--budget 7.5\)"):
         search(Fake({}, trial_s=60), ARMS, budget=1).run()
 
 
@@ -224,7 +226,8 @@ def test_ctrl_c_keeps_the_best_so_far_and_says_it_was_interrupted():
 
 
 @pytest.mark.parametrize(("stop_at", "reason"), [
-    (3, "default kept: interrupted by SIGINT before any candidate ran"),  # after the baselines: not "no candidate fitted"
+    # after the baselines: not "no candidate fitted"
+    (3, "default kept: interrupted by SIGINT before any candidate ran"),
     (6, "default kept: nothing was faster beyond the noise (closest: "),
 ])
 def test_an_interrupted_search_that_keeps_the_default_says_so(stop_at, reason):

@@ -134,7 +134,9 @@ def test_a_trial_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(trial.Path, "mkdir", full)
-    monkeypatch.setattr("ccoverlap.control.levers.Host.detect", classmethod(lambda cls: __import__("ccoverlap.control.levers").control.levers.Host("cpu")))
+    monkeypatch.setattr("ccoverlap.control.levers.Host.detect",
+                        classmethod(lambda cls: __import__("ccoverlap.control.levers").control.levers.Host("cpu")))
     assert main(["tune", "--out", str(tmp_path / "t"), "--", *PROGRAM]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith("cannot write a trial's record: No space left on device") and "Traceback" not in "".join(err)
+    assert (err[-1].endswith("cannot write a trial's record: No space left on device") and
+            "Traceback" not in "".join(err))

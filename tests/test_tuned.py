@@ -267,5 +267,6 @@ def test_a_policy_that_is_no_regular_file_is_one_line_and_never_opened(make, tmp
     """A FIFO nobody writes would block the read until the command is killed; it is refused from its stat."""
     target = tmp_path / "p.json"
     os.mkfifo(target) if make == "fifo" else target.mkdir()
-    with pytest.raises(UsageError, match=f"^{target}: a {'FIFO' if make == 'fifo' else 'directory'}, not a policy file$"):
+    with pytest.raises(UsageError,
+                       match=f"^{target}: a {'FIFO' if make == 'fifo' else 'directory'}, not a policy file$"):
         tuned.load(target)

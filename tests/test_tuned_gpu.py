@@ -45,7 +45,8 @@ enabled = taken()
 os.environ.pop("TORCH_NCCL_HIGH_PRIORITY")  # a group created without it: the control
 control = taken(dist.new_group([0]))
 dist.destroy_process_group()
-print(json.dumps({"policy": policy.name, "high_priority": marks[HIGH].priority, "enabled": enabled, "control": control}))
+print(json.dumps({"policy": policy.name, "high_priority": marks[HIGH].priority, "enabled": enabled,
+                  "control": control}))
 """
 
 

@@ -141,7 +141,8 @@ def test_transformations_change_what_their_lever_changes():
     assert c.footprint.grid == 4 and c.alone_us == pytest.approx(500.0 * 16 / 4)
     t = strategy(FULL, "nccl-threads=256").kernels[1]
     assert t.footprint.threads == 288 and t.alone_us == pytest.approx(500.0 * 640 / 288)
-    clustered = FULL.with_kernels(lambda k: dataclasses.replace(k, footprint=dataclasses.replace(k.footprint, cluster=4)) if k.comm else k)
+    clustered = FULL.with_kernels(
+        lambda k: dataclasses.replace(k, footprint=dataclasses.replace(k.footprint, cluster=4)) if k.comm else k)
     assert strategy(clustered, "nccl-cluster").kernels[1].footprint.cluster == 1
     assert strategy(FULL, "carveout-hint=60").kernels[0].hint == 60
     assert strategy(FULL, "green=16").kernels[0].sms == (0, 116) and strategy(FULL, "green=16").kernels[1].sms is None
@@ -155,7 +156,8 @@ def test_the_sm_carveout_reaches_gemms_only():
 
 
 def test_the_comm_law_is_fitted_from_a_sweep():
-    sweep = [{"ctas": c, "threads": t, "alone_ms": 16 / min(c * t / 640, 24)} for c in (1, 4, 16, 32) for t in (640, 288)]
+    sweep = [{"ctas": c, "threads": t, "alone_ms": 16 / min(c * t / 640, 24)}
+             for c in (1, 4, 16, 32) for t in (640, 288)]
     law = calibration.fit_law(sweep)
     assert law.saturation == 24 and law.thread_exponent == pytest.approx(1.0)
 
@@ -233,11 +235,13 @@ def serial_capture(root, alone=None, steps: int = 0, first_idle: float = 0.0):
     kernels = []
     for n in range(max(steps, 1)):
         t, idle = 100 + 4000 * n, first_idle if n == 0 else 0.0
-        kernels += [ks.K("compute_a", t, 50, launch_ts=t - 10), ks.K(ks.NCCL, t + 50, 300, launch_ts=t, **NCCL_ARGS | {"stream": 7}),
+        kernels += [ks.K("compute_a", t, 50, launch_ts=t - 10),
+                    ks.K(ks.NCCL, t + 50, 300, launch_ts=t, **NCCL_ARGS | {"stream": 7}),
                     ks.K("compute_a", t + 350 + idle, 500, launch_ts=t + 10 + idle)]
     path = ks.write(root / "rank0_trace.json", 0, 1, kernels, [(4000 * n, 4000) for n in range(steps)])
     # the doctor's alone window: as many steps again, each launch by itself
-    serialized = [k for n in range(max(steps, 1)) for k in alone_window(kernels[3 * n:3 * n + 3], alone, 20000 + 4000 * n)]
+    serialized = [k for n in range(max(steps, 1))
+                  for k in alone_window(kernels[3 * n:3 * n + 3], alone, 20000 + 4000 * n)]
     ks.write(alone_trace(path), 0, 1, serialized, [(19950 + 4000 * n, 4000) for n in range(steps)])
     return root
 
@@ -246,7 +250,8 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
     import json
 
     serial_capture(tmp_path / "cap")
-    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy", "--json", "-"]) == 0
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy",
+                 "--json", "-"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [p["strategy"] for p in out["predictions"]] == ["default", "priority", "nccl-cta-policy"]
     base, _, none = out["predictions"]
@@ -294,7 +299,8 @@ def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little
     cap = session.capture(tmp_path / "cap")
     p = predict.one(cap.step, levers.strategy("nccl-ctas"), cal)
     best = min(p.step_us, p.link_bound_step_us)
-    assert gains["nccl-ctas"] == pytest.approx(1 - best / predict.one(cap.step, levers.strategy("default"), cal).step_us)
+    assert gains["nccl-ctas"] == pytest.approx(1 - best /
+                                               predict.one(cap.step, levers.strategy("default"), cal).step_us)
 
 
 def test_an_event_signals_later_than_the_stream_moves_on_so_a_one_wave_successor_takes_the_sms_first():
@@ -401,7 +407,8 @@ def test_a_capture_not_reproduced_is_refused_in_one_line_exit_0_and_unvalidated_
     assert "cannot predict this capture: the simulated default step 1.150 ms is +35.3% off" in out and "\n" not in out
     assert main(["whatif", str(root), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["refused"].startswith("cannot predict") and doc["predictions"] == [] and not doc["validation"]["reproduced"]
+    assert (doc["refused"].startswith("cannot predict") and doc["predictions"] == [] and
+            not doc["validation"]["reproduced"])
     assert main(["whatif", str(root), "--unvalidated", "--lever", "priority", "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["unvalidated"] and doc["label"].startswith("UNVALIDATED") and doc["refused"] is None

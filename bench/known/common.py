@@ -62,7 +62,8 @@ extern "C" __global__ void ncclDevKernel_KnownAllReduce(const float* src, float*
                                                         unsigned long long cta_ns) {
     extern __shared__ float stage[];
     unsigned long long t0 = now_ns();
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
         if (staged) {
             stage[threadIdx.x] = src[i];
             dst[i] = stage[threadIdx.x];

@@ -72,16 +72,19 @@ def tables(result: dict) -> str:
     s = result["summary"]
     out = [f"{s['within_10pct']} of {s['predicted']} cells within 10% on both the total and the comm completion; "
            f"total: median |error| {100 * s['median_abs_error']:.1f}%, max {100 * s['max_abs_error']:.1f}%; "
-           f"comm completion: median {100 * s['median_abs_comm_error']:.1f}%, max {100 * s['max_abs_comm_error']:.1f}%.",
-           "", "| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted | error |",
+           f"comm completion: median {100 * s['median_abs_comm_error']:.1f}%, "
+           f"max {100 * s['max_abs_comm_error']:.1f}%.",
+           "",
+           "| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted | error |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         if r["status"] != "ok":
             out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['status']} | | | | |")
             continue
         out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['predicted_ms']:.2f} "
-                   f"({r['predicted_in_sample_ms']:.2f}) | {100 * r['error']:+.1f}% | {r['comm_done_measured_ms']:.2f} | "
-                   f"{r['comm_done_predicted_ms']:.2f} | {100 * r['comm_done_error']:+.1f}% |")
+                   f"({r['predicted_in_sample_ms']:.2f}) | {100 * r['error']:+.1f}% | "
+                   f"{r['comm_done_measured_ms']:.2f} | {r['comm_done_predicted_ms']:.2f} | "
+                   f"{100 * r['comm_done_error']:+.1f}% |")
     return "\n".join(out)
 
 
@@ -124,7 +127,8 @@ def main() -> int:
         family, row, p = c["family"], c["row"], c["p"]
         out = _cells({family: (cases[family][0], [row])}, held[family], law)[0]["p"]
         entry = {"case": f"{family}+{row['comm']}", "lever": row["strategy"], "order": row["order"],
-                 "measured_ms": row["total_ms"], "measured_ms_min": row["total_ms_min"], "measured_ms_max": row["total_ms_max"],
+                 "measured_ms": row["total_ms"], "measured_ms_min": row["total_ms_min"],
+                 "measured_ms_max": row["total_ms_max"],
                  "comm_done_measured_ms": row["comm_done_ms"], "status": out.status}
         if out.status == "ok":
             entry |= {"predicted_ms": out.step_us / 1000, "comm_done_predicted_ms": out.comm_done_us / 1000,
@@ -167,8 +171,8 @@ def main() -> int:
             print(f"{r['case']:24} {r['lever']:30} {r['status']}")
             continue
         print(f"{r['case']:24} {r['lever']:30} measured {r['measured_ms']:7.3f} predicted {r['predicted_ms']:7.3f} "
-              f"({100 * r['error']:+5.1f}%)  comm {r['comm_done_measured_ms']:7.3f} / {r['comm_done_predicted_ms']:7.3f} "
-              f"({100 * r['comm_done_error']:+5.1f}%)")
+              f"({100 * r['error']:+5.1f}%)  comm {r['comm_done_measured_ms']:7.3f} / "
+              f"{r['comm_done_predicted_ms']:7.3f} ({100 * r['comm_done_error']:+5.1f}%)")
     return 0
 
 

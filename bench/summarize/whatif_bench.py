@@ -38,8 +38,10 @@ def one(root: Path, bench: dict, busbw: str) -> list[dict]:
         p = preds[name]
         entry = {"busbw_gbps": float(busbw), "workload": r["workload"], "lever": name, "measured_ms": r["step_ms"],
                  "measured_ms_min": r["step_ms_min"], "measured_ms_max": r["step_ms_max"],
-                 "measured_vs_default": (r.get("vs_default") or {}).get("ratio", 1.0 if name == levers.DEFAULT else None),
-                 "measured_ci": (r.get("vs_default") or {}).get("ci"), "verdict": (r.get("vs_default") or {}).get("verdict"),
+                 "measured_vs_default": (r.get("vs_default") or {}).get("ratio",
+                                                                        1.0 if name == levers.DEFAULT else None),
+                 "measured_ci": (r.get("vs_default") or {}).get("ci"),
+                 "verdict": (r.get("vs_default") or {}).get("verdict"),
                  "status": p.status, "simulated_step_ms": p.step_us / 1000 if p.step_us else None}
         if p.status == "ok":
             entry["predicted_vs_default"] = p.vs(base)
@@ -76,7 +78,8 @@ def main() -> int:
         beyond = [r for r in mine if r["measured_ci"] and not r["measured_ci"][0] <= 1 <= r["measured_ci"][1]]
         ranked[str(busbw)] = {
             "beyond_noise": [r["lever"] for r in beyond],
-            "same_side_of_default": all((r["measured_vs_default"] < 1) == (r["predicted_vs_default"] < 1) for r in beyond)}
+            "same_side_of_default": all((r["measured_vs_default"] < 1) == (r["predicted_vs_default"] < 1)
+                                        for r in beyond)}
     result = {"provenance": {"measured": provenance, "predicted_at_commit": source_commit(),
                              "date": dt.datetime.now(dt.timezone.utc).isoformat(),
                              "method": __doc__.split("\n\n")[1].replace("\n", " ")},
@@ -86,9 +89,10 @@ def main() -> int:
         if r["status"] != "ok":
             print(f"{r['busbw_gbps']:5g} {r['lever']:28} {r['status']}")
             continue
-        print(f"{r['busbw_gbps']:5g} {r['lever']:28} measured {r['measured_ms']:7.2f} ({r['measured_vs_default']:.3f}x, "
-              f"{r['verdict']}) predicted {r['predicted_ms']:7.2f} ({r['predicted_vs_default']:.3f}x) "
-              f"{100 * r['error']:+5.1f}%  simulated step {r['simulated_step_ms']:.2f}"
+        print(f"{r['busbw_gbps']:5g} {r['lever']:28} measured {r['measured_ms']:7.2f} "
+              f"({r['measured_vs_default']:.3f}x, {r['verdict']}) predicted {r['predicted_ms']:7.2f} "
+              f"({r['predicted_vs_default']:.3f}x) {100 * r['error']:+5.1f}%  "
+              f"simulated step {r['simulated_step_ms']:.2f}"
               + (f"  link-bound {r['predicted_link_bound_ms']:.2f}" if "predicted_link_bound_ms" in r else ""))
     print(json.dumps(ranked))
     return 0

@@ -77,7 +77,8 @@ def main() -> int:
         if folder is None:
             rows.append({"program": name, "skipped": "no doctor capture among --folders"})
             continue
-        row = {"program": name, "capture": str(folder), "plain_ms": r["plain_ms"], **judge(r, predicted(folder, list(r["ratios"])))}
+        row = {"program": name, "capture": str(folder), "plain_ms": r["plain_ms"],
+               **judge(r, predicted(folder, list(r["ratios"])))}
         rows.append(row)
         print(f"{name}: realized {r['best']} {r['gain_ms']:.3f} ms; predicted {row['predicted_best']} "
               f"{row['predicted_gain_ms']:.3f} ms; best {'met' if row['best_met'] else 'missed'}, gain "

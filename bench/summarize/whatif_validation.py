@@ -1,4 +1,5 @@
-"""Issue 28's validation: `ccoverlap whatif` on the ten known-answer programs' recorded H200 doctor captures, on the CPU.
+"""Issue 28's validation: `ccoverlap whatif` on the ten known-answer programs' recorded H200 doctor
+captures, on the CPU.
 
   python bench/summarize/whatif_validation.py [--out bench/results/whatif-validation-2026-12-03-h200.json]
 
@@ -129,10 +130,12 @@ def main() -> int:
     known = json.loads((RESULTS / REALIZED[0]).read_text())["provenance"]
     summary = {
         "captures": len(captures), "reproduced": sum(c["reproduced"] for c in captures),
-        "lever_rows": len(rows), "rows_predicted": len(judged), "rows_within_target": sum(r["within_target"] for r in judged),
+        "lever_rows": len(rows), "rows_predicted": len(judged),
+        "rows_within_target": sum(r["within_target"] for r in judged),
         "rows_refused": sum(r["predicted_ratio"] == "refused" for r in rows),
         "rows_no_model": sum(isinstance(r["predicted_ratio"], str) and r["predicted_ratio"] != "refused" for r in rows),
-        "unvalidated_rows": len(loose), "unvalidated_rows_within_target": sum(r["unvalidated_within_target"] for r in loose),
+        "unvalidated_rows": len(loose),
+        "unvalidated_rows_within_target": sum(r["unvalidated_within_target"] for r in loose),
         # the rows where the lever changed the step beyond the target's floor: what a prediction is for
         "changing_rows_predicted": len(moved := [r for r in judged if abs(1 - r["realized_ratio"]) > ABSOLUTE]),
         "changing_rows_within_target": sum(r["within_target"] for r in moved),
@@ -140,9 +143,10 @@ def main() -> int:
                                      for r in rows),
     }
     doc = {
-        "what": __doc__.split("\n\n")[0],
+        "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "provenance": {
-            "captured": {k: known.get(k) for k in ("gpu", "driver", "cuda", "torch", "nccl", "date", "commit", "command")}
+            "captured": {k: known.get(k)
+                         for k in ("gpu", "driver", "cuda", "torch", "nccl", "date", "commit", "command")}
             | {"files": CAPTURES.name},
             "realized_from": list(REALIZED),
             "analysed": {"command": "python bench/summarize/whatif_validation.py", "commit": source_commit(),
@@ -153,8 +157,8 @@ def main() -> int:
                        "absolute": ABSOLUTE, "relative": RELATIVE},
             "reproduced_rule": {"step_tolerance": anchor.STEP_TOLERANCE, "start_share": anchor.START_SHARE,
                                 "start_floor_us": anchor.START_FLOOR_US},
-            "fitted": "nothing: the shipped H200 calibration (src/ccoverlap/whatif/calibration/h200.json) and the stated "
-                      "reproduction thresholds (whatif/anchor.py), none changed for these captures",
+            "fitted": "nothing: the shipped H200 calibration (src/ccoverlap/whatif/calibration/h200.json) and the "
+                      "stated reproduction thresholds (whatif/anchor.py), none changed for these captures",
         },
         "summary": summary, "by_lever": by_lever(rows), "captures": captures, "rows": rows,
     }

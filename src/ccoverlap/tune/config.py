@@ -46,10 +46,11 @@ class TuneConfig:
         "metavar": "MIN", "help": "minutes for the whole tuning, every trial included; the search stops starting "
         "trials when the next would not fit, and the confirmation gets its share"})
     steps: int = field(default=20, metadata={
-        "metavar": "N", "help": "optimizer steps timed per trial (CUDA events on GPUs); the program is ended after them"})
+        "metavar": "N", "help": "optimizer steps timed per trial (CUDA events on GPUs); the program is ended "
+        "after them"})
     skip: int = field(default=10, metadata={
-        "metavar": "K", "help": "optimizer steps run first in every trial and dropped (warm-up: compilation, allocator, "
-        "NCCL set-up)"})
+        "metavar": "K", "help": "optimizer steps run first in every trial and dropped (warm-up: compilation, "
+        "allocator, NCCL set-up)"})
     levers: tuple[str, ...] = field(default=(), metadata={
         "metavar": "A,B", "help": "only these levers (`ccoverlap levers`); given, the doctor orders them but never "
         "prunes them", "parse": _levers, "shown": "every lever that applies here"})

@@ -56,7 +56,8 @@ def setting_rows(outcome: Outcome) -> list[list]:
 def verdict_lines(outcome: Outcome) -> list[str]:
     lines = []
     if outcome.interrupted:
-        lines.append(f"interrupted by {signal.Signals(outcome.interrupted).name}: the verdict stands on the trials run so far")
+        lines.append(f"interrupted by {signal.Signals(outcome.interrupted).name}: the verdict stands on the trials "
+                     "run so far")
     if outcome.advice:
         a = outcome.advice
         lines.append(f"doctor: {a.line}")

@@ -319,8 +319,9 @@ class Search:
         stop = f"interrupted by {signal.Signals(interrupted).name}" if interrupted else None
         if best is not None:
             c = comparisons[best.name]
-            return Outcome(self.trials, best, True, _so_far(f"{best.name} is faster than the default beyond the noise: "
-                           f"{c.label()}", stop), c, comparisons, self.advice, self.skipped, self.tolerance, interrupted)
+            return Outcome(self.trials, best, True,
+                           _so_far(f"{best.name} is faster than the default beyond the noise: {c.label()}", stop), c,
+                           comparisons, self.advice, self.skipped, self.tolerance, interrupted)
         return Outcome(self.trials, space.DEFAULT, False, self._why_default(tried, comparisons, stop), None,
                        comparisons, self.advice, self.skipped, self.tolerance, interrupted)
 

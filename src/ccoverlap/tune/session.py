@@ -60,7 +60,8 @@ def _progress(cfg: TuneConfig):
 
     def line(t) -> None:
         minutes = (dt.datetime.now() - started).total_seconds() / 60
-        step = f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples else shorten((t.error or t.status).splitlines()[-1], 90)
+        step = (f"{timing.summary(t.samples)['median']:.2f} ms" if t.samples
+                else shorten((t.error or t.status).splitlines()[-1], 90))
         print(f"[{minutes:4.1f}/{cfg.budget:g} min] trial {t.index} {t.phase:8} {t.policy.name}: {t.status} {step}",
               file=sys.stderr, flush=True)
 
@@ -103,7 +104,8 @@ def predicted_gains(folder, comm_regex: str | None, analysis=None) -> dict[str, 
 
 
 def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:
-    """Write the policy file (`best`: the outcome's, as its trials ran it), tune.json and the chart; print the tables."""
+    """Write the policy file (`best`: the outcome's, as its trials ran it), tune.json and the chart; print the
+    tables."""
     policy_path, json_path = Path(cfg.policy_out), Path(cfg.json)
     meta = {"decision": "tuned" if outcome.kept else "default kept", "reason": outcome.reason,
             "interrupted": signal.Signals(outcome.interrupted).name if outcome.interrupted else None,

@@ -172,7 +172,8 @@ class Runner:
             trial.status = "ok"
         trial.samples, trial.gpu = samples, gpu
         trial.fingerprints = {r.rank: r.fingerprint for r in records if r.fingerprint is not None}
-        trial.effect = levers.took_effect(trial.policy.levers, LaunchStats.read(folder.glob(record.STATS_NAME.replace("%p", "*"))))
+        trial.effect = levers.took_effect(trial.policy.levers,
+                                          LaunchStats.read(folder.glob(record.STATS_NAME.replace("%p", "*"))))
         return trial
 
 
@@ -189,6 +190,7 @@ def drift(a: Mapping[int, tuple[float, ...]], b: Mapping[int, tuple[float, ...]]
     for r in a:
         for x, y in zip(a[r], b[r]):
             if x != y:
-                worst = max(worst, abs(x - y) / max(abs(x), abs(y)) if math.isfinite(x) and math.isfinite(y) else math.inf)
+                worst = max(worst, abs(x - y) / max(abs(x), abs(y))
+                            if math.isfinite(x) and math.isfinite(y) else math.inf)
     return worst
 

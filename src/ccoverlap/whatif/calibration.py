@@ -3,8 +3,8 @@
 Two fits, each on what it explains and nothing else:
 * the communication bandwidth law (`transforms.CommLaw`) on the proxy's times alone at several CTA and thread
   counts (bench/device/whatif_record.py's sweep): least squares on the log of time over the 16 x 640 time;
-* the pace model (`duration.Pace`: SM-issue share and saturation, memory-system share) on the lab's overlapped cells (every
-  family x strategy of a `ccoverlap lab --quick` record): the least mean absolute relative error of the
+* the pace model (`duration.Pace`: SM-issue share and saturation, memory-system share) on the lab's overlapped cells
+  (every family x strategy of a `ccoverlap lab --quick` record): the least mean absolute relative error of the
   predicted total and communication completion over a fixed grid.
 The error the fit leaves (median and 90th percentile over the cells) is what `predict` gives as the interval.
 Nothing is fitted per program: a capture is predicted with its GPU's file (`load`), or the H200's, said so.

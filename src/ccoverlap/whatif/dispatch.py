@@ -88,7 +88,8 @@ class _Sim:
         self.pending = [n if c else -(-n // max(k.footprint.cluster, 1)) * max(k.footprint.cluster, 1)
                         for (n, _), k, c in zip(plan, ks, self.copy)]
         self.work = [w for _, w in plan]
-        self.alone_warps = [0 if c else pace.alone_warps(self.dev, k, self.dev.warp_size) for k, c in zip(ks, self.copy)]
+        self.alone_warps = [0 if c else pace.alone_warps(self.dev, k, self.dev.warp_size)
+                            for k, c in zip(ks, self.copy)]
         self.running = [0] * len(ks)
         self.left = list(self.pending)  # CTAs not yet finished
         self.sms = [residency.SM() for _ in range(self.dev.sm_count)]
@@ -111,8 +112,10 @@ class _Sim:
         for k in ks:
             order.setdefault(k.stream, len(order))
         self.queue = [order[k.stream] % max(step.queues, 1) for k in ks]
-        self.prev_stream = [max((j for j in range(i) if ks[j].stream == k.stream), default=-1) for i, k in enumerate(ks)]
-        self.prev_queue = [max((j for j in range(i) if self.queue[j] == self.queue[i]), default=-1) for i in range(len(ks))]
+        self.prev_stream = [max((j for j in range(i) if ks[j].stream == k.stream), default=-1)
+                            for i, k in enumerate(ks)]
+        self.prev_queue = [max((j for j in range(i) if self.queue[j] == self.queue[i]), default=-1)
+                           for i in range(len(ks))]
         self.rank = sorted(range(len(ks)), key=lambda i: (step.priorities.get(ks[i].stream, 0), i))
         self.active = 0  # kernels with CTAs resident
 

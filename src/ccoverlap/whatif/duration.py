@@ -14,8 +14,8 @@ The model, stated once (docs/whatif.md, "The model"):
     `sm_share` 0 is no interference, 1 is the SM's issue shared evenly by warps;
   - memory-system share: `others` is 1 while any other kernel runs anywhere on the GPU (HBM and L2 are shared
     by every SM), else 0.
-* `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is fitted
-  per program.
+* `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
+  fitted per program.
 
 A kernel of many waves is simulated in coarser CTAs (consecutive CTAs merged so at most `max_waves` waves
 remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work): the same footprint, total

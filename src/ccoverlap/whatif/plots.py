@@ -21,15 +21,18 @@ def predictions(report: dict, path: Path) -> Path:
     names = [p["strategy"] for p in rows]
     steps = [p["step_us"] / 1000 for p in rows]
     exposed = [p["exposed_comm_us"] * p["step_us"] / p["simulated_step_us"] / 1000 for p in rows]  # anchored too
-    err = [[(p["step_us"] - p["interval"][0]) / 1000 for p in rows], [(p["interval"][1] - p["step_us"]) / 1000 for p in rows]]
+    err = [[(p["step_us"] - p["interval"][0]) / 1000 for p in rows],
+           [(p["interval"][1] - p["step_us"]) / 1000 for p in rows]]
     y = range(len(rows))
     ax.barh(y, steps, color=COLORS["compute"], xerr=err, ecolor=COLORS["edge"], label="predicted step")
-    ax.barh(y, exposed, left=[s - e for s, e in zip(steps, exposed)], color=COLORS["exposed"], label="exposed communication")
+    ax.barh(y, exposed, left=[s - e for s, e in zip(steps, exposed)], color=COLORS["exposed"],
+            label="exposed communication")
     if rows:
         ax.axvline(steps[0], color=COLORS["reference"], linestyle="--", linewidth=1, label="default (measured)")
     ax.set_yticks(list(y), names, fontsize=SMALL_SIZE)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
     ax.set_title(title(report), fontsize=TITLE_SIZE)
-    ax.legend(fontsize=SMALL_SIZE, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars, not on them
+    # beside the bars, not on them
+    ax.legend(fontsize=SMALL_SIZE, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return save_png(fig, path)

@@ -47,7 +47,8 @@ def measures(step: Step, result: Result) -> dict:
     compute = [i for i, k in enumerate(step.kernels) if not k.comm and k.footprint is not None]
     return {
         "step_us": result.step_us,
-        "comm_done_us": (ks[last].end_us - ks[last].ready_us) if (last := max(comm, key=lambda i: ks[i].end_us, default=None)) is not None else None,
+        "comm_done_us": ((ks[last].end_us - ks[last].ready_us)
+                         if (last := max(comm, key=lambda i: ks[i].end_us, default=None)) is not None else None),
         "comm_start_delay_us": sum(ks[i].start_us - ks[i].ready_us for i in comm) if comm else None,
         "exposed_comm_us": exposed([(ks[i].start_us, ks[i].end_us) for i in comm],
                                    [(ks[i].start_us, ks[i].end_us) for i in compute]),
@@ -62,7 +63,8 @@ def critical(step: Step, result: Result) -> dict:
             "critical_comm_us": sum(c.until_us - c.start_us for c in path if step.kernels[c.kernel].comm)}
 
 
-_MEDIANS = ("step_us", "comm_done_us", "comm_start_delay_us", "exposed_comm_us", "link_bound_step_us", "critical_comm_us")
+_MEDIANS = ("step_us", "comm_done_us", "comm_start_delay_us", "exposed_comm_us", "link_bound_step_us",
+            "critical_comm_us")
 
 
 def median(per_step: Sequence[Prediction]) -> Prediction:

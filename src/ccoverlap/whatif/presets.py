@@ -121,5 +121,6 @@ def collectives(step: Step, capture_busbw: float, busbw: float, capture_world: i
         return dataclasses.replace(k, alone_us=max(_allreduce_us(bytes_, busbw, world), 1e-3))
 
     note = (f"predicted, not measured: collectives as all-reduces at {busbw:g} GB/s and {world} ranks, from "
-            f"{capture_busbw:g} GB/s and {capture_world} ranks (ring and tree cost models, {LINK_LATENCY_US:g} us a step)")
+            f"{capture_busbw:g} GB/s and {capture_world} ranks (ring and tree cost models, "
+            f"{LINK_LATENCY_US:g} us a step)")
     return step.with_kernels(scale), note

@@ -119,7 +119,8 @@ def lab_cases(record: dict, capture: dict, root: Path, device: DeviceLimits) -> 
             continue
         sweep = next(s for s in capture["comm_sweep"] if s["comm"] == alone["comm"])
         step = lab_case(root / info["trace"], alone, sweep, device)
-        out[family] = (step, [r for r in rows if r["status"] == "ok" and r["strategy"] not in ("comm-alone", "compute-alone")])
+        out[family] = (step, [r for r in rows
+                              if r["status"] == "ok" and r["strategy"] not in ("comm-alone", "compute-alone")])
     return out
 
 
@@ -170,7 +171,8 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
             raise UsageError(f"--world/--busbw need --capture-world (2 or more): the trace says {world or 'nothing'} "
                              "of the ranks the collectives ran across")
         if not cfg.capture_busbw:
-            raise UsageError("--world/--busbw need --capture-busbw: the bus bandwidth the capture ran at is not in a trace")
+            raise UsageError("--world/--busbw need --capture-busbw: the bus bandwidth the capture ran at is not in "
+                             "a trace")
         moved = [presets.collectives(s, cfg.capture_busbw, cfg.busbw or cfg.capture_busbw, world, cfg.world or world)
                  for s in steps]
         steps = [s for s, _ in moved]

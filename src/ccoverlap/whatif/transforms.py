@@ -114,7 +114,8 @@ def sm_carveout(step: Step, value: str, _law: CommLaw) -> Transformed:
         return dataclasses.replace(k, footprint=fp, sms=(0, left), basis=k.measured[0])
 
     gemms = sum(1 for k in step.kernels if not k.comm and k.footprint and GEMM.search(k.name))
-    return Transformed(_compute(step, confine), () if gemms else ("no GEMM kernel in the step: the SM carveout reaches none",))
+    return Transformed(_compute(step, confine),
+                       () if gemms else ("no GEMM kernel in the step: the SM carveout reaches none",))
 
 
 def green(step: Step, value: str, _law: CommLaw) -> Transformed:
@@ -154,8 +155,8 @@ TRANSFORMS: Mapping[str, Transform | levers.NotApplicable] = levers.mechanisms("
     "priority": priority, "shape": shape, "carveout-hint": carveout_hint, "sm-carveout": sm_carveout,
     "green": green, "nccl-ctas": _env_lever("nccl-ctas"), "nccl-threads": _env_lever("nccl-threads"),
     "nccl-cluster": _env_lever("nccl-cluster"), "max-connections": max_connections,
-    "nccl-cta-policy": levers.NotApplicable("no model: it acts only on collectives with registered or symmetric-window buffers "
-                                             "(model/nccl.CTA_POLICY_REACH)"),
+    "nccl-cta-policy": levers.NotApplicable("no model: it acts only on collectives with registered or symmetric-window "
+                                             "buffers (model/nccl.CTA_POLICY_REACH)"),
 })
 
 
