@@ -126,6 +126,8 @@ def test_a_value_of_the_wrong_type_is_one_line_exit_2(argv, capsys):
     (["--busbw", "inf"], "--busbw=inf is out of range"),
     (["--micro-sizes", "0,-1"], "--micro-sizes=0 is out of range: valid 4..1099511627776 bytes"),
     (["--workload", ""], "--workload (empty): valid micro, ddp"),
+    (["--micro-sizes", ""], "--micro-sizes (empty): give at least one size in bytes"),
+    (["--emulate-world", "-1"], "--emulate-world=-1 is out of range: valid 2..4096"),
 ])
 def test_a_value_out_of_range_is_refused_before_any_rank_starts(argv, message, capsys, monkeypatch):
     """Checked for every backend (an option the run does not use is still never written into --json as NaN)."""

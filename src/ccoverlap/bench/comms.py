@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ccoverlap.model import nccl
-from ccoverlap.util.errors import UsageError, check_range
+from ccoverlap.util.errors import UsageError
 
 if TYPE_CHECKING:
     from ccoverlap.control.levers import Strategy
@@ -132,7 +132,6 @@ class Emulate(Comm):
         if cfg.device == "cuda" and cfg.gpus < 1:
             raise UsageError("--comm emulate on --device cuda needs a GPU; 0 visible "
                              "(--device cpu: a data-only dry run)")
-        check_range("--emulate-world", cfg.emulate_world, 2, 4096)
         nccl.Knobs.from_env(os.environ)  # NCCL's variables as the proxies will read them: no number is bad input
 
     def note(self, cfg: BenchConfig) -> str | None:

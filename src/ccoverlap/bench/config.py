@@ -163,8 +163,11 @@ class BenchConfig:
         check_range("--steps", self.steps, 1, 100000)
         check_range("--warmup", self.warmup, 0, 100000)
         check_range("--busbw", self.busbw_gbps, 1, 100000, "GB/s")  # NaN too: never written into --json
+        if not self.micro_sizes:
+            raise UsageError("--micro-sizes (empty): give at least one size in bytes")
         for size in self.micro_sizes:
             check_range("--micro-sizes", size, 4, 1 << 40, "bytes (float32 all-reduced)")
+        check_range("--emulate-world", self.emulate_world, 2, 4096)
         s = self.size
         for name, value in vars(s).items():
             check_range(f"--{name.replace('_', '-')}", value, 1, 10**7)
