@@ -313,8 +313,11 @@ static void gate_threads(int t, long n) {
     for (long i = 0; i < t && i < 64; ++i) pthread_create(&tid[i], NULL, gate_worker, (void *)i);
     for (int i = 0; i < 2000; ++i) fake_cuda_complete_events();
     for (int i = 0; i < t && i < 64; ++i) pthread_join(tid[i], NULL);
+    /* one comm more, after the workers: in flight whatever the completions above overtook (under load the main
+     * thread's loop may complete every worker's last event) */
+    cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, (void *)0x5000, NULL, NULL);
     cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL);
-    int pending = atomic_load(&compute->last_shared) != 1024; /* events held: the last comm is in flight */
+    int pending = atomic_load(&compute->last_shared) != 1024; /* events held: that comm is in flight */
     fake_cuda_complete_events();
     cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL); /* retires them all */
     long q = atomic_load(&fake_event_queries);
