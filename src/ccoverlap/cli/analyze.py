@@ -9,7 +9,7 @@ from ccoverlap.analysis.config import AnalyzeConfig
 from ccoverlap.analysis.summary import document, print_ranks, report_folder, write_html, write_perfetto
 from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import Outputs, add_options, from_args, path_arg
+from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
@@ -30,8 +30,8 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "analyze",
+    p = add_subcommand(
+        sub, "analyze", run,
         help="analyse torch.profiler traces: overlap, exposed communication, slowdown, padding",
         description="Per rank: the share of communication time covered by compute (HTA's comp_comm_overlap_pct), "
         "exposed communication, compute, communication and idle time, compute and communication slowdown against "
@@ -39,7 +39,6 @@ def register(sub) -> None:
         "could have started, how long it waited for SMs and why; per strategy, a verdict: what an ideal scheduler "
         "would save (the scheduling headroom) and the lever most likely to get it.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dir", type=path_arg, metavar="DIR", help="folder of traces, or of one folder of traces per strategy, "
                    "or one trace file")
@@ -63,7 +62,6 @@ def register(sub) -> None:
                    "--baseline and --report run in one process: both need every rank's trace model")
     add_options(p, AnalyzeConfig)
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

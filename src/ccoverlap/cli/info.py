@@ -5,7 +5,7 @@ import argparse
 
 from ccoverlap.model.limits import PRESETS, DeviceLimits, device_help, get_device
 
-from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.options import Outputs, add_options, add_subcommand
 from ccoverlap.util.output import check_outputs, write_json, print_table, print_text
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.model.nccl import nccl_footprint
@@ -25,8 +25,8 @@ FIELDS = [
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "info",
+    p = add_subcommand(
+        sub, "info", run,
         help="show per-SM hardware limits (live GPU or preset) and the NCCL CTA footprint",
         description="Show the per-SM limits that decide what fits beside a communication kernel. "
         "Without --device it reads the live GPU, or lists every preset when there is none.",
@@ -36,7 +36,6 @@ def register(sub) -> None:
                    help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
     p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def _devices(name: str | None) -> list[DeviceLimits]:

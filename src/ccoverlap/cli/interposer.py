@@ -6,12 +6,13 @@ import os
 
 from ccoverlap.control.interposer import Policy, library_path
 
+from ccoverlap.util.options import add_subcommand
 from ccoverlap.util.output import print_json
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "interposer",
+    p = add_subcommand(
+        sub, "interposer", run,
         help="print the launch interposer's library path, or the policy it would read from this environment",
         description="The launch interposer is a C library preloaded into a program (LD_PRELOAD) that adds "
         "the planned dynamic shared memory to every compute kernel launch. `ccoverlap run` preloads it for "
@@ -19,7 +20,6 @@ def register(sub) -> None:
         "policy read (and validated) from CCOVERLAP_* variables and CCOVERLAP_POLICY, as JSON.",
     )
     p.add_argument("--path", action="store_true", help="print only the library path")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

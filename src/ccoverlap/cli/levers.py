@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ccoverlap.control import levers
-from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.options import Outputs, add_options, add_subcommand
 from ccoverlap.util.output import check_outputs, write_json, print_table
 from ccoverlap.whatif.transforms import TRANSFORMS
 
@@ -21,20 +21,18 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "levers",
+    p = add_subcommand(
+        sub, "levers", run,
         help="list every runtime lever (priority, shaping, carveouts, NCCL's knobs) and where it applies here",
         description="List the runtime levers ccoverlap can turn: what each sets, its values, what it costs, "
         "how the planner reasons about it, and whether it applies on this machine in a training process "
         "and in the lab. With --strategy, check a combination and print what it sets.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--strategy", metavar="COMBO", help="check a combination and print the environment, "
                    "interposer policy and start-up calls it sets")
     p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

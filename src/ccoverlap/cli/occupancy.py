@@ -8,7 +8,7 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.occupancy import occupancy
 
-from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.options import Outputs, add_options, add_subcommand
 from ccoverlap.util.output import Progress, check_outputs, print_text, write_json
 from ccoverlap.gpu import provenance
 from ccoverlap.lab import carveout_sweep as sweep
@@ -24,13 +24,12 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "occupancy",
+    p = add_subcommand(
+        sub, "occupancy", run,
         help="resident blocks per SM for a kernel footprint (CUDA's occupancy rules, exactly)",
         description="Resident blocks per SM of a kernel, equal to cuOccupancyMaxActiveBlocksPerMultiprocessor, "
         "with the limit each resource (warps, registers, shared memory, blocks) sets on its own.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--device", default="cuda", help=device_help("cuda[:N] (default: live GPU)"))
     p.add_argument("--threads", type=int, help="threads per block (1..1024)")
@@ -52,7 +51,6 @@ def register(sub) -> None:
     )
     v.add_argument("--quick", action="store_true", help="with --validate-carveout: 14 cases, a smoke test")
     v.add_argument("--reps", type=int, default=3, help="repetitions per case with --validate-carveout (default 3)")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

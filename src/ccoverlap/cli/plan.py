@@ -8,7 +8,7 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import device_help, get_device
 from ccoverlap.model.planner import plan
 
-from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.options import Outputs, add_options, add_subcommand
 from ccoverlap.util.output import check_outputs, write_json, print_text
 from ccoverlap.model.nccl import nccl_footprint
 
@@ -25,14 +25,13 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "plan",
+    p = add_subcommand(
+        sub, "plan", run,
         help="plan the occupancy-shaping pad of a compute kernel against a communication kernel",
         description="Find the smallest extra dynamic shared memory per compute block such that --per-sm "
         "communication CTAs are resident beside the compute blocks on every SM, or say which resource "
         "makes that impossible and what would make room.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--device", default="cuda", help=device_help("cuda[:N] (default: live GPU)"))
     p.add_argument("--compute", required=True, metavar="SPEC",
@@ -48,7 +47,6 @@ def register(sub) -> None:
     )
     p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def comm_footprint(spec: str, arch: str) -> tuple[KernelFootprint, dict[str, str]]:

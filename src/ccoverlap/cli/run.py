@@ -9,6 +9,7 @@ from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Field
 from ccoverlap.control.launch import command
 from ccoverlap.control.procs import end_as
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import add_subcommand
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
@@ -50,14 +51,13 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "run",
+    p = add_subcommand(
+        sub, "run", run,
         help="run a command with compute kernel launches padded (launch interposer)",
         description="Run CMD and its children with the launch interposer preloaded: every compute kernel "
         "launch gets the policy's extra dynamic shared memory, so fewer compute blocks are resident and "
         "communication kernels find room. The exit code and signals of CMD are passed through.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--policy", metavar="FILE", help=f"JSON policy file ({POLICY_ENV})")
     p.add_argument("--strategy", metavar="COMBO", help="apply a combination of levers, lever[=value]+... "
@@ -70,7 +70,6 @@ def register(sub) -> None:
     for field in FIELDS:  # one option per field of the interposer's policy table
         p.add_argument(field.option, metavar=field.metavar, dest=field.key, help=option_help(field))
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
-    p.set_defaults(run=run)
 
 
 def option_help(field: Field) -> str:

@@ -164,15 +164,23 @@ class Outputs:
         "written in place)"})
 
 
+def add_subcommand(sub, name: str, run: Callable, *, help: str, description: str,
+                   epilog: str | None = None) -> argparse.ArgumentParser:
+    """Subcommand `name` of `sub`, running `run`; its epilog (examples, notes) is shown as written. The caller adds
+    its options (add_options), in the order --help lists them."""
+    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(run=run)
+    return p
+
+
 def add_command(sub, name: str, cls: type, run: Callable, *, help: str, description: str, epilog: str,
                 what: str) -> argparse.ArgumentParser:
     """A subcommand that wraps a user's command (`ccoverlap NAME [options] -- CMD`): its options from `cls`,
     then CMD; `what` says what CMD is to it, for --help."""
-    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_subcommand(sub, name, run, help=help, description=description, epilog=epilog)
     add_options(p, cls)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help=what)
-    p.set_defaults(run=run)
     return p
 
 
