@@ -1,0 +1,57 @@
+"""What `ccoverlap occupancy` computes (a field with help is a CLI option:
+util/options.py), checked before any device is read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ccoverlap.model.limits import device_help
+from ccoverlap.util.errors import UsageError, check_range
+
+#: --device (help, then the default as --help shows it)
+DEVICE = {"help": device_help("cuda[:N]"), "shown": "live GPU"}
+JSON_HELP = "write JSON to PATH instead of the table (-: standard output)"
+
+
+@dataclass(frozen=True)
+class OccupancyConfig:
+    device: str = field(default="cuda", metadata=DEVICE)
+    threads: int | None = field(default=None, metadata={"type": int, "help": "threads per block (1..1024)"})
+    regs: int | None = field(default=None, metadata={"type": int, "help": "registers per thread (1..255 on NVIDIA)"})
+    static_smem: int = field(default=0, metadata={"help": "static shared memory per block, bytes"})
+    dynamic_smem: int = field(default=0, metadata={"help": "dynamic shared memory per block, bytes"})
+    json: str | None = field(default=None, metadata={"metavar": "PATH", "help": JSON_HELP})
+
+    def validate(self) -> OccupancyConfig:
+        """The footprint is complete (without --validate or --validate-carveout, which need none)."""
+        if self.threads is None or self.regs is None:
+            raise UsageError("--threads and --regs are required (or --validate KERNELS on a live GPU)")
+        return self
+
+
+@dataclass(frozen=True)
+class OccupancyValidation:
+    """`ccoverlap occupancy`'s checks of the model on a live GPU (lab/validate.py, lab/carveout_sweep.py)."""
+
+    kernels: int | None = field(default=None, metadata={
+        "flag": "--validate", "type": int, "metavar": "KERNELS", "help": "compile KERNELS kernels and compare the model with CUDA's "
+        "occupancy API"})
+    shapes: int = field(default=16, metadata={"help": "launch shapes per kernel with --validate"})
+    seed: int = field(default=0, metadata={"help": "random seed for --validate and --validate-carveout"})
+    out: str | None = field(default=None, metadata={
+        "help": "write the --validate or --validate-carveout table (JSON with provenance) here"})
+    validate_carveout: bool = field(default=False, metadata={
+        "help": "measure when a kernel starts on SMs that another holds (shared-memory carveout) and compare with "
+        "the model"})
+    quick: bool = field(default=False, metadata={"help": "with --validate-carveout: 14 cases, a smoke test"})
+    reps: int = field(default=3, metadata={"help": "repetitions per case with --validate-carveout"})
+
+    def validate(self) -> OccupancyValidation:
+        """The ranges of the check that runs: --validate-carveout's, else --validate's."""
+        if self.validate_carveout:
+            check_range("--reps", self.reps, 1, 100)
+        elif self.kernels is not None:
+            check_range("--validate", self.kernels, 1, 10000)
+            check_range("--shapes", self.shapes, 1, 10000)
+        return self
+
+
