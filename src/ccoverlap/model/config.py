@@ -1,13 +1,13 @@
-"""What `ccoverlap occupancy` computes (a field with help is a CLI option:
+"""What `ccoverlap occupancy` and `plan` compute (a field with help is a CLI option:
 util/options.py), checked before any device is read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ccoverlap.model.limits import device_help
+from ccoverlap.model.limits import DeviceLimits, device_help
 from ccoverlap.util.errors import UsageError, check_range
 
-#: --device (help, then the default as --help shows it)
+#: --device of occupancy and plan (help, then the default as --help shows it)
 DEVICE = {"help": device_help("cuda[:N]"), "shown": "live GPU"}
 JSON_HELP = "write JSON to PATH instead of the table (-: standard output)"
 
@@ -33,8 +33,8 @@ class OccupancyValidation:
     """`ccoverlap occupancy`'s checks of the model on a live GPU (lab/validate.py, lab/carveout_sweep.py)."""
 
     kernels: int | None = field(default=None, metadata={
-        "flag": "--validate", "type": int, "metavar": "KERNELS", "help": "compile KERNELS kernels and compare the model with CUDA's "
-        "occupancy API"})
+        "flag": "--validate", "type": int, "metavar": "KERNELS",
+        "help": "compile KERNELS kernels and compare the model with CUDA's occupancy API"})
     shapes: int = field(default=16, metadata={"help": "launch shapes per kernel with --validate"})
     seed: int = field(default=0, metadata={"help": "random seed for --validate and --validate-carveout"})
     out: str | None = field(default=None, metadata={
@@ -54,4 +54,32 @@ class OccupancyValidation:
             check_range("--shapes", self.shapes, 1, 10000)
         return self
 
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    device: str = field(default="cuda", metadata=DEVICE)
+    compute: str | None = field(default=None, metadata={
+        "metavar": "SPEC", "required": True, "help": "compute kernel footprint, e.g. threads=256,regs=32"})
+    comm: str = field(default="nccl", metadata={
+        "metavar": "SPEC", "help": "communication footprint spec, or nccl[:overrides]"})
+    per_sm: int = field(default=1, metadata={"help": "communication CTAs to fit beside compute on each SM"})
+    drain: str = field(default="0", metadata={
+        "metavar": "N|auto", "help": "compute blocks per SM that may retire before the comm CTAs fit (0: resident "
+        "at once; auto: 1 when the padded compute grid spans >= 2 waves, which needs ctas= in --compute)"})
+    json: str | None = field(default=None, metadata={"metavar": "PATH", "help": JSON_HELP})
+
+    def validate(self, dev: DeviceLimits) -> PlanConfig:
+        """--per-sm and --drain against `dev`'s blocks per SM."""
+        check_range("--per-sm", self.per_sm, 1, dev.max_blocks_per_sm)
+        if self.drain.isdigit():
+            check_range("--drain", int(self.drain), 0, dev.max_blocks_per_sm)
+        elif self.drain != "auto":
+            raise UsageError(f"--drain {self.drain!r}: valid 0..{dev.max_blocks_per_sm} or auto")
+        return self
+
+    @property
+    def drain_blocks(self) -> int | None:
+        """--drain for the planner: None for auto."""
+        return None if self.drain == "auto" else int(self.drain)
 

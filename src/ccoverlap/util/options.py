@@ -5,7 +5,8 @@ A field whose metadata has "help" is an option. Its flag is `--field-name` unles
 otherwise; argparse reads its value as its default's type (int, float, text; a tuple default takes
 comma-separated items; with "append" the option repeats, one item each) unless "type" says, then "parse", where given,
 converts it when the config is built (so that its UsageError is one line, exit 2, from the command); its help ends with
-its default ("shown" words one the code settles later) and the value each preset gives it. A field holding a
+its default ("shown" words one the code settles later) and the value each preset gives it; with "required" it must
+be given. A field holding a
 dataclass (the bench's model size) contributes that dataclass's fields. Presets are named
 overrides of the defaults; options given on the command line win over them.
 """
@@ -123,6 +124,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type,
                             action=_Flag if isinstance(default, bool) else _Appended if append else _Given,
                             type=str if append else _parser(default, meta),
                             metavar=meta.get("metavar") or flag(f)[2:].upper().replace("-", "_"),
+                            required=meta.get("required", False),
                             help=text.replace("%", "%%"))
 
 
