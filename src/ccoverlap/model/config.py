@@ -1,4 +1,4 @@
-"""What `ccoverlap occupancy` and `plan` compute (a field with help is a CLI option:
+"""What `ccoverlap occupancy`, `plan` and `info` compute (a field with help is a CLI option:
 util/options.py), checked before any device is read."""
 from __future__ import annotations
 
@@ -83,3 +83,10 @@ class PlanConfig:
         """--drain for the planner: None for auto."""
         return None if self.drain == "auto" else int(self.drain)
 
+
+@dataclass(frozen=True)
+class InfoConfig:
+    device: str | None = field(default=None, metadata={"help": device_help("cuda / cuda:N for a live GPU")})
+    nccl: bool = field(default=False, metadata={
+        "help": "also show the installed NCCL's collective-kernel footprint (runs cuobjdump)"})
+    json: str | None = field(default=None, metadata={"metavar": "PATH", "help": JSON_HELP})
