@@ -1,0 +1,14 @@
+"""What `ccoverlap levers` takes (a field with help is a CLI option: util/options.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LeversConfig:
+    strategy: str | None = field(default=None, metadata={
+        "metavar": "COMBO", "help": "check a combination and print the environment, interposer policy and start-up "
+        "calls it sets"})
+    json: str | None = field(default=None, metadata={
+        "metavar": "PATH", "help": "write JSON to PATH instead of the table (-: standard output)"})
+
