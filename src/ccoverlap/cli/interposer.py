@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from ccoverlap.control.config import InterposerConfig
 from ccoverlap.control.interposer import Policy, library_path
 
-from ccoverlap.util.options import add_subcommand
+from ccoverlap.util.options import add_options, add_subcommand, from_args
 from ccoverlap.util.output import print_json
 
 
@@ -19,11 +20,11 @@ def register(sub) -> None:
         "you; --path prints it for preloading by hand. Without --path, print the library path and the "
         "policy read (and validated) from CCOVERLAP_* variables and CCOVERLAP_POLICY, as JSON.",
     )
-    p.add_argument("--path", action="store_true", help="print only the library path")
+    add_options(p, InterposerConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.path:
+    if from_args(InterposerConfig, args).path:
         print(library_path())
         return 0
     print_json({"library": library_path(), "policy": vars(Policy.from_environ(os.environ))})

@@ -1,4 +1,4 @@
-"""What `ccoverlap levers` takes (a field with help is a CLI option: util/options.py)."""
+"""What `ccoverlap levers` and `interposer` take (a field with help is a CLI option: util/options.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,3 +12,7 @@ class LeversConfig:
     json: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "write JSON to PATH instead of the table (-: standard output)"})
 
+
+@dataclass(frozen=True)
+class InterposerConfig:
+    path: bool = field(default=False, metadata={"help": "print only the library path"})
