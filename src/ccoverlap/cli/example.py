@@ -24,6 +24,7 @@ def register(sub) -> None:
         sub, "example", run, help="write a recorded GPU capture (H200) to try analyze and whatif on, no GPU needed",
         description="Write a small GPU capture shipped inside ccoverlap into DIR (a new or empty folder) and "
         "print the commands to try on it.", epilog=EPILOG)
+    # its one argument, a positional: add_options makes options only, so `example` has no config dataclass
     p.add_argument("dir", type=path_arg, metavar="DIR", help="new or empty folder to write the capture into")
 
 
