@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, make_dataclass
 
 from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Field
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import JSON_HELP
 
 
 @dataclass(frozen=True)
@@ -12,8 +13,7 @@ class LeversConfig:
     strategy: str | None = field(default=None, metadata={
         "metavar": "COMBO", "help": "check a combination and print the environment, interposer policy and start-up "
         "calls it sets"})
-    json: str | None = field(default=None, metadata={
-        "metavar": "PATH", "help": "write JSON to PATH instead of the table (-: standard output)"})
+    json: str | None = field(default=None, metadata={"metavar": "PATH", "help": JSON_HELP})
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,15 @@
 """What `ccoverlap occupancy`, `plan` and `info` compute (a field with help is a CLI option:
-util/options.py), checked before any device is read."""
+util/options.py), checked before any GPU work."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ccoverlap.model.limits import DeviceLimits, device_help
 from ccoverlap.util.errors import UsageError, check_range
+from ccoverlap.util.options import JSON_HELP
 
 #: --device of occupancy and plan (help, then the default as --help shows it)
 DEVICE = {"help": device_help("cuda[:N]"), "shown": "live GPU"}
-JSON_HELP = "write JSON to PATH instead of the table (-: standard output)"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from typing import Any
 from ccoverlap.util.output import comma_list
 
 GIVEN = "_given"  # namespace attribute: the options given on the command line (presets yield to them)
+#: --json of the commands that print a table (info, levers, occupancy, plan)
+JSON_HELP = "write JSON to PATH instead of the table (-: standard output)"
 
 
 def _leaves(obj, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field, Any]]:
