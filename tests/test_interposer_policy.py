@@ -11,7 +11,7 @@ from test_interposer import clean_env, run_cli
 
 from ccoverlap.model import _native
 from ccoverlap.cli import build_parser
-from ccoverlap.cli import run as run_command
+from ccoverlap.control.config import option_help
 from ccoverlap.util.errors import UsageError
 from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Policy, library_path, parse, preload_env
 from ccoverlap.control.launch import Launch
@@ -113,7 +113,7 @@ def test_every_field_is_a_ccoverlap_run_option(field, tmp_path):
     env = for_run(None, None, {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}).environ({})
     assert env[field.env] == (os.path.abspath(value) if field.kind == "path" else str(value))
     assert getattr(Policy.from_environ(env), field.key) == value
-    help_line = run_command.option_help(field)
+    help_line = option_help(field)
     assert field.env in help_line and field.valid in help_line and (field.default or "") in help_line
 
 

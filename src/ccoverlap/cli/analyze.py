@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 
 from ccoverlap.analysis.config import AnalyzeConfig
 from ccoverlap.analysis.summary import document, print_ranks, report_folder, write_html, write_perfetto
-from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import Outputs, add_options, from_args, path_arg
+from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
@@ -30,8 +29,8 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "analyze",
+    p = add_subcommand(
+        sub, "analyze", run,
         help="analyse torch.profiler traces: overlap, exposed communication, slowdown, padding",
         description="Per rank: the share of communication time covered by compute (HTA's comp_comm_overlap_pct), "
         "exposed communication, compute, communication and idle time, compute and communication slowdown against "
@@ -39,51 +38,29 @@ def register(sub) -> None:
         "could have started, how long it waited for SMs and why; per strategy, a verdict: what an ideal scheduler "
         "would save (the scheduling headroom) and the lever most likely to get it.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", type=path_arg, metavar="DIR", help="folder of traces, or of one folder of traces per strategy, "
-                   "or one trace file")
-    p.add_argument("--baseline", type=path_arg, metavar="DIR",
-                   help="traces of the reference run (for slowdowns and padding)")
-    p.add_argument("--report", type=path_arg, metavar="PATH",
-                   help="write a self-contained HTML report (its PNGs also in <name>_files/ beside it)")
-    p.add_argument("--perfetto", type=path_arg, metavar="PATH",
-                   help="write the annotated trace: every rank's captured trace plus lanes of the findings (exposed "
-                   "communication, each collective's SM wait with its cause and blocker, the lever recommended), "
-                   "for ui.perfetto.dev or chrome://tracing")
-    p.add_argument("--comm-regex", metavar="RE", help="also count kernels whose name matches RE (POSIX extended) as "
-                   "communication, besides NCCL's and RCCL's")
-    p.add_argument("--json", metavar="PATH", help="write the analysis as JSON to PATH (-: standard output, and "
-                   "nothing else there)")
-    p.add_argument("--rows", action="store_true", help="with --json: also each collective kernel's row (its wait, "
-                   "cause, slowdown) and each step's, per rank; counted only without it (they are most of the JSON of "
-                   "a long trace)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                   help="worker processes reading and analysing the ranks (default: the cores, here %(default)s); "
-                   "--baseline and --report run in one process: both need every rank's trace model")
+    # a positional: add_options makes options only
+    p.add_argument("dir", type=path_arg, metavar="DIR",
+                   help="folder of traces, or of one folder of traces per strategy, or one trace file")
     add_options(p, AnalyzeConfig)
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    comm.check(args.comm_regex)  # before any trace is read
-    check_outputs({"--json": args.json, "--report": args.report, "--perfetto": args.perfetto},
-                  report_folder(args.report), inputs=(args.dir, args.baseline), force=args.force)
-    if args.jobs < 1:
-        raise UsageError(f"--jobs {args.jobs}: valid 1 or more")
-    cfg = from_args(AnalyzeConfig, args)
-    result = analyze(args.dir, args.baseline, args.comm_regex, jobs=args.jobs,
-                     keep_traces=bool(args.report or args.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
+    cfg = from_args(AnalyzeConfig, args).validate()
+    check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto},
+                  report_folder(cfg.report), inputs=(args.dir, cfg.baseline), force=args.force)
+    result = analyze(args.dir, cfg.baseline, cfg.comm_regex, jobs=cfg.workers,
+                     keep_traces=bool(cfg.report or cfg.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
     if not result.ranks:
-        return _cpu(args, result.problems)
+        return _cpu(args.dir, cfg, result.problems)
     for line in grouped(result.problems):  # one line per kind of note, with its files
         print(f"ccoverlap analyze: {line}", file=sys.stderr)
-    trace = write_perfetto(result, args.perfetto) if args.perfetto else None
-    written = write_html(result, args.report, trace) if args.report else []
-    if args.json:
-        write_json(args.json, document(result, args.baseline, written, rows=args.rows), schema=True)
-        if args.json == STDOUT:
+    trace = write_perfetto(result, cfg.perfetto) if cfg.perfetto else None
+    written = write_html(result, cfg.report, trace) if cfg.report else []
+    if cfg.json:
+        write_json(cfg.json, document(result, cfg.baseline, written, rows=cfg.rows), schema=True)
+        if cfg.json == STDOUT:
             return 0
     print_ranks(result, "ccoverlap analyze: ms per rank (--json or --report for everything)")
     padded = [[r.strategy, r.rank, short_name(s.name), s.padded_launches, s.pad_bytes,
@@ -95,31 +72,31 @@ def run(args: argparse.Namespace) -> int:
         print(f"verdict {name}: {verdict([r.diagnosis for r in result.ranks if r.strategy == name]).line}")
     if written:
         print(f"report: {written[0]}")
-    if args.json:
-        print(f"json: {args.json}")
+    if cfg.json:
+        print(f"json: {cfg.json}")
     if trace:
         print(f"annotated trace: {trace} (open it in https://ui.perfetto.dev or chrome://tracing)")
     return 0
 
 
-def _cpu(args: argparse.Namespace, problems: list) -> int:
+def _cpu(root: Path, cfg: AnalyzeConfig, problems: list) -> int:
     """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
-    strategies, cpu_problems = cpu.analyze_folders(args.dir, args.comm_regex)
+    strategies, cpu_problems = cpu.analyze_folders(root, cfg.comm_regex)
     if not strategies:
         for line in grouped(problems):
             print(f"ccoverlap analyze: {line}", file=sys.stderr)
-        raise UsageError(f"nothing could be analysed in {args.dir}")
+        raise UsageError(f"nothing could be analysed in {root}")
     for problem in cpu_problems:
         print(f"ccoverlap analyze: {problem}", file=sys.stderr)
-    for flag, path in (("--report", args.report), ("--perfetto", args.perfetto)):
+    for flag, path in (("--report", cfg.report), ("--perfetto", cfg.perfetto)):
         if path:
             print(f"ccoverlap analyze: {flag} {path} not written: the traces hold no GPU kernels (the CPU "
                   "timeline's figures are below)", file=sys.stderr)
-    if args.json:
-        write_json(args.json, cpu.document(strategies) | {"problems": [str(p) for p in cpu_problems]}, schema=True)
-        if args.json == STDOUT:
+    if cfg.json:
+        write_json(cfg.json, cpu.document(strategies) | {"problems": [str(p) for p in cpu_problems]}, schema=True)
+        if cfg.json == STDOUT:
             return 0
     cpu.print_cpu(strategies, "ccoverlap analyze: CPU timeline (no GPU kernels), ms per rank")
-    if args.json:
-        print(f"json: {args.json}")
+    if cfg.json:
+        print(f"json: {cfg.json}")
     return 0

@@ -9,7 +9,7 @@ from ccoverlap.bench import comms
 from ccoverlap.bench.config import ALL, DEFAULT_STRATEGIES, PRESETS, TINY_PRESET, BenchConfig, auto_device
 from ccoverlap.util.stats import CONFIDENCE
 
-from ccoverlap.util.options import Outputs, add_options, add_preset, from_args
+from ccoverlap.util.options import Outputs, add_options, add_preset, add_subcommand, from_args
 from ccoverlap.util.output import beside, check_output, check_outputs
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.bench.config import torch_available
@@ -49,14 +49,13 @@ or 2 CPU ranks with gloo
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "bench",
+    p = add_subcommand(
+        sub, "bench", run,
         help=f"distributed workloads ({', '.join(w.name for w in WORKLOADS)}) under every strategy: "
         "step time, exposed comm",
         description="Run real torch.distributed workloads under each overlap strategy, each in fresh ranks, and "
         "report step time and exposed communication per strategy, checking that every strategy computes the same.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_preset(p, "--tiny", BenchConfig, TINY_PRESET, "a tiny model (the default on the CPU)")
     add_options(p, BenchConfig, PRESETS)
@@ -65,7 +64,6 @@ def register(sub) -> None:
     p.add_argument("--json", metavar="PATH", help="write results (with provenance) here, and a bar chart beside it "
                    "(-: standard output, no chart)")
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def _config(args) -> BenchConfig:

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from ccoverlap import examples
-from ccoverlap.util.options import path_arg
+from ccoverlap.util.options import add_subcommand, path_arg
 from ccoverlap.util.output import check_new_folder
 
 EPILOG = """\
@@ -20,12 +20,12 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "example", help="write a recorded GPU capture (H200) to try analyze and whatif on, no GPU needed",
+    p = add_subcommand(
+        sub, "example", run, help="write a recorded GPU capture (H200) to try analyze and whatif on, no GPU needed",
         description="Write a small GPU capture shipped inside ccoverlap into DIR (a new or empty folder) and "
-        "print the commands to try on it.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "print the commands to try on it.", epilog=EPILOG)
+    # its one argument, a positional: add_options makes options only, so `example` has no config dataclass
     p.add_argument("dir", type=path_arg, metavar="DIR", help="new or empty folder to write the capture into")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from ccoverlap.model.limits import PRESETS, DeviceLimits, device_help, get_device
+from ccoverlap.model.config import InfoConfig
+from ccoverlap.model.limits import PRESETS, DeviceLimits, get_device
 
-from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args
 from ccoverlap.util.output import check_outputs, write_json, print_table, print_text
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.model.nccl import nccl_footprint
@@ -25,18 +26,14 @@ FIELDS = [
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "info",
+    p = add_subcommand(
+        sub, "info", run,
         help="show per-SM hardware limits (live GPU or preset) and the NCCL CTA footprint",
         description="Show the per-SM limits that decide what fits beside a communication kernel. "
         "Without --device it reads the live GPU, or lists every preset when there is none.",
     )
-    p.add_argument("--device", help=device_help("cuda / cuda:N for a live GPU"))
-    p.add_argument("--nccl", action="store_true",
-                   help="also show the installed NCCL's collective-kernel footprint (runs cuobjdump)")
-    p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
+    add_options(p, InfoConfig)
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def _devices(name: str | None) -> list[DeviceLimits]:
@@ -46,18 +43,19 @@ def _devices(name: str | None) -> list[DeviceLimits]:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_outputs({"--json": args.json}, force=args.force)
-    devices = _devices(args.device)
+    cfg = from_args(InfoConfig, args)
+    check_outputs({"--json": cfg.json}, force=args.force)
+    devices = _devices(cfg.device)
     nccl = {}
-    if args.nccl:  # per device: its arch decides the cluster (4 from sm_90 on) and which kernels cuobjdump reads
+    if cfg.nccl:  # per device: its arch decides the cluster (4 from sm_90 on) and which kernels cuobjdump reads
         nccl = {d.name: nccl_footprint(arch=d.arch) for d in devices if d.vendor == "nvidia"}
-    if args.json:
+    if cfg.json:
         out = {"devices": [{**d.to_dict(), "max_warps_per_sm": d.max_warps_per_sm} for d in devices]}
-        if args.nccl:
+        if cfg.nccl:
             out["nccl"] = {name: fp.to_dict() for name, fp in nccl.items()}
-        write_json(args.json, out, schema=True)
+        write_json(cfg.json, out, schema=True)
         return 0
-    caption = None if args.device or len(devices) == 1 else "no CUDA GPU visible: showing the presets"
+    caption = None if cfg.device or len(devices) == 1 else "no CUDA GPU visible: showing the presets"
     print_table(
         "Per-SM limits",
         ["limit"] + [d.name for d in devices],
@@ -72,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             rows.append([k, *(fp.to_dict()[k] for fp in nccl.values()), " / ".join(sorted(sources))])
         print_table(f"NCCL CTA footprint on each device ({library or 'libnccl not found'})",
                     ["field", *nccl, "source"], rows)
-    elif args.nccl:
+    elif cfg.nccl:
         print_text("no NCCL footprint: none of these devices is an NVIDIA GPU (give RCCL's footprint as a spec)")
     return 0
 

@@ -11,7 +11,7 @@ from ccoverlap.util.errors import UsageError
 from ccoverlap.control.levers import NO_OVERLAP
 from ccoverlap.lab.config import CASES, QUICK, LabConfig
 
-from ccoverlap.util.options import Outputs, add_options, add_preset, from_args
+from ccoverlap.util.options import Outputs, add_options, add_preset, add_subcommand, from_args
 from ccoverlap.util.output import Progress, beside, check_outputs, print_table, print_text, write_json
 from ccoverlap.util.text import shorten
 from ccoverlap.control.interposer import preloaded
@@ -42,14 +42,13 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "lab",
+    p = add_subcommand(
+        sub, "lab", run,
         help="single-GPU contention lab: every strategy side by side (needs a CUDA GPU)",
         description="Run compute kernels against footprint-matched communication proxies on one GPU under "
         "every overlap strategy, in one process, and report total time, communication completion, "
         "compute slowdown, reduction vs sequential and overlap efficiency.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_preset(p, "--quick", LabConfig, QUICK, "all families against the nccl proxy, < 3 min on an H200")
     p.add_argument("--case", choices=tuple(CASES), help="a lever case of docs/lab.md: its families, proxy and "
@@ -58,7 +57,6 @@ def register(sub) -> None:
     p.add_argument("--out", help="results JSON (default bench/results/lab-<date>-<gpu>.json); PNGs beside it")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG charts")
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def _config(args) -> LabConfig:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 
 from ccoverlap.control import levers
-from ccoverlap.util.options import Outputs, add_options
+from ccoverlap.control.config import LeversConfig
+from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args
 from ccoverlap.util.output import check_outputs, write_json, print_table
 from ccoverlap.whatif.transforms import TRANSFORMS
 
@@ -21,40 +22,37 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "levers",
+    p = add_subcommand(
+        sub, "levers", run,
         help="list every runtime lever (priority, shaping, carveouts, NCCL's knobs) and where it applies here",
         description="List the runtime levers ccoverlap can turn: what each sets, its values, what it costs, "
         "how the planner reasons about it, and whether it applies on this machine in a training process "
         "and in the lab. With --strategy, check a combination and print what it sets.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--strategy", metavar="COMBO", help="check a combination and print the environment, "
-                   "interposer policy and start-up calls it sets")
-    p.add_argument("--json", metavar="PATH", help="write JSON to PATH instead of the table (-: standard output)")
+    add_options(p, LeversConfig)
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    check_outputs({"--json": args.json}, force=args.force)
+    cfg = from_args(LeversConfig, args)
+    check_outputs({"--json": cfg.json}, force=args.force)
     host = levers.Host.detect()
-    if args.strategy:
-        s = levers.strategy(args.strategy)
+    if cfg.strategy:
+        s = levers.strategy(cfg.strategy)
         setting = s.setting()
         out = {"strategy": s.name, "levers": s.values, "env": dict(setting.env), "policy": dict(setting.policy),
                "startup": dict(setting.startup),
                "applies": {scope: s.not_applicable(host, scope) or "yes" for scope in levers.SCOPES}}
-        if args.json:
-            write_json(args.json, out, schema=True)
+        if cfg.json:
+            write_json(cfg.json, out, schema=True)
         else:
             print_table(f"strategy {s.name}", ["what", "value"], [[k, v] for k, v in out.items() if k != "strategy"])
         return 0
     rows = [row | {"whatif": "no model" if isinstance(TRANSFORMS[row["name"]], levers.NotApplicable) else row["name"]}
             for row in levers.table(host)]
-    if args.json:
-        write_json(args.json, {"host": vars(host), "levers": rows}, schema=True)
+    if cfg.json:
+        write_json(cfg.json, {"host": vars(host), "levers": rows}, schema=True)
         return 0
     nccl = ".".join(map(str, host.nccl)) if host.nccl else "none"
     print_table(

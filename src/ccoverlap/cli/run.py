@@ -5,10 +5,11 @@ import argparse
 import os
 
 from ccoverlap.control import policy
-from ccoverlap.control.interposer import FIELDS, POLICY_ENV, Field
+from ccoverlap.control.config import RunConfig
+from ccoverlap.control.interposer import POLICY_ENV
 from ccoverlap.control.launch import command
 from ccoverlap.control.procs import end_as
-from ccoverlap.util.errors import UsageError
+from ccoverlap.util.options import add_command, from_args
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
@@ -48,43 +49,19 @@ examples:
 """
 
 
-
 def register(sub) -> None:
-    p = sub.add_parser(
-        "run",
+    add_command(
+        sub, "run", RunConfig, run,
         help="run a command with compute kernel launches padded (launch interposer)",
         description="Run CMD and its children with the launch interposer preloaded: every compute kernel "
         "launch gets the policy's extra dynamic shared memory, so fewer compute blocks are resident and "
         "communication kernels find room. The exit code and signals of CMD are passed through.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG, what="the command to run",
     )
-    p.add_argument("--policy", metavar="FILE", help=f"JSON policy file ({POLICY_ENV})")
-    p.add_argument("--strategy", metavar="COMBO", help="apply a combination of levers, lever[=value]+... "
-                   "(`ccoverlap levers`): their variables, policy fields and start-up calls")
-    p.add_argument("--config", metavar="POLICY", help="apply a tuned policy file (`ccoverlap tune`): its levers "
-                   "and knobs, as the tuner ran them")
-    p.add_argument("--allow-env", metavar="NAME", action="append", default=[], help="with --config: let the "
-                   "file's knob set NAME although it is no tuning variable (docs/tune.md), e.g. one you tuned "
-                   "with `tune --env NAME=...`; repeatable")
-    for field in FIELDS:  # one option per field of the interposer's policy table
-        p.add_argument(field.option, metavar=field.metavar, dest=field.key, help=option_help(field))
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to run")
-    p.set_defaults(run=run)
-
-
-def option_help(field: Field) -> str:
-    """The --help line of a field: what it does, its valid values and default, its variable."""
-    default = f"default {field.default}" if field.default else ""
-    details = "; ".join(filter(None, (field.valid, default, field.env)))
-    return f"{field.help} ({details})".replace("%", "%%")  # argparse formats help with %
 
 
 def run(args: argparse.Namespace) -> int:
     cmd = command(args.argv, "ccoverlap run --pad-bytes 16384 -- python train.py")
-    given = {f.key: v for f in FIELDS if (v := getattr(args, f.key)) is not None}
-    if args.policy is not None and args.config is not None:
-        raise UsageError("--config and --policy: give one (a tuned policy file is a whole policy)")
-    base = dict(os.environ) | ({POLICY_ENV: os.path.abspath(args.policy)} if args.policy is not None else {})
-    return end_as(policy.for_run(args.config, args.strategy, given, allow_env=args.allow_env).run(cmd, base))
-
+    cfg = from_args(RunConfig, args).validate()
+    base = dict(os.environ) | ({POLICY_ENV: os.path.abspath(cfg.policy)} if cfg.policy is not None else {})
+    return end_as(policy.for_run(cfg.config, cfg.strategy, cfg.given, allow_env=cfg.allow_env).run(cmd, base))

@@ -1,4 +1,5 @@
-"""`ccoverlap tune`: the fastest levers for an unmodified program, kept only where measurably faster and equal in result."""
+"""`ccoverlap tune`: the fastest levers for an unmodified program, kept only where measurably faster and equal in
+result."""
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,8 @@ def register(sub) -> None:
 
 def _config(args: argparse.Namespace) -> TuneConfig:
     cfg = from_args(TuneConfig, args).validate()
-    out = check_new_folder(cfg.out if cfg.out is not None else f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}", "--out")
+    out = check_new_folder(cfg.out if cfg.out is not None else f"ccoverlap-tune-{dt.datetime.now():%Y%m%d-%H%M%S}",
+                           "--out")
     if "" in (cfg.json, cfg.policy_out):  # not the default: a path left empty
         raise UsageError(f"{'--json' if cfg.json == '' else '--policy-out'} '': give a path")
     json_path = (cfg.json if in_place(cfg.json) else Path(cfg.json).absolute()) if cfg.json else out / "tune.json"

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.options import Outputs, add_options, from_args
+from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, print_text, write_json
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif import plots, session
@@ -34,17 +34,17 @@ examples:
 
 
 def register(sub) -> None:
-    p = sub.add_parser(
-        "whatif", help="predict each lever's effect from one doctor capture (here, on other GPUs, other networks)",
+    p = add_subcommand(
+        sub, "whatif", run,
+        help="predict each lever's effect from one doctor capture (here, on other GPUs, other networks)",
         description="Simulate the capture's typical steps block by block; where the simulated default reproduces "
         "the measured step, print per lever the predicted step (anchored to the measured one), when communication "
         "starts, the exposed communication, the critical path's communication and the change against the capture; "
         "otherwise say in one line why this capture cannot be predicted.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", metavar="DIR", help="a `ccoverlap doctor` output folder")
+        epilog=EPILOG)
+    p.add_argument("dir", type=path_arg, metavar="DIR", help="a `ccoverlap doctor` output folder")
     add_options(p, WhatIfConfig)
     add_options(p, Outputs)
-    p.set_defaults(run=run)
 
 
 def _ms(us: float | None) -> str:

@@ -5,7 +5,8 @@ A field whose metadata has "help" is an option. Its flag is `--field-name` unles
 otherwise; argparse reads its value as its default's type (int, float, text; a tuple default takes
 comma-separated items; with "append" the option repeats, one item each) unless "type" says, then "parse", where given,
 converts it when the config is built (so that its UsageError is one line, exit 2, from the command); its help ends with
-its default ("shown" words one the code settles later) and the value each preset gives it. A field holding a
+its default ("shown" words one the code settles later) and the value each preset gives it; with "required" it must
+be given. A field holding a
 dataclass (the bench's model size) contributes that dataclass's fields. Presets are named
 overrides of the defaults; options given on the command line win over them.
 """
@@ -21,6 +22,8 @@ from typing import Any
 from ccoverlap.util.output import comma_list
 
 GIVEN = "_given"  # namespace attribute: the options given on the command line (presets yield to them)
+#: --json of the commands that print a table (info, levers, occupancy, plan)
+JSON_HELP = "write JSON to PATH instead of the table (-: standard output)"
 
 
 def _leaves(obj, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field, Any]]:
@@ -123,6 +126,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type,
                             action=_Flag if isinstance(default, bool) else _Appended if append else _Given,
                             type=str if append else _parser(default, meta),
                             metavar=meta.get("metavar") or flag(f)[2:].upper().replace("-", "_"),
+                            required=meta.get("required", False),
                             help=text.replace("%", "%%"))
 
 
@@ -164,15 +168,23 @@ class Outputs:
         "written in place)"})
 
 
+def add_subcommand(sub, name: str, run: Callable, *, help: str, description: str,
+                   epilog: str | None = None) -> argparse.ArgumentParser:
+    """Subcommand `name` of `sub`, running `run`; its epilog (examples, notes) is shown as written. The caller adds
+    its options (add_options), in the order --help lists them."""
+    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(run=run)
+    return p
+
+
 def add_command(sub, name: str, cls: type, run: Callable, *, help: str, description: str, epilog: str,
                 what: str) -> argparse.ArgumentParser:
     """A subcommand that wraps a user's command (`ccoverlap NAME [options] -- CMD`): its options from `cls`,
     then CMD; `what` says what CMD is to it, for --help."""
-    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_subcommand(sub, name, run, help=help, description=description, epilog=epilog)
     add_options(p, cls)
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help=what)
-    p.set_defaults(run=run)
     return p
 
 
