@@ -120,7 +120,7 @@ def test_write_json_writes_a_device_or_fifo_in_place(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
     reader.start()
     output.write_json(fifo, {"a": 1})
     reader.join(10)

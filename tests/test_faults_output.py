@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -135,21 +136,28 @@ def test_json_on_a_failing_standard_output_is_one_line_exit_1(row, argv, given, 
     assert sorted(tmp_path.iterdir()) == []
 
 
+def _release(reader: threading.Thread, fifo: Path) -> None:
+    """Let a reader blocked on the FIFO go (the command never opened it): opened for writing without blocking, as
+    a blocking open waits forever once the reader has just gone (ENXIO: no reader left, nothing to release)."""
+    deadline = time.monotonic() + 10
+    while reader.is_alive() and time.monotonic() < deadline:  # (a reader not yet at its open: try again)
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(0.05)
+
+
 @ids(("row", "argv", "given", "flag"), WRITERS, ids=[w[0] for w in WRITERS])
 def test_a_fifo_target_is_written_in_place_and_stays_a_fifo(row, argv, given, flag, tmp_path, capsys, request):
     given = _input(given, request)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
     try:
         code = main(_argv(argv, fifo, given, tmp_path))
     finally:
-        if reader.is_alive():  # the command never opened it: let the reader go
-            with open(fifo, "wb"):
-                pass
-        reader.join(10)
+        _release(reader, fifo)
     assert code == 0, capsys.readouterr().err
     assert got and got[0] and fifo.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["fifo"]  # nothing beside
 
