@@ -36,13 +36,22 @@ from ccoverlap.bench import worker  # noqa: E402
         (["--steps", "0"], "--steps=0 is out of range"),
         (["--repeats", "0"], "--repeats=0 is out of range: valid 1..1000"),
         (["--strategies", "default#2"], "--strategies default#2: '#' is not part of a strategy; name one twice"),
+        # checked for every backend: an option the run does not use is still never written into --json as NaN
+        (["--busbw", "nan"], "--busbw=nan is out of range: valid 1..100000 GB/s"),
+        (["--busbw", "inf"], "--busbw=inf is out of range"),
+        (["--micro-sizes", "0,-1"], "--micro-sizes=0 is out of range: valid 4..1099511627776 bytes"),
+        (["--workload", ""], "--workload (empty): valid micro, ddp"),
+        (["--micro-sizes", ""], "--micro-sizes (empty): give at least one size in bytes"),
+        (["--emulate-world", "-1"], "--emulate-world=-1 is out of range: valid 2..4096"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, message, capsys, monkeypatch):
+    """Refused before any rank starts."""
     monkeypatch.setattr(cuda_driver, "driver", lambda: None)
+    monkeypatch.setattr(launcher, "run_iter", lambda *a, **k: pytest.fail("the bench started work"))
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err
-    assert message in err and err.count("\n") == 1
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def env(strategy: str, stats_dir: str = "/tmp", base: dict | None = None) -> dict:
