@@ -12,7 +12,7 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCH
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def kind(mode: int) -> str:
+def _kind(mode: int) -> str:
     """What a file that is not regular is, for the one line that refuses it."""
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
@@ -23,12 +23,12 @@ def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
     open() raises it (a missing or unreadable file)."""
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        raise UsageError(f"{kind(mode)}, not {what}")
+        raise UsageError(f"{_kind(mode)}, not {what}")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     f = open(fd, "rb")  # noqa: SIM115 - the caller closes it
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
         f.close()
-        raise UsageError(f"{kind(mode)}, not {what}")
+        raise UsageError(f"{_kind(mode)}, not {what}")
     os.set_blocking(fd, True)
     return f
 
