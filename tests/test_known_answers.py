@@ -79,3 +79,12 @@ def test_the_typical_step_targets(monkeypatch):
                            {"compute_slowed": 0.3, "compute_slowed:wave_tail": 0.25},
                            "verdict": "nothing a scheduling lever can do: ... wave tail: nvjet ..."})
     assert tail["wave_tail_named"] and tail["wave_tail_cost_ms"] == 0.25 and tail["nothing_target_met"]
+
+
+def test_the_wave_tails_measured_cost_is_the_gemms_lateness_beyond_alone_and_the_collective():
+    # steps: GEMM 2.5 ms beside (1.6 alone) joined with a collective ending 0.9 ms after the GEMM's ready time: 0.9;
+    # GEMM 1.7 with the collective at 1.9: the collective bound the join, nothing; GEMM 2.0, collective 0.5: 0.4
+    run = {"spans_ms": {"gemm": [2.5, 1.7, 2.0], "comm_end": [0.9, 1.9, 0.5]}, "notes": {"gemm_alone_ms": 1.6}}
+    assert ka.wave_tail_cost([run]) == pytest.approx(0.4)
+    assert ka.wave_tail_cost([run, {**run, "spans_ms": {"gemm": [2.6], "comm_end": [1.0]}}]) == pytest.approx(0.65)
+    assert ka.wave_tail_cost([{"spans_ms": {}, "notes": {}}]) is None  # not a wave-tail program

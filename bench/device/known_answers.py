@@ -76,6 +76,7 @@ def program(name: str, strategy: str | None, out: Path, host: levers.Host, cli: 
     return {"strategy": strategy or "plain", "cli": cli, "code": code, "process_wall_s": wall,
             "samples_ms": got.get("steps_ms"),
             "losses": got.get("losses"), "comm": got.get("comm"), "loop_wall_s": got.get("wall_s"),
+            "spans_ms": got.get("spans_ms"), "notes": got.get("notes"),
             "tail": tail if code else None}
 
 
@@ -107,7 +108,21 @@ def realized(name: str, out: Path, levers_here: list[str], host: levers.Host, vi
     faster = {k: v for k, v in rows.items() if v["verdict"] == stats.FASTER}
     best = min(faster, key=lambda k: faster[k]["median_ms"]) if faster else None
     return {"runs": runs, "plain_median_ms": plain_ms, "levers": rows, "best_lever": best,
-            "best_gain_ms": plain_ms - faster[best]["median_ms"] if best else 0.0}
+            "best_gain_ms": plain_ms - faster[best]["median_ms"] if best else 0.0,
+            "wave_tail_cost_ms": wave_tail_cost(plain)}
+
+
+def wave_tail_cost(plain: list[dict]) -> float | None:
+    """The wave tail's measured cost in the step, the median over the plain runs' steps: how much later the GEMM
+    ended than it would have at its time alone, beyond the collective it joins with (spans from the GEMM's ready
+    time: `gemm` its end, `comm_end` the collective's; notes' `gemm_alone_ms`). None: not a wave-tail program."""
+    costs = []
+    for r in plain:
+        spans, alone = r.get("spans_ms") or {}, (r.get("notes") or {}).get("gemm_alone_ms")
+        if alone is None or "gemm" not in spans:
+            return None
+        costs += [max(0.0, g - max(alone, c)) for g, c in zip(spans["gemm"], spans["comm_end"])]
+    return statistics.median(costs) if costs else None
 
 
 def doctor(name: str, out: Path, cmd: list[str] | None = None) -> dict:
@@ -197,8 +212,11 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
     if case.get("wave_tail"):
         by = doc.get("by_mechanism_ms") or {}
         out["wave_tail_named"] = "wave tail" in (doc.get("verdict") or "")
-        out["wave_tail_cost_ms"] = by.get("compute_slowed:wave_tail")
+        out["wave_tail_cost_ms"] = got = by.get("compute_slowed:wave_tail")
         out["compute_slowed_ms"] = by.get("compute_slowed")
+        out["realized_wave_tail_cost_ms"] = want = real.get("wave_tail_cost_ms")
+        if got is not None and want:
+            out["wave_tail_cost_target_met"] = out["wave_tail_named"] and abs(got - want) <= 0.25 * want
     if doc.get("window_s") and doc.get("alone_window_s"):
         out["alone_window_cost_ratio"] = doc["alone_window_s"] / doc["window_s"]
     return out

@@ -24,9 +24,14 @@ CASES = {
                           "with --skip 5): host-bound steps the doctor must name and leave out; ~1 ms to gain in the "
                           "typical step, priority",
                  "lever": "priority", "gain_ms": 1.0, "atypical_first": 2},
-    "wave_tail": {"truth": "a one-full-wave cuBLAS GEMM starts beside a collective's 24 CTAs it cannot share SMs with: "
-                           "a wave tail; fewer or smaller CTAs stretch the collective: no lever expected to net a gain",
+    "wave_tail": {"truth": "a one-full-wave cuBLAS GEMM becomes ready while a collective's 24 CTAs hold 24 SMs it "
+                           "cannot share: a wave tail, its cost measured by the program's events; fewer or smaller "
+                           "CTAs stretch the collective: no lever expected to net a gain",
                   "lever": None, "gain_ms": 0.0, "wave_tail": True},
+    "graph_dispatch": {"truth": "the dispatch program captured into a two-stream CUDA graph and replayed: at equal "
+                                "priority the collective waits for the grid's dispatch (~1 ms); whether priority "
+                                "reaches a captured kernel is measured; the graph's edges are not in the trace",
+                       "lever": "priority", "gain_ms": 1.0},
     "compiled": {"truth": "a torch.compile'd MLP (Triton kernels) beside a side-stream collective: runs unmodified "
                           "under the doctor, its alone window matched (>= 95% of launches); the verdict is measured",
                  "lever": None, "gain_ms": None},

@@ -27,7 +27,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -131,6 +131,8 @@ class Ctx:
     comm: Comm
     inputs: torch.Tensor  # what compute kernels read
     out: torch.Tensor  # what they write (added to the loss)
+    spans: dict[str, list[tuple[torch.cuda.Event, torch.cuda.Event]]] = field(default_factory=dict)
+    notes: dict[str, float] = field(default_factory=dict)  # what a program measured once (a kernel's time alone)
 
     def compute(self, name: str, grid: int, block: int, us: float, smem: int = 0,
                 stream: torch.cuda.Stream | None = None) -> None:
@@ -145,6 +147,17 @@ class Ctx:
     def mark(stream: torch.cuda.Stream | None = None) -> torch.cuda.Event:
         """An event recorded on `stream` (default: the current stream) after what was launched on it so far."""
         event = torch.cuda.Event()
+        event.record(stream or torch.cuda.current_stream())
+        return event
+
+    def span(self, name: str, start: torch.cuda.Event, end: torch.cuda.Event) -> None:
+        """Time from `start` to `end` (timing events), one a step: written per step as spans_ms[name]."""
+        self.spans.setdefault(name, []).append((start, end))
+
+    @staticmethod
+    def timed(stream: torch.cuda.Stream | None = None) -> torch.cuda.Event:
+        """A timing event recorded on `stream` (default: the current stream) now."""
+        event = torch.cuda.Event(enable_timing=True)
         event.record(stream or torch.cuda.current_stream())
         return event
 
@@ -192,7 +205,9 @@ def main(describe: str, comm: dict, body: Body, setup: Callable[[Ctx], None] | N
     torch.cuda.synchronize()
     wall = time.perf_counter() - started
     times = [s.elapsed_time(e) for s, e in marks][args.warmup:]
-    result = {"steps_ms": times, "losses": [float(v).hex() for v in torch.stack(losses).tolist()], "wall_s": wall,
+    spans = {k: [s.elapsed_time(e) for s, e in v][args.warmup:] for k, v in ctx.spans.items()}
+    result = {"steps_ms": times, "spans_ms": spans, "notes": ctx.notes,
+              "losses": [float(v).hex() for v in torch.stack(losses).tolist()], "wall_s": wall,
               "comm": {"ctas": ctx.comm.ctas, "threads": ctx.comm.threads, "cluster": ctx.comm.cluster,
                        "smem": ctx.comm.smem, "cta_ns": ctx.comm.cta_ns}}
     if args.json:
