@@ -405,3 +405,23 @@ def test_a_world_emulated_in_one_process_expects_no_other_records(tmp_path):
     real = record.Log(tmp_path / "real", 0, {"world_size": 8, "in_process": False, "skip": 1, "steps": 1})
     real.write({"step": 1, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": True})
     assert record.missing(record.read_all(tmp_path / "real")[0]) == ([1, 2, 3, 4, 5, 6, 7], 8)
+
+
+def test_the_fingerprints_rounding_is_the_coarsest_parameters_and_is_read_back(tmp_path):
+    import torch
+
+    from ccoverlap.doctor import capture
+
+    fine = torch.optim.SGD([torch.nn.Parameter(torch.ones(3))], lr=0.1)
+    mixed = torch.optim.SGD([torch.nn.Parameter(torch.ones(3)),
+                             torch.nn.Parameter(torch.ones(2, dtype=torch.bfloat16))], lr=0.1)
+    assert capture.rounding(fine) == 2.0 ** -24 and capture.rounding(mixed) == 2.0 ** -8
+    path = tmp_path / "rank0_steps.jsonl"
+    lines = [{"format": record.FORMAT, "rank": 0, "pid": 1}, {"step": 1, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": False},
+             {"fingerprint": [3.0], "rounding": 2.0 ** -24, "after_step": 1}]
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    got = record.read(path)
+    assert got.fingerprint == (3.0,) and got.rounding == 2.0 ** -24
+    lines[-1].pop("rounding")  # a record written before the rounding was kept: no floor
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    assert record.read(path).rounding is None

@@ -418,10 +418,13 @@ def test_a_capture_not_reproduced_is_refused_in_one_line_exit_0_and_unvalidated_
 
 def test_the_tuner_prunes_nothing_on_a_refused_capture_and_says_so(tmp_path, capsys):
     from ccoverlap.tune import session as tune
+    from ccoverlap.tune.search import Advice
     from ccoverlap.whatif import session
 
     root = serial_capture(tmp_path / "cap", alone=[50, 300, 800])
     with pytest.raises(session.Refused, match="cannot predict this capture"):
         session.gains(root, None, ["priority"])
-    assert tune.predicted_gains(root, None) is None
-    assert "no what-if pruning: cannot predict this capture" in capsys.readouterr().err
+    gains, why = tune.predicted_gains(root, None)
+    assert gains is None and why.startswith("no what-if pruning: cannot predict this capture")
+    assert why in capsys.readouterr().err  # said, and kept for tune.json's doctor.no_prediction
+    assert Advice(True, 1.0, 10.0, (), "", predicted=gains, unpredicted=why).to_dict()["no_prediction"] == why

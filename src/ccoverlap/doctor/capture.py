@@ -272,7 +272,8 @@ class Capture:
         if _cuda_in_use():
             torch.cuda.synchronize()
         if self.cfg.fingerprint:
-            self.log.write({"fingerprint": fingerprint(optimizer), "after_step": self.done})
+            self.log.write({"fingerprint": fingerprint(optimizer), "rounding": rounding(optimizer),
+                            "after_step": self.done})
         self._write_ready(deadline=time.monotonic() + DRAIN_S)
         self.log.write({"stopped": self.done})
         self.finished = True
@@ -375,6 +376,14 @@ def fingerprint(optimizer) -> list[float]:
         return []
     device = tensors[0].device
     return torch.stack([t.detach().double().pow(2).sum().to(device) for t in tensors]).tolist()
+
+
+def rounding(optimizer) -> float | None:
+    """The unit roundoff of the coarsest floating dtype among the trained parameters (bfloat16: 2^-8), or None:
+    the scale of the change that only reordering their sums (another thread count, another reduction order) makes."""
+    units = [torch.finfo(p.dtype).eps / 2 for group in optimizer.param_groups for p in group["params"]
+             if p.dtype.is_floating_point]
+    return max(units, default=None)
 
 
 _PENDING = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)

@@ -172,6 +172,7 @@ class RankRecord:
     complete: bool  # the window closed after all its steps
     error: str | None  # why the profiler did not start
     fingerprint: tuple[float, ...] | None = None  # the tuner's: squared norms of the trained parameters at the end
+    rounding: float | None = None  # the tuner's: the unit roundoff of the parameters' coarsest dtype
     stopped: int | None = None  # the tuner's: the step after which the capture ended the process
     alone_trace: Path | None = None  # the alone window's trace, if written
     alone_note: str | None = None  # why there is none (the interposer not loaded, the profiler failed), or None
@@ -257,7 +258,7 @@ def read(path: Path) -> RankRecord:
         closed = next((e for e in rest if e.get("window") == "closed"), None)
         failed = next((e for e in rest if e.get("window") == "failed"), None)
         trace = closed["trace"] if closed else None
-        printed = next((e["fingerprint"] for e in rest if "fingerprint" in e), None)
+        printed = next((e for e in rest if "fingerprint" in e), {})
         stopped = next((e["stopped"] for e in rest if "stopped" in e), None)
         alone = {e["alone_window"]: e for e in rest if "alone_window" in e}
         alone_trace = (alone.get("closed") or {}).get("trace")
@@ -265,11 +266,17 @@ def read(path: Path) -> RankRecord:
         return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
                           path.parent / trace if trace else None, closed["recorded"] if closed else None,
                           bool(closed and closed["complete"]), failed["error"] if failed else None,
-                          tuple(map(float, printed)) if printed is not None else None, stopped,
+                          tuple(map(float, printed["fingerprint"])) if printed else None,
+                          _number(printed.get("rounding")), stopped,
                           path.parent / alone_trace if alone_trace else None, note,
                           (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))))
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
+
+
+def _number(value) -> float | None:
+    """A number a record line carries, or None where it carries none (an older record)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _elapsed(opened: dict | None, closed: dict | None) -> float | None:

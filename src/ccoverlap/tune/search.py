@@ -46,6 +46,10 @@ MARGIN = 1.25  # a trial is started only if this many times the typical trial st
 #: moved the parameters' norms by 1.4e-4 in one default run of three, and 2.2e-4 in a run of a lever that changes
 #: no arithmetic); 0 stays 0: a bitwise-reproducible program accepts no change at all
 RUN_TO_RUN_MARGIN = 3.0
+#: and never below this many units of the parameters' rounding (their coarsest dtype's unit roundoff): a setting that
+#: only reorders sums (another thread count, another reduction order) moves each parameter by a few units, and a
+#: squared norm by at most twice its elements' relative change
+ROUNDING_UNITS = 8.0
 
 RunTrial = Callable[[TunedPolicy, str, float, bool], Trial]  # (policy, phase, timeout s, profile) -> trial
 
@@ -61,11 +65,12 @@ class Advice:
     line: str
     lever_headroom_pct: float | None = None  # what the doctor's levers reach together, a share of the step
     predicted: dict[str, float] | None = None  # strategy -> the what-if simulator's gain (share of the step)
+    unpredicted: str | None = None  # why there are no predictions (the what-if refused the capture), or None
 
     def to_dict(self) -> dict:
         return {"comm_seen": self.comm_seen, "headroom_ms": self.headroom_ms, "headroom_pct": self.headroom_pct,
                 "lever_headroom_pct": self.lever_headroom_pct, "recommended": list(self.recommended),
-                "verdict": self.line, "predicted_gain": self.predicted}
+                "verdict": self.line, "predicted_gain": self.predicted, "no_prediction": self.unpredicted}
 
 
 class CommandFailed(Exception):
@@ -123,7 +128,7 @@ class Search:
         self.budget_s = self.cfg.budget * 60
         self.typical_s = 0.0
         self.timeout_s = self.cfg.trial_timeout or self.budget_s  # auto: sized after the first trial
-        self.tolerance = self.cfg.result_rtol
+        self.run_to_run = 0.0  # the largest drift between the default's own runs
         self.since_default = 0
         self.choice: TunedPolicy | None = None  # the setting the search settled on so far
         self.helpers: list[TunedPolicy] = []
@@ -149,6 +154,18 @@ class Search:
             self.since_default += 1
         return t
 
+    @property
+    def floor(self) -> float:
+        """The parameters' rounding, in the guard's units (0 where the records do not say it)."""
+        ref = self.reference()
+        return ROUNDING_UNITS * (ref.rounding or 0.0) if ref else 0.0
+
+    @property
+    def tolerance(self) -> float:
+        """The relative change of the fingerprint taken as the same result: --result-rtol on top of the larger of
+        the default's own run-to-run change (with its margin) and the parameters' rounding."""
+        return self.cfg.result_rtol + max(RUN_TO_RUN_MARGIN * self.run_to_run, self.floor)
+
     def reference(self) -> Trial | None:
         return next((t for t in self.trials if t.ok and t.policy == space.DEFAULT and t.fingerprints), None)
 
@@ -159,7 +176,7 @@ class Search:
             return
         t.drift = drift(ref.fingerprints, t.fingerprints)
         if t.policy == space.DEFAULT:
-            self.tolerance = max(self.tolerance, self.cfg.result_rtol + RUN_TO_RUN_MARGIN * t.drift)
+            self.run_to_run = max(self.run_to_run, t.drift)
 
     def refused(self, policy: TunedPolicy) -> str | None:
         """Why `policy`'s result is not the default's, or None (judged against the tolerance as it is now)."""
@@ -167,7 +184,9 @@ class Search:
         if worst is None or worst <= self.tolerance:
             return None
         return (f"changed the result: trained parameters' norms differ by {worst:.2e} (relative), beyond the "
-                f"default's own run-to-run {self.tolerance:.2e} (--result-rtol widens it)")
+                f"tolerance {self.tolerance:.2e} (the default's own run-to-run change x{RUN_TO_RUN_MARGIN:g}: "
+                f"{RUN_TO_RUN_MARGIN * self.run_to_run:.2e}; the parameters' rounding x{ROUNDING_UNITS:g}: "
+                f"{self.floor:.2e}; --result-rtol {self.cfg.result_rtol:g} on top: --result-rtol R widens it)")
 
     def compare(self, policy: TunedPolicy) -> stats.Comparison | None:
         base, mine = runs(self.trials, space.DEFAULT), runs(self.trials, policy)

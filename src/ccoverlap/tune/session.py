@@ -83,24 +83,25 @@ def advice(trial, comm_regex: str | None):
         return None
     diagnoses = [r.diagnosis for r in result.ranks]
     v = verdict(diagnoses)
+    gains, why = predicted_gains(trial.folder, comm_regex, result)
     return Advice(any(d.comm for d in diagnoses), v.headroom_ms, v.headroom_pct,
-                  tuple(r.lever for r in v.recommendations), v.line, v.lever_headroom_pct,
-                  predicted_gains(trial.folder, comm_regex, result))
+                  tuple(r.lever for r in v.recommendations), v.line, v.lever_headroom_pct, gains, why)
 
 
-def predicted_gains(folder, comm_regex: str | None, analysis=None) -> dict[str, float] | None:
+def predicted_gains(folder, comm_regex: str | None, analysis=None) -> tuple[dict[str, float] | None, str | None]:
     """The what-if simulator's gain for every lever value the tuner may try, from the doctor's capture (`analysis`:
-    the folder as the doctor's view read it, not read again); None (and why, on stderr) where it cannot simulate
-    it or its simulated default does not reproduce the capture."""
+    the folder as the doctor's view read it, not read again), and None; or None and why not (also on stderr) where
+    it cannot simulate it or its simulated default does not reproduce the capture (tune.json keeps the why)."""
     names = [levers.Strategy(((lv.name, v),)).name for lv in levers.LEVERS for v in lv.candidates]
     try:
-        return whatif.gains(folder, comm_regex, names, analysis) or None
+        gains = whatif.gains(folder, comm_regex, names, analysis) or None
+        return gains, None if gains else "the what-if simulator predicted no lever here"
     except whatif.Refused as exc:  # a simulator that misses the measured step may not prune a measured lever
-        warn(f"no what-if pruning: {exc}; candidates in the doctor's order, none pruned")
-        return None
+        why = f"no what-if pruning: {exc}; candidates in the doctor's order, none pruned"
     except (UsageError, ValueError, RuntimeError) as exc:
-        warn(f"no what-if predictions ({exc}): candidates in the doctor's order")
-        return None
+        why = f"no what-if predictions ({exc}): candidates in the doctor's order"
+    warn(why)
+    return None, why
 
 
 def _finish(outcome, cfg: TuneConfig, cmd: list[str], best) -> int:

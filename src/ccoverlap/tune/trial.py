@@ -48,6 +48,7 @@ class Trial:
     status: str  # ok, failed, timeout
     samples: tuple[float, ...] = ()  # ms of each timed step, the slowest rank's
     fingerprints: dict[int, tuple[float, ...]] = field(default_factory=dict)  # rank -> squared parameter norms
+    rounding: float | None = None  # the unit roundoff of the parameters' coarsest dtype, over the ranks
     wall_s: float = 0.0
     folder: Path | None = None
     error: str | None = None  # why it failed: the command's last lines, or what was missing
@@ -75,7 +76,8 @@ class Trial:
         return {"index": self.index, "phase": self.phase, "name": self.policy.name, "levers": dict(self.policy.levers),
                 "knobs": dict(self.policy.knobs), "status": self.status, "error": self.error,
                 "step_ms": stats, "samples_ms": list(self.samples), "clock": "cuda events" if self.gpu else "host",
-                "drift": self.drift, "refused": self.refused, "effect": self.effect, "wall_s": self.wall_s,
+                "drift": self.drift, "rounding": self.rounding, "refused": self.refused, "effect": self.effect,
+                "wall_s": self.wall_s,
                 "folder": str(self.folder) if self.folder else None}
 
 
@@ -172,6 +174,7 @@ class Runner:
             trial.status = "ok"
         trial.samples, trial.gpu = samples, gpu
         trial.fingerprints = {r.rank: r.fingerprint for r in records if r.fingerprint is not None}
+        trial.rounding = max((r.rounding for r in records if r.rounding is not None), default=None)
         trial.effect = levers.took_effect(trial.policy.levers,
                                           LaunchStats.read(folder.glob(record.STATS_NAME.replace("%p", "*"))))
         return trial
