@@ -67,3 +67,34 @@ def test_a_graphs_branches_that_overlapped_alone_stay_unknown(tmp_path):
         in m.first
     key = key_of(trace)
     assert trace.alone_us.get(key(trace.kernels[0])) == 100 and key(trace.kernels[1]) not in trace.alone_us
+
+
+def test_a_graph_replayed_on_several_streams_leaves_its_kernels_waits_unknown(tmp_path):
+    """The trace holds a replay's kernels on the executor's streams, not the graph's edges: a collective on a
+    branch of its own may have waited for a kernel of another branch, so every kernel of such a replay after its
+    first has an unknown dependency (its wait is not diagnosed); a replay on one stream is a chain: nothing unknown."""
+    from ccoverlap.analysis.deps import graph
+
+    chain = graph(read_trace(graph_trace(tmp_path / "chain.json", window(0, (400, 300, 200)), [1, 2, 3], 0)))
+    assert not chain.unresolved and not any("CUDA graph" in n for n in chain.notes)
+    trace = read_trace(graph_trace(tmp_path / "branch.json", window(0, (400, 300, 200), True), [1, 2, 3], 0))
+    branched = graph(trace)
+    first = min((1, 2, 3), key=lambda i: (branched.kernels[i].ts, i))
+    assert set(branched.unresolved) == {1, 2, 3} - {first}
+    assert all("inside a CUDA graph replayed on 2 streams" in why[0] for why in branched.unresolved.values())
+    assert any(n.startswith("2 kernel(s) of 1 CUDA graph replay(s) that ran on several streams")
+               for n in branched.notes)
+
+
+def test_the_what_if_takes_a_graphs_kernels_with_their_times_alone(tmp_path):
+    """The what-if's step keys the alone window as the doctor does: a replay's kernels each with its own time
+    alone, none left out for sharing the replay's correlation."""
+    from ccoverlap.model.limits import get_device
+    from ccoverlap.whatif.step import from_trace
+
+    trace = read_trace(graph_trace(tmp_path / "rank0_trace.json", window(0, (400, 300, 200)), [1, 2, 3], 0))
+    alone = read_trace(graph_trace(tmp_path / "a.json", window(20_000, (250, 150, 100)), [1, 2, 3], 20_000))
+    trace, _ = with_alone(trace, alone)
+    step, left = from_trace(trace, get_device("h200"))
+    assert not left and [(k.name, k.alone_us) for k in step.kernels] == [
+        ("plain", 100), ("g_one", 250), ("g_two", 150), ("g_three", 100)]

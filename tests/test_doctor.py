@@ -417,7 +417,8 @@ def test_the_fingerprints_rounding_is_the_coarsest_parameters_and_is_read_back(t
                              torch.nn.Parameter(torch.ones(2, dtype=torch.bfloat16))], lr=0.1)
     assert capture.rounding(fine) == 2.0 ** -24 and capture.rounding(mixed) == 2.0 ** -8
     path = tmp_path / "rank0_steps.jsonl"
-    lines = [{"format": record.FORMAT, "rank": 0, "pid": 1}, {"step": 1, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": False},
+    lines = [{"format": record.FORMAT, "rank": 0, "pid": 1},
+             {"step": 1, "ms": 1.0, "gpu_ms": None, "profiled": False, "warmup": False},
              {"fingerprint": [3.0], "rounding": 2.0 ** -24, "after_step": 1}]
     path.write_text("".join(json.dumps(e) + "\n" for e in lines))
     got = record.read(path)

@@ -157,12 +157,18 @@ def graph(trace: Trace) -> Graph:
             blind += 1
             unresolved[consumer].append(f"a cudaStreamWaitEvent at {call.ts:.3f} has no Stream Wait Event record: "
                                         "which stream waited, and for what, is unknown")
+    graphed = _graph_edges_unknown(kernels, trace.graph_calls, unresolved)
     notes = []
+    if graphed:
+        replays, n = graphed
+        notes.append(f"{n} kernel(s) of {replays} CUDA graph replay(s) that ran on several streams: the trace has no "
+                     "record of a graph's edges, so what each waited for inside the graph is unknown and their waits "
+                     "are not diagnosed (run the step once without the graph under the doctor to see them)")
     if blind:
         notes.append(f"{blind} stream wait(s) without a Stream Wait Event record "
                      f"({'no CUDA sync events in the trace' if not trace.waits else 'some records missing'}): "
                      f"the kernels launched after them have an unknown dependency; {SYNC_EVENTS_HINT}")
-    if other := sum(len(v) for v in unresolved.values()) - blind:
+    if other := sum(len(v) for v in unresolved.values()) - blind - (graphed[1] if graphed else 0):
         notes.append(f"{other} event wait(s) could not be matched to the GPU work they waited for: "
                      "the kernels after them have an unknown dependency")
     if fallback:
@@ -170,3 +176,20 @@ def graph(trace: Trace) -> Graph:
                      "(the trace names neither the record nor its stream)")
     return Graph(kernels, release, [c is not None for c in calls], prev,
                  {i: tuple(p) for i, p in events.items()}, {i: tuple(r) for i, r in unresolved.items()}, tuple(notes))
+
+
+def _graph_edges_unknown(kernels: tuple[KernelEvent, ...], graph_calls: frozenset[int],
+                         unresolved: dict[int, list[str]]) -> tuple[int, int] | None:
+    """Mark unresolved every kernel but the first of a CUDA graph replay whose kernels ran on more than one stream
+    (the executor's streams, not the graph's edges: a branch's kernel may have waited for another branch's); a
+    replay on one stream is a chain, and its stream order is its edges. (replays, kernels) marked, or None."""
+    replays: dict[int, list[int]] = defaultdict(list)
+    for i, k in enumerate(kernels):
+        if k.correlation in graph_calls:
+            replays[k.correlation].append(i)
+    marked = [idx for idx in replays.values() if len({kernels[i].stream for i in idx}) > 1]
+    for idx in marked:
+        streams = len({kernels[i].stream for i in idx})
+        for i in idx[1:]:  # `kernels` is sorted by start: the first ran after the launch and its stream only
+            unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: its edges are not in the trace")
+    return (len(marked), sum(len(idx) - 1 for idx in marked)) if marked else None

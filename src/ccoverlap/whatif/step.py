@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.analysis import KernelClass, analysed_indices, graph, windows
+from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.steps import typical
 
 
@@ -82,13 +83,16 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         return Step(device, ()), ["no analysed step in the trace"]
     name, idx = steps[step]
     g = graph(trace)
+    # the doctor's alone window is keyed as alone.key_of keys it (a CUDA graph replay's kernels apart); `alone`
+    # given is by correlation
+    key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
     notes, keep, where = [], [], {}
     for i in idx:
         k = trace.kernels[i]
         if streams is not None and k.stream not in streams:
             continue
-        if k.correlation not in alone:
+        if key(k) not in alone:
             notes.append(f"{k.name[:60]}: no time alone (left out)")
             continue
         where[i] = len(keep)
@@ -101,7 +105,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
             k.footprint, cluster=comm_cluster if comm else 1)
         deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
-        kernels.append(Kernel(k.name, fp, alone[k.correlation], k.stream, comm, deps,
+        kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
     return Step(device, tuple(kernels), name=name), notes
 
