@@ -98,3 +98,16 @@ def test_the_what_if_takes_a_graphs_kernels_with_their_times_alone(tmp_path):
     step, left = from_trace(trace, get_device("h200"))
     assert not left and [(k.name, k.alone_us) for k in step.kernels] == [
         ("plain", 100), ("g_one", 250), ("g_two", 150), ("g_three", 100)]
+
+
+def test_a_collective_waiting_inside_a_branched_graph_reads_cannot_tell_not_nothing_to_gain(tmp_path):
+    """Its exposed time waited for what the trace does not show: the verdict says so, never "nothing to gain"."""
+    from ccoverlap.analysis.recommend import verdict
+
+    kernels = [ks.K("plain", 100, 100, launch_ts=10),
+               ks.K("fat", 300, 2000, launch_ts=250),
+               ks.K("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2300, 1000, stream=9, grid=16, launch_ts=250)]
+    trace = read_trace(graph_trace(tmp_path / "rank0_trace.json", kernels, [1, 2], 0))
+    line = verdict([diagnose({0: trace})[0]]).line
+    assert line.startswith("cannot tell") and "nothing to gain" not in line
+    assert "inside a CUDA graph replayed on 2 streams" in line

@@ -22,6 +22,8 @@ from ccoverlap.util.text import shorten
 PLAUSIBLE_US = 1.0
 #: Event records on the wait's thread looked at, the latest first, for one whose producer is plausible.
 RECORDS_LOOKED_AT = 8
+#: the unresolved reason of a kernel inside a CUDA graph replayed on several streams (recommend.py reads it)
+GRAPH_EDGES_UNKNOWN = "its edges are not in the trace"
 SYNC_EVENTS_HINT = ("record with torch.profiler's experimental_config=torch._C._profiler._ExperimentalConfig("
                     "enable_cuda_sync_events=True)")
 
@@ -191,5 +193,5 @@ def _graph_edges_unknown(kernels: tuple[KernelEvent, ...], graph_calls: frozense
     for idx in marked:
         streams = len({kernels[i].stream for i in idx})
         for i in idx[1:]:  # `kernels` is sorted by start: the first ran after the launch and its stream only
-            unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: its edges are not in the trace")
+            unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: {GRAPH_EDGES_UNKNOWN}")
     return (len(marked), sum(len(idx) - 1 for idx in marked)) if marked else None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ccoverlap.analysis import steps
 from ccoverlap.control import levers
 from ccoverlap.analysis.contention import CommWait, RankDiagnosis
+from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
                                                 Mechanism, holds_every_sm)
 from ccoverlap.analysis.mechanisms import compute_slowed
@@ -369,6 +370,20 @@ def _holds_every_sm(c: CommWait, device: DeviceLimits | None) -> bool:
     return b is not None and b.footprint is not None and device is not None and holds_every_sm(device, b.footprint)
 
 
+def _undiagnosed(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> tuple[float, str | None]:
+    """Per typical step (the mean over the ranks), the exposed time of collectives inside a CUDA graph whose edges
+    the trace does not hold (deps.GRAPH_EDGES_UNKNOWN), and the reason: time no mechanism claims, which must not read
+    as "nothing to gain". (A wait without its Stream Wait Event record is a note of its own, with its remedy.)"""
+    names = set(typical.names)
+
+    def blind(c: CommWait) -> bool:
+        return c.step in names and any(GRAPH_EDGES_UNKNOWN in why for why in c.unresolved)
+    exposed = [sum(c.exposed_us for c in d.comm if blind(c)) for d in diagnoses]
+    why = next((c.unresolved[0] for d in diagnoses for c in d.comm if blind(c)), None)
+    per_step = sum(exposed) / max(len(diagnoses), 1) / max(len(names), 1) / 1000
+    return per_step, why
+
+
 def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     """The levers worth trying for these ranks (one rank, or a strategy's), ranked by the median typical step's
     replayed gain."""
@@ -439,20 +454,28 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     of_steps = typical.line() if len(typical.names) > 1 or typical.left_out else ""
     if spread and len(shares) > 1:
         of_steps = of_steps.replace("typical step(s)", f"typical step(s), {spread[0]:.1f}-{spread[1]:.1f}%", 1)
-    if head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
+    blind_ms, why_blind = _undiagnosed(diagnoses, typical)
+    blind = (f"; cannot tell the rest: {blind_ms:.3f} ms of the collectives' exposed time a step waited for what "
+             f"the trace does not show ({why_blind})") if blind_ms and 100 * blind_ms / max(step, 1e-9) >= \
+        NOTHING_TO_GAIN_PCT else ""
+    if blind and (head_pct is None or head_pct < NOTHING_TO_GAIN_PCT):  # not "nothing": unknown
+        line = (f"cannot tell: headroom {headroom:.3f} ms ({shown}) in what the trace shows{of_steps}"
+                f"{blind}{unknown}")
+        recs = []
+    elif head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
         line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){of_steps}{unknown}{unrecoverable}"
         recs = []
     elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
         beyond = (_beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
                   or "no lever removes the mechanisms found")
         line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches "
-                f"{reach:.3f} ms: {beyond}{unknown}{unrecoverable}")
+                f"{reach:.3f} ms: {beyond}{blind}{unknown}{unrecoverable}")
         recs = []
     else:
         beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
         top = recs[0]
         line = (f"headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); "
                 f"try {top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
-                + (f"; beyond any lever: {beyond}" if beyond else "") + unknown + unrecoverable)
+                + (f"; beyond any lever: {beyond}" if beyond else "") + blind + unknown + unrecoverable)
     return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, known, line,
                    typical.names, typical.left_out, spread)
