@@ -195,7 +195,8 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
            "expected_lever": case["lever"]}
     if step and reach is not None:
         out["headroom_target_met"] = abs(reach - gain) <= max(0.02 * step, 0.25 * gain)
-        nothing = 100 * reach / step < NOTHING_PCT
+        out["says_cannot_tell"] = (doc.get("verdict") or "").startswith("cannot tell")  # the trace cannot show it
+        nothing = 100 * reach / step < NOTHING_PCT and not out["says_cannot_tell"]
         out["says_nothing_to_gain"] = nothing
         if real["best_lever"] is None or 100 * gain / step < NOTHING_PCT:  # below the threshold: nothing
             out["nothing_target_met"] = nothing
