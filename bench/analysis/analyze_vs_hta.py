@@ -10,7 +10,10 @@ alternating), `ccoverlap analyze DIR --json --jobs J` and HTA's TraceAnalysis
 with its overlap and temporal breakdown (in the Python given by --hta-python,
 where HTA is installed), measuring each one's wall time, CPU time and peak
 memory (the sum of its processes' RSS, sampled every 20 ms). Writes the raw
-samples, their medians and the provenance to --out.
+samples, their medians, the machine's load average around each sample (the
+machine may be shared: a sample under load is slower in wall time, and in CPU
+time too) and the provenance to --out. --reuse takes the traces an earlier run
+left in --dir (the build is deterministic) instead of building them again.
 
 usage: python bench/analysis/analyze_vs_hta.py --ranks 8 --mb 150 --reps 3 --hta-python /tmp/hta-venv/bin/python \\
          --out bench/results/analyze-vs-hta-8x150-cpu.json
@@ -169,18 +172,23 @@ def main() -> None:
     ap.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed (none: ours only)")
     ap.add_argument("--source", type=Path, nargs="+", default=SOURCES, help="recorded traces, used rank by rank")
     ap.add_argument("--dir", type=Path, help="build the traces here and keep them (default: a temporary folder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --dir: take the traces already there, where every rank's is")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        sizes = [build(args.source[r % len(args.source)], args.mb, r, args.ranks, folder / f"rank{r}_trace.json")
-                 for r in range(args.ranks)]
+        paths = [folder / f"rank{r}_trace.json" for r in range(args.ranks)]
+        reused = args.reuse and args.dir is not None and all(p.is_file() for p in paths)
+        sizes = ([p.stat().st_size for p in paths] if reused else
+                 [build(args.source[r % len(args.source)], args.mb, r, args.ranks, p) for r, p in enumerate(paths)])
         total_mb = sum(sizes) / 1e6
-        print(f"built {args.ranks} x {sizes[0] / 1e6:.1f} MB in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        print(f"{'reused' if reused else 'built'} {args.ranks} x {sizes[0] / 1e6:.1f} MB in "
+              f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-        ours = [sys.executable, "-m", "ccoverlap", "analyze", str(folder), "--json", "--jobs", str(args.jobs)]
+        ours = [sys.executable, "-m", "ccoverlap", "analyze", str(folder), "--json", "-", "--jobs", str(args.jobs)]
         tools = {"ccoverlap": lambda: measure(ours, env)}
         if args.hta_python:
             tools["hta"] = lambda: measure([args.hta_python, "-c", HTA, str(folder)])
@@ -189,16 +197,19 @@ def main() -> None:
         for rep in range(args.reps):
             order = list(tools) if rep % 2 == 0 else list(tools)[::-1]
             for name in order:
-                load = os.getloadavg()[0]
+                load = os.getloadavg()
                 s = tools[name]()
+                after = os.getloadavg()
                 stdout = s.pop("stdout")
                 if rep == 0:
                     overlap[name] = ({str(r["rank"]): r["comp_comm_overlap_pct"] for r in json.loads(stdout)["ranks"]}
                                      if name == "ccoverlap" else json.loads(stdout.decode().strip().splitlines()[-1]))
-                samples[name].append(s | {"rep": rep, "load_before": round(load, 2),
+                samples[name].append(s | {"rep": rep, "load_before": round(load[0], 2),
+                                          "loadavg_before": [round(x, 2) for x in load],
+                                          "loadavg_after": [round(x, 2) for x in after],
                                           "mb_per_s": round(total_mb / s["wall_s"], 1)})
-                print(f"rep {rep} {name}: {s['wall_s']:.1f} s, {s['peak_rss_mb']:.0f} MB (load {load:.1f})",
-                      file=sys.stderr)
+                print(f"rep {rep} {name}: {s['wall_s']:.1f} s, {s['cpu_s']:.1f} CPU s, {s['peak_rss_mb']:.0f} MB "
+                      f"(load {load[0]:.1f} -> {after[0]:.1f})", file=sys.stderr)
     medians = {name: {k: statistics.median(s[k] for s in rows) for k in ("wall_s", "cpu_s", "peak_rss_mb", "mb_per_s")}
                for name, rows in samples.items()}
     result = {
@@ -206,6 +217,7 @@ def main() -> None:
                f"{args.ranks} ranks x {sizes[0] / 1e6:.1f} MB of JSON built from "
                f"{[str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p) for p in args.source]}, "
                 f"{args.reps} interleaved repetitions in fresh processes",
+        "traces": "reused from --dir (built by an earlier run)" if reused else "built by this run",
         "ranks": args.ranks, "mb_per_rank": round(sizes[0] / 1e6, 1), "total_mb": round(total_mb, 1),
         "medians": medians, "samples": samples,
         "hta_over_ours_wall": (round(medians["hta"]["wall_s"] / medians["ccoverlap"]["wall_s"], 2)

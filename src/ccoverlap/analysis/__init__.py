@@ -34,8 +34,8 @@ from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
-                                      analysed_kernels, device_limits, discover, printable, read_trace, read_traces,
-                                      short_name, trace_limit, unlaunched)
+                                      analysed_kernels, device_limits, discover, no_cyclic_gc, printable, read_trace,
+                                      read_traces, short_name, trace_limit, unlaunched)
 from ccoverlap.analysis import parallel
 from ccoverlap.analysis.process import Process
 from ccoverlap.util.errors import UsageError
@@ -129,6 +129,7 @@ def _classifier(comm_regex: str | None) -> Classifier:
     return Classifier.with_user_regex(comm_regex)
 
 
+@no_cyclic_gc()  # here, in the workers forked from here, and across the ranks
 def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = None,
             comm_cluster: int | None = None, processes: Mapping[int, Process] | None = None, jobs: int = 1,
             keep_traces: bool = True, progress: bool = False, max_trace_mb: float = 0.0) -> Analysis:
