@@ -3,8 +3,24 @@ the device scripts switch it off on the shared machines (bench/device/prologue.s
 the like); ccoverlap itself never sets a variable nobody asked for."""
 import pytest
 
+#: the modules that take most of the suite's time (fresh processes importing torch: tuner trials, bench process
+#: sets, the doctor's runs), longest first: they start first, so none of them starts last and keeps the run long
+HEAVY = ("test_multinode.py", "test_tune_cli.py", "test_bench.py", "test_bench_hardening.py", "test_doctor.py",
+         "test_tune.py", "test_run_strategy.py", "test_workloads.py", "test_faults.py")
+
+
+def pytest_configure(config):
+    """Under -n, whole modules go to the workers (their module-scoped runs made once), heaviest first, as
+    collected: xdist's default (`load`) splits a module across workers, each making its module fixtures again,
+    and ran the heavy modules last. An explicit --dist is the user's."""
+    if config.getoption("dist", "no") == "load" and not any(
+            a.startswith("--dist") or a == "-d" for a in config.invocation_params.args):
+        config.option.dist = "loadfile"
+        config.option.loadscopereorder = False  # the collection's order, not the most tests first
+
 
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: HEAVY.index(item.path.name) if item.path.name in HEAVY else len(HEAVY))
     from ccoverlap.gpu import cuda_driver
 
     if cuda_driver.driver() is not None:

@@ -421,9 +421,15 @@ def test_ctrl_c_stops_every_worker(tmp_path):
             time.sleep(0.05)
         os.kill(main_pid, signal.SIGINT)
 
-    threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        parallel.run(_sleeps(tmp_path), [0, 1, 2], 2)
+    # Python's Ctrl-C handler, which it does not install when started with SIGINT ignored (as a background job
+    # of a non-interactive shell starts: pytest run so failed this test after 2 minutes, the signal ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            parallel.run(_sleeps(tmp_path), [0, 1, 2], 2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     pids = [int(p.name) for p in tmp_path.iterdir()]
     assert len(pids) == 2
     for pid in pids:  # ended and reaped

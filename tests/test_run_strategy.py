@@ -61,9 +61,15 @@ def test_what_cannot_be_applied_is_one_line_exit_2(argv, message, on_h200, capsy
     ("nccl-cluster", "--strategy nccl-cluster: nccl-cluster: needs CUDA"),
     ("sm-carveout", "--strategy sm-carveout: sm-carveout: needs CUDA"),
 ])
-def test_levers_that_do_not_apply_on_this_cpu_machine_are_refused(combo, message):
-    out = run_cli("run", "--strategy", combo, "--", "true")
-    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"ccoverlap run: error: {message}"]
+def test_levers_that_do_not_apply_on_this_cpu_machine_are_refused(combo, message, capsys):
+    assert refused(capsys, "--strategy", combo) == [f"ccoverlap run: error: {message}"]
+
+
+def refused(capsys, *argv: str) -> list[str]:
+    """`ccoverlap run ARGV -- true` on this machine, in this process (a refusal starts nothing): its stderr's
+    lines, the exit code checked to be 2."""
+    assert main(["run", *argv, "--", "true"]) == 2
+    return capsys.readouterr().err.strip().splitlines()
 
 
 def fake_torch_and_user_site(tmp_path) -> str:
@@ -192,18 +198,16 @@ def test_a_policy_file_with_what_disagrees_is_one_line_exit_2(argv, message, on_
     assert message.format(path=path) in err and err.count("\n") == 1
 
 
-def test_a_bad_policy_file_is_one_line_exit_2_and_no_traceback(tmp_path):
+def test_a_bad_policy_file_is_one_line_exit_2_and_no_traceback(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "ccoverlap-policy/1", "levers": {"warp-drive": "on"}}))
-    out = run_cli("run", "--config", str(bad), "--", "true")
-    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+    assert refused(capsys, "--config", str(bad)) == [
         f"ccoverlap run: error: {bad}: unknown lever 'warp-drive': valid {', '.join(levers.BY_NAME)}"]
 
 
-def test_a_policy_file_whose_levers_do_not_apply_here_is_refused(tmp_path):
+def test_a_policy_file_whose_levers_do_not_apply_here_is_refused(tmp_path, capsys):
     path = config(tmp_path, "nccl-ctas=8+priority")
-    out = run_cli("run", "--config", path, "--", "true")  # this CPU machine
-    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+    assert refused(capsys, "--config", path) == [  # this CPU machine
         f"ccoverlap run: error: --config {path}: nccl-ctas: needs CUDA"]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ccoverlap.cli import main
 from ccoverlap.control import policy as tuned
 from ccoverlap.util.errors import UsageError
 
@@ -24,7 +25,7 @@ def tune(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProce
                           env=os.environ | (env or {}), timeout=kw.pop("timeout", 300), **kw)
 
 
-def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_path):
+def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_path, capfd, monkeypatch):
     out = tmp_path / "t"
     run = tune("--budget", "3", "--skip", "2", "--steps", "5", "--out", str(out),
                "--env", "DOCTOR_TRAIN_SLEEP_MS=2", "--env", "DOCTOR_TRAIN_LR=0.1", "--", *PROGRAM,
@@ -46,11 +47,11 @@ def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_pa
     policy = tuned.load(out / "policy.json", allow_env=["DOCTOR_TRAIN_SLEEP_MS"])
     assert dict(policy.knobs) == {"DOCTOR_TRAIN_SLEEP_MS": "2"} and policy.meta["decision"] == "tuned"
     assert f"run --config {out / 'policy.json'} --allow-env DOCTOR_TRAIN_SLEEP_MS -- " in run.stdout  # the apply line
-    applied = subprocess.run([sys.executable, "-m", "ccoverlap", "run", "--config", str(out / "policy.json"),
-                              "--allow-env", "DOCTOR_TRAIN_SLEEP_MS", "--",
-                              sys.executable, "-c", "import os; print(os.environ['DOCTOR_TRAIN_SLEEP_MS'])"],
-                             capture_output=True, text=True, env=os.environ | {"DOCTOR_TRAIN_SLEEP_MS": "80"})
-    assert applied.stdout.strip() == "2"
+    monkeypatch.setenv("DOCTOR_TRAIN_SLEEP_MS", "80")
+    capfd.readouterr()
+    assert main(["run", "--config", str(out / "policy.json"), "--allow-env", "DOCTOR_TRAIN_SLEEP_MS", "--",
+                 sys.executable, "-c", "import os; print(os.environ['DOCTOR_TRAIN_SLEEP_MS'])"]) == 0
+    assert capfd.readouterr().out.strip() == "2"
 
 
 def test_on_the_cpu_without_knobs_the_default_is_kept_after_the_baseline(tmp_path):
@@ -127,7 +128,6 @@ def test_a_stop_ends_the_trial_and_writes_what_it_has(signum, code, tmp_path):
 
 def test_a_trial_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
     """A full disk under --out: one line, exit 2, no traceback (the runner's mkdir made to fail)."""
-    from ccoverlap.cli import main
     from ccoverlap.tune import trial
 
     def full(self, *a, **k):
