@@ -189,9 +189,8 @@ def _graph_edges_unknown(kernels: tuple[KernelEvent, ...], graph_calls: frozense
     for i, k in enumerate(kernels):
         if k.correlation in graph_calls:
             replays[k.correlation].append(i)
-    marked = [idx for idx in replays.values() if len({kernels[i].stream for i in idx}) > 1]
-    for idx in marked:
-        streams = len({kernels[i].stream for i in idx})
+    marked = [(idx, streams) for idx in replays.values() if (streams := len({kernels[i].stream for i in idx})) > 1]
+    for idx, streams in marked:
         for i in idx[1:]:  # `kernels` is sorted by start: the first ran after the launch and its stream only
             unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: {GRAPH_EDGES_UNKNOWN}")
-    return (len(marked), sum(len(idx) - 1 for idx in marked)) if marked else None
+    return (len(marked), sum(len(idx) - 1 for idx, _ in marked)) if marked else None

@@ -371,17 +371,17 @@ def _holds_every_sm(c: CommWait, device: DeviceLimits | None) -> bool:
 
 
 def _undiagnosed(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> tuple[float, str | None]:
-    """Per typical step (the mean over the ranks), the exposed time of collectives inside a CUDA graph whose edges
-    the trace does not hold (deps.GRAPH_EDGES_UNKNOWN), and the reason: time no mechanism claims, which must not read
-    as "nothing to gain". (A wait without its Stream Wait Event record is a note of its own, with its remedy.)"""
-    names = set(typical.names)
-
+    """The median typical step's exposed time (ms, the mean over the ranks) of collectives inside a CUDA graph whose
+    edges the trace does not hold (deps.GRAPH_EDGES_UNKNOWN), and the reason: time no mechanism claims, which must not
+    read as "nothing to gain". (A wait without its Stream Wait Event record is a note of its own, with its remedy.)"""
     def blind(c: CommWait) -> bool:
-        return c.step in names and any(GRAPH_EDGES_UNKNOWN in why for why in c.unresolved)
-    exposed = [sum(c.exposed_us for c in d.comm if blind(c)) for d in diagnoses]
+        return any(GRAPH_EDGES_UNKNOWN in why for why in c.unresolved)
+
+    def per_step(d: RankDiagnosis) -> list[float]:
+        return [sum(c.exposed_us for c in d.comm if c.step == s.name and blind(c)) / 1000 for s in d.steps]
+    exposed = typical.values(diagnoses, per_step) or []
     why = next((c.unresolved[0] for d in diagnoses for c in d.comm if blind(c)), None)
-    per_step = sum(exposed) / max(len(diagnoses), 1) / max(len(names), 1) / 1000
-    return per_step, why
+    return (statistics.median(exposed) if exposed else 0.0), why
 
 
 def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
@@ -455,9 +455,10 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     if spread and len(shares) > 1:
         of_steps = of_steps.replace("typical step(s)", f"typical step(s), {spread[0]:.1f}-{spread[1]:.1f}%", 1)
     blind_ms, why_blind = _undiagnosed(diagnoses, typical)
-    blind = (f"; cannot tell the rest: {blind_ms:.3f} ms of the collectives' exposed time a step waited for what "
-             f"the trace does not show ({why_blind})") if blind_ms and 100 * blind_ms / max(step, 1e-9) >= \
-        NOTHING_TO_GAIN_PCT else ""
+    blind = ""
+    if (pct(blind_ms) or 0.0) >= NOTHING_TO_GAIN_PCT:
+        blind = (f"; cannot tell the rest: {blind_ms:.3f} ms of the collectives' exposed time a step waited for what "
+                 f"the trace does not show ({why_blind})")
     if blind and (head_pct is None or head_pct < NOTHING_TO_GAIN_PCT):  # not "nothing": unknown
         line = (f"cannot tell: headroom {headroom:.3f} ms ({shown}) in what the trace shows{of_steps}"
                 f"{blind}{unknown}")
