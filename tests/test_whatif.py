@@ -428,3 +428,25 @@ def test_the_tuner_prunes_nothing_on_a_refused_capture_and_says_so(tmp_path, cap
     assert gains is None and why.startswith("no what-if pruning: cannot predict this capture")
     assert why in capsys.readouterr().err  # said, and kept for tune.json's doctor.no_prediction
     assert Advice(True, 1.0, 10.0, (), "", predicted=gains, unpredicted=why).to_dict()["no_prediction"] == why
+
+
+def test_a_capture_whose_graph_hides_its_edges_is_refused(tmp_path, monkeypatch, capsys):
+    """A CUDA graph replayed on several streams (deps marks its kernels): what they waited for cannot be simulated,
+    so the what-if predicts no lever, and the tuner prunes nothing by it."""
+    import json
+    from types import SimpleNamespace
+
+    from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
+    from ccoverlap.cli import main
+    from ccoverlap.whatif import session
+
+    root = serial_capture(tmp_path / "cap", steps=4)
+    assert main(["whatif", str(root), "--json", "-"]) == 0 and json.loads(capsys.readouterr().out)["refused"] is None
+    hidden = SimpleNamespace(unresolved={2: (f"inside a CUDA graph replayed on 2 streams: {GRAPH_EDGES_UNKNOWN}",)})
+    monkeypatch.setattr(session, "graph", lambda trace: hidden)
+    assert main(["whatif", str(root), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["refused"].startswith("cannot predict this capture: a kernel inside a CUDA graph")
+    assert not doc["predictions"]
+    with pytest.raises(session.Refused, match="CUDA graph replayed on 2 streams"):
+        session.gains(root, None, ["priority"])

@@ -16,8 +16,9 @@ from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.dispatch import simulate
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
-from ccoverlap.analysis import (Analysis, KernelClass, analysed_indices, analyze, device_limits, read_trace,
+from ccoverlap.analysis import (Analysis, KernelClass, analysed_indices, analyze, device_limits, graph, read_trace,
                                 windows)
+from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -31,6 +32,7 @@ class Captured:
     notes: tuple[str, ...]
     source: str  # what the steps were read from, in words
     world: int | None = None  # the job's ranks, where the trace says
+    hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
 
     @property
     def step(self) -> Step:
@@ -66,8 +68,10 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: no launch of the typical steps has a time alone")
     told = [] if comm_cluster is not None or cluster == 1 else [
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
+    hidden = next((f"cannot predict this capture: a kernel {why} (what it waited for cannot be simulated)"
+                   for whys in graph(trace).unresolved.values() for why in whys if GRAPH_EDGES_UNKNOWN in why), None)
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size)
+                    trace.world_size, hidden)
 
 
 def _compute_streams(trace) -> set[int]:
@@ -182,7 +186,7 @@ def run(cfg: WhatIfConfig, root: Path) -> dict:
         moved = [presets.to_device(s, cfg.device) for s in steps]
         variants = [list(v) for v in zip(*(m.steps for m in moved))]
         assumptions += list(moved[0].assumptions)
-    refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or check.refused()
+    refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or cap.hidden or check.refused()
     label = "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU"
     report = {
         "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": variants[0][0].device.name,
@@ -224,7 +228,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     default does not reproduce it (then no prediction may prune anything)."""
     cap = capture(root, comm_regex, analysis=analysis)
     cal, _ = calibration.load(cap.step.device.name)
-    if why := unfitted(cap.step.device.name, cal) or validate(cap, cal).refused():
+    if why := unfitted(cap.step.device.name, cal) or cap.hidden or validate(cap, cal).refused():
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = _predict(cap.steps, known, cal)
