@@ -433,17 +433,19 @@ def test_the_tuner_prunes_nothing_on_a_refused_capture_and_says_so(tmp_path, cap
 def test_a_capture_whose_graph_hides_its_edges_is_refused(tmp_path, monkeypatch, capsys):
     """A CUDA graph replayed on several streams (deps marks its kernels): what they waited for cannot be simulated,
     so the what-if predicts no lever, and the tuner prunes nothing by it."""
+    import dataclasses
     import json
-    from types import SimpleNamespace
 
     from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
     from ccoverlap.cli import main
-    from ccoverlap.whatif import session
+    from ccoverlap.whatif import session, step
 
     root = serial_capture(tmp_path / "cap", steps=4)
     assert main(["whatif", str(root), "--json", "-"]) == 0 and json.loads(capsys.readouterr().out)["refused"] is None
-    hidden = SimpleNamespace(unresolved={2: (f"inside a CUDA graph replayed on 2 streams: {GRAPH_EDGES_UNKNOWN}",)})
-    monkeypatch.setattr(session, "graph", lambda trace: hidden)
+    real = step.graph
+    why = f"inside a CUDA graph replayed on 2 streams: {GRAPH_EDGES_UNKNOWN}"
+    monkeypatch.setattr(step, "graph", lambda trace: dataclasses.replace(
+        real(trace), unresolved={i: (why,) for i in range(len(trace.kernels))}))
     assert main(["whatif", str(root), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["refused"].startswith("cannot predict this capture: a kernel inside a CUDA graph")

@@ -16,9 +16,8 @@ from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.dispatch import simulate
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
-from ccoverlap.analysis import (Analysis, KernelClass, analysed_indices, analyze, device_limits, graph, read_trace,
+from ccoverlap.analysis import (Analysis, KernelClass, analysed_indices, analyze, device_limits, read_trace,
                                 windows)
-from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -68,8 +67,8 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: no launch of the typical steps has a time alone")
     told = [] if comm_cluster is not None or cluster == 1 else [
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
-    hidden = next((f"cannot predict this capture: a kernel {why} (what it waited for cannot be simulated)"
-                   for whys in graph(trace).unresolved.values() for why in whys if GRAPH_EDGES_UNKNOWN in why), None)
+    hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
+                   for s in steps if s.hidden), None)
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
                     trace.world_size, hidden)
 

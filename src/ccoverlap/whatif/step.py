@@ -15,6 +15,7 @@ from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.analysis import KernelClass, analysed_indices, graph, windows
 from ccoverlap.analysis.alone import key_of
+from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.analysis.steps import typical
 
 
@@ -58,6 +59,7 @@ class Step:
     serial: bool = False
     name: str = ""  # the profiler step it was read from
     measured_us: float | None = None  # the captured step's span (analysis/steps.py; None: not captured)
+    hidden: str | None = None  # why what a kernel of the step waited for is not in the trace (a CUDA graph's edges)
 
     def replace(self, **changes) -> Step:
         return dataclasses.replace(self, **changes)
@@ -107,7 +109,8 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
-    return Step(device, tuple(kernels), name=name), notes
+    hidden = next((why for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in why), None)
+    return Step(device, tuple(kernels), name=name, hidden=hidden), notes
 
 
 def typical_steps(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[list[Step], list[str]]:
