@@ -338,3 +338,25 @@ def test_a_change_within_the_parameters_rounding_is_the_same_result():
     refused = [t.refused for t in out.trials if t.refused]
     assert not (out.kept and out.best == P("priority")) and refused
     assert f"tolerance {8 * unit:.2e}" in refused[0] and "rounding x8" in refused[0] and "--result-rtol R" in refused[0]
+
+
+@pytest.mark.parametrize("order,asked", [("doctor", True), ("registry", False)])
+def test_order_registry_runs_no_doctor_on_a_gpu_host(order, asked, tmp_path, monkeypatch):
+    """--order registry is the baseline that measures what the doctor saves: no profiled run, nothing skipped."""
+    from ccoverlap.tune import session
+
+    seen = {}
+
+    class Stub:
+        def __init__(self, runner, arms, cfg, doctor, skipped, on_trial):
+            seen["doctor"] = doctor
+
+        def run(self):
+            raise KeyboardInterrupt  # stop before any trial: only the wiring is under test
+
+    monkeypatch.setattr(session.levers.Host, "detect", staticmethod(lambda: CUDA))
+    monkeypatch.setattr(session, "found", lambda cmd, env: None)
+    monkeypatch.setattr(session.search, "Search", Stub)
+    with pytest.raises(KeyboardInterrupt):
+        session.run(TuneConfig(order=order, out=str(tmp_path / "t")).validate(), ["true"])
+    assert (seen["doctor"] is not None) is asked

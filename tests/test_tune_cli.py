@@ -85,6 +85,7 @@ def test_too_few_steps_say_what_a_trial_needs(tmp_path):
     (["--budget", "0.1"], "--budget 0.1: valid 0.5..10080"),
     (["--steps", "2"], "--steps=2 is out of range"),
     (["--levers", "priority"], "--levers priority: needs CUDA"),
+    (["--order", "best"], "--order 'best': valid doctor or registry"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     run = tune(*args, "--out", str(tmp_path / "t"), "--", *PROGRAM)

@@ -157,11 +157,13 @@ def view(doc: dict) -> dict:
             "problems": ((doc.get("analysis") or {}).get("problems") or [])[:10]}
 
 
-def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) -> dict:
-    folder, path = out / f"tune-{name}", out / f"tune-{name}.json"
+def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None, order: str = "doctor") -> dict:
+    """One tuning; `order` is tune's --order (registry: no doctor, the baseline of what its ordering saves)."""
+    tag = name if order == "doctor" else f"{name}-{order}"
+    folder, path = out / f"tune-{tag}", out / f"tune-{tag}.json"
     cmd = cmd or [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", "40"]
     code, wall, tail = run([*CCOVERLAP, "tune", "--budget", str(budget_min), "--skip", "3", "--steps", "10", "--out",
-                            str(folder), "--json", str(path), "--", *cmd], budget_min * 60 + 90)
+                            str(folder), "--json", str(path), "--order", order, "--", *cmd], budget_min * 60 + 90)
     doc = json.loads(path.read_text()) if path.exists() else {}
     trials = [{k: t.get(k) for k in ("index", "phase", "name", "status", "effect", "wall_s")}
               | {"median_ms": (t.get("step_ms") or {}).get("median")} for t in doc.get("trials", [])]
@@ -169,7 +171,8 @@ def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None) 
     screened = [t["name"] for t in trials if t["phase"] == "screen"]
     first_of_best = (next((t["index"] for t in trials if t["name"] == best), None)
                      if doc.get("decision") == "tuned" else None)
-    return {"code": code, "wall_s": wall, "tail": tail if code else None, "decision": doc.get("decision"),
+    return {"order": order, "code": code, "wall_s": wall, "tail": tail if code else None,
+            "decision": doc.get("decision"), "trials_to_verdict": len(trials),
             "reason": doc.get("reason"), "best": best, "speedup": doc.get("speedup"),
             "first_screened": screened[0] if screened else None, "trials_to_winner": first_of_best,
             "doctor": doc.get("doctor"), "trials": trials}
@@ -298,6 +301,8 @@ def main() -> int:
     p.add_argument("--tune", default="carveout,same_name,threads,cluster,dispatch,persistent_gemm",
                    help="programs to tune, in this order, while time is left")
     p.add_argument("--tune-budget", type=float, default=1.5, help="minutes per tuning")
+    p.add_argument("--tune-orders", default="doctor", help="tune's --order values to run each tuned program under "
+                   "(doctor,registry: trials to the winner with and without the doctor's ordering)")
     a = p.parse_args()
     if a.combine:
         return combine(a.combine[0], a.combine[1], a.combine[2:], a.out, a.what)
@@ -362,17 +367,19 @@ def main() -> int:
         doc["timing_s"]["dry_tune"] = time.monotonic() - t0
     tuned = []
     for name in a.tune.split(",") if cuda else []:
-        if name not in CASES or left() < a.tune_budget * 60 + 30:
-            continue
-        t0 = time.monotonic()
-        entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"],
-                                                  "expected_lever": CASES[name]["lever"]})
-        entry["tune"] = tune(name, a.out, a.tune_budget)
-        doc["timing_s"].setdefault(name, {})["tune"] = time.monotonic() - t0
-        tuned.append(name)
-        log("tune", name, json.dumps({k: doc["programs"][name]["tune"][k] for k in
-                                      ("decision", "best", "first_screened", "trials_to_winner", "wall_s")}))
-        _write(a.out, doc)
+        for order in a.tune_orders.split(","):
+            if name not in CASES or left() < a.tune_budget * 60 + 30:
+                continue
+            key = "tune" if order == "doctor" else f"tune_{order}"
+            t0 = time.monotonic()
+            entry = doc["programs"].setdefault(name, {"truth": CASES[name]["truth"],
+                                                      "expected_lever": CASES[name]["lever"]})
+            entry[key] = tune(name, a.out, a.tune_budget, order=order)
+            doc["timing_s"].setdefault(name, {})[key] = time.monotonic() - t0
+            tuned.append(f"{name} ({order})")
+            log("tune", name, json.dumps({k: entry[key][k] for k in ("order", "decision", "best", "first_screened",
+                                                                     "trials_to_winner", "trials_to_verdict", "wall_s")}))
+            _write(a.out, doc)
     doc["tuned"] = tuned
     doc["total_s"] = time.monotonic() - started
     _write(a.out, doc)

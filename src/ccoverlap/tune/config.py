@@ -9,6 +9,7 @@ from ccoverlap.model import comm
 from ccoverlap.util.errors import UsageError, check_range
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ORDERS = ("doctor", "registry")  # --order: the doctor's advice, or none (the baseline that measures what it saves)
 
 
 def _levers(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -71,6 +72,11 @@ class TuneConfig:
     policy_out: str | None = field(default=None, metadata={
         "metavar": "PATH", "help": "the tuned policy file, for `ccoverlap run --config` and ccoverlap.enable()",
         "shown": "DIR/policy.json"})
+    order: str = field(default="doctor", metadata={
+        "metavar": "HOW", "help": "how candidates are chosen and ordered: doctor (on GPUs, one profiled run of the "
+        "default: its recommendations first, levers it sees no headroom for and those the what-if predicts no gain "
+        "for are skipped) or registry (every candidate in `ccoverlap levers` order, none skipped, no profiled run: "
+        "what the doctor saves is the difference)"})
     comm_regex: str | None = field(default=None, metadata={
         "metavar": "RE", "help": "also treat kernels whose name matches RE (POSIX extended) as communication, "
         "besides NCCL's and RCCL's: in the doctor's analysis, never padded by the interposer; recorded in the policy"})
@@ -84,6 +90,8 @@ class TuneConfig:
             raise UsageError(f"--trial-timeout {self.trial_timeout:g}: valid 0 (auto) or 1..86400 seconds")
         if not 0 <= self.result_rtol <= 1:
             raise UsageError(f"--result-rtol {self.result_rtol:g}: valid 0..1")
+        if self.order not in ORDERS:
+            raise UsageError(f"--order {self.order!r}: valid {' or '.join(ORDERS)}")
         _levers(self.levers)
         _knobs(self.env)
         comm.check(self.comm_regex)

@@ -35,8 +35,8 @@ def run(cfg: TuneConfig, cmd: list[str]) -> int:
     runner = Runner(cmd, dict(os.environ), out, cfg.skip, cfg.steps, cfg.comm_regex)
     print_text(f"ccoverlap tune: {len(candidates.arms)} candidate(s) on {host.platform}; budget {cfg.budget:g} min; "
                f"trials in {out}")
-    finder = search.Search(runner, candidates.arms, cfg, (lambda t: advice(t, cfg.comm_regex))
-                           if host.platform != "cpu" else None, dict(candidates.skipped), on_trial=_progress(cfg))
+    doctor = (lambda t: advice(t, cfg.comm_regex)) if host.platform != "cpu" and cfg.order == "doctor" else None
+    finder = search.Search(runner, candidates.arms, cfg, doctor, dict(candidates.skipped), on_trial=_progress(cfg))
     try:
         out.mkdir(parents=True, exist_ok=True)
         with stop_on_signals():
