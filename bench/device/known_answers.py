@@ -377,8 +377,8 @@ def main() -> int:
             entry[key] = tune(name, a.out, a.tune_budget, order=order)
             doc["timing_s"].setdefault(name, {})[key] = time.monotonic() - t0
             tuned.append(f"{name} ({order})")
-            log("tune", name, json.dumps({k: entry[key][k] for k in ("order", "decision", "best", "first_screened",
-                                                                     "trials_to_winner", "trials_to_verdict", "wall_s")}))
+            shown = ("order", "decision", "best", "first_screened", "trials_to_winner", "trials_to_verdict", "wall_s")
+            log("tune", name, json.dumps({k: entry[key][k] for k in shown}))
             _write(a.out, doc)
     doc["tuned"] = tuned
     doc["total_s"] = time.monotonic() - started
