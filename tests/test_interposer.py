@@ -43,8 +43,8 @@ def launch(fake, *args, preload=True, **policy):
     env = clean_env(**policy)
     if preload:
         env["LD_PRELOAD"] = library_path()
-    out = subprocess.run([fake / "launcher", *map(str, args)], env=env, capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run([fake / "launcher", *map(str, args)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"launcher {' '.join(map(str, args))}: exit {out.returncode}: {out.stderr[-2000:]}"
     return [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 
 
