@@ -111,8 +111,8 @@ def tables(result: dict) -> str:
                 f"{100 * b['median_abs_comm_error']:.1f}% |" for f, b in result["by_family"].items()
                 if b["predicted"]]
         out.append("")
-    out += ["| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted | error |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out += ["| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted "
+            "| error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         if r["status"] != "ok":
             out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['status']} | | | | |")
