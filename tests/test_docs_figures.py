@@ -7,7 +7,8 @@ In such a block every decimal figure (`16.56`, `0.959x`, `1,234.5`) and every pe
 its printed rounding, a number of those files: the value itself, x100 (a share), x1000 (s to ms), /1000
 (us to ms), its inverse (a speedup) or 100 x (value - 1) (a ratio as a change); a figure in a recorded "verdict"
 (the program's own line: "1.014 ms (32.0%)") counts too. Raw sample lists count by their min, max, median and mean.
-Version strings (2.28.9) are not figures. A block that cites no results file is not checked: prose about a mechanism
+Version strings (2.28.9, and a version of two parts after its software's name: CUDA 13.0, torch 2.11) are not
+figures. A block that cites no results file is not checked: prose about a mechanism
 cites nothing.
 """
 import fnmatch
@@ -26,6 +27,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _CITE = re.compile(r"([\w.<>\-/]+\.json|[\w.\-]+-h200/)")
 # 16.56, 1,234.5 (not part of a version such as 2.28.9 or a name), or an integer percentage (+95%).
 _FIGURE = re.compile(r"(?<![\w.\-])(?:(\d{1,3}(?:,\d{3})+|\d+)\.(\d+)(?![.\d]*\d)|(\d+)(?=%))")
+# A figure right after one of these names is its version (CUDA 13.0, torch 2.11's traces), not a measurement.
+_VERSION_OF = re.compile(r"\b(?:CUDA|torch|NCCL|Python|pandas|HTA|HolisticTraceAnalysis|driver)\s+$")
 
 
 def _numbers(obj, out: set[float]) -> None:
@@ -114,6 +117,8 @@ def unbacked(text: str) -> list[str]:
         values = frozenset().union(*(_values(f) for f in files))
         for offset, line in enumerate(lines):
             for m in _FIGURE.finditer(line):
+                if _VERSION_OF.search(line[:m.start()]):
+                    continue
                 whole, frac, pct = m.groups()
                 figure = float(f"{whole.replace(',', '')}.{frac}") if frac else float(pct)
                 if not found(figure, len(frac) if frac else 0, values):
@@ -158,6 +163,8 @@ def test_the_check_catches_a_figure_that_is_in_no_cited_file(tmp_path):
 def test_versions_names_and_uncited_blocks_are_not_figures():
     text = "NCCL 2.28.9, torch 2.11.0+cu130 (`parse-throughput-issue19-2026-12-02-cpu.json`), sm_90, x86_64.\n"
     assert unbacked(text) == []
+    text = "CUDA 13.0, torch 2.11's traces (`parse-throughput-issue19-2026-12-02-cpu.json`): 37.4 MB/s.\n"
+    assert [u.split(" (")[0] for u in unbacked(text)] == ["1: 37.4"]
     assert cited("`tune-2026-12-01-h200-<run>.json`") == sorted(
         p.name for p in RESULTS.glob("tune-2026-12-01-h200-*.json")
     )

@@ -15,8 +15,12 @@ machine may be shared: a sample under load is slower in wall time, and in CPU
 time too) and the provenance to --out. --reuse takes the traces an earlier run
 left in --dir (the build is deterministic) instead of building them again.
 
+The ratios of the medians are written beside them (`derived`): HTA's wall and CPU over ours, and each tool's
+CPU over wall (how many cores it kept busy); --derive adds them to records written before, measuring nothing.
+
 usage: python bench/analysis/analyze_vs_hta.py --ranks 8 --mb 150 --reps 3 --hta-python /tmp/hta-venv/bin/python \\
          --out bench/results/analyze-vs-hta-8x150-cpu.json
+       python bench/analysis/analyze_vs_hta.py --derive RECORD.json [RECORD.json ...]
 """
 from __future__ import annotations
 
@@ -163,7 +167,27 @@ def provenance(args, hta_python: str | None) -> dict:
     }
 
 
+def derived(medians: dict[str, dict]) -> dict:
+    """The ratios of the medians: HTA over ours (wall, CPU) where HTA ran, and each tool's CPU over its wall."""
+    out = {"cpu_over_wall": {name: round(m["cpu_s"] / m["wall_s"], 2) for name, m in medians.items()}}
+    if "hta" in medians and "ccoverlap" in medians:
+        out["hta_over_ours_cpu"] = round(medians["hta"]["cpu_s"] / medians["ccoverlap"]["cpu_s"], 2)
+    return out
+
+
+def rederive(paths: list[Path]) -> None:
+    """Records written before `derived` existed, given it from their own medians (nothing measured)."""
+    for path in paths:
+        text = path.read_text()
+        record = json.loads(text)
+        record["derived"] = derived(record["medians"])
+        path.write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--derive"]:
+        rederive([Path(p) for p in sys.argv[2:]])
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--mb", type=float, default=150.0, help="MB of JSON per rank")
@@ -222,6 +246,7 @@ def main() -> None:
         "medians": medians, "samples": samples,
         "hta_over_ours_wall": (round(medians["hta"]["wall_s"] / medians["ccoverlap"]["wall_s"], 2)
                                if "hta" in medians else None),
+        "derived": derived(medians),
         "overlap_pct": overlap,
         "overlap_max_abs_diff": (max(abs(overlap["ccoverlap"][r] - overlap["hta"][r]) for r in overlap["hta"])
                                  if "hta" in overlap else None),

@@ -6,7 +6,11 @@ processes, interleaved (the first reader alternating), --reps times: wall and
 CPU seconds, peak RSS (VmHWM), kernels read. CPU seconds are the figure that
 a loaded machine leaves comparable. Writes the samples and provenance to --out.
 
+Beside the medians, `peak_rss_over_json`: each reader's peak RSS over the trace's size; --derive adds it to a
+record written before, measuring nothing.
+
 usage: python bench/analysis/reader_vs_old.py --mb 150 --reps 3 --out bench/results/reader-vs-old-150-cpu.json
+       python bench/analysis/reader_vs_old.py --derive RECORD.json
 """
 from __future__ import annotations
 
@@ -38,7 +42,18 @@ print(wall, cpu, int(hwm.split()[1]) * 1024, len(trace.kernels), os.getloadavg()
 """
 
 
+def rss_over_json(medians: dict[str, dict], mb: float) -> dict[str, float]:
+    """Each reader's peak RSS as a multiple of the trace's size."""
+    return {name: round(m["peak_rss_mb"] / mb, 2) for name, m in medians.items()}
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--derive"]:
+        for path in map(Path, sys.argv[2:]):
+            record = json.loads(path.read_text())
+            record["peak_rss_over_json"] = rss_over_json(record["medians"], record["json_mb"])
+            path.write_text(json.dumps(record, indent=1) + "\n")
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=150.0)
     ap.add_argument("--reps", type=int, default=3)
@@ -67,6 +82,7 @@ def main() -> None:
         "what": f"read_trace on one {mb:.1f} MB trace built from {SOURCES[0].relative_to(REPO)}: the typed reader "
                 f"against the ijson one it replaced, {args.reps} interleaved repetitions in fresh processes",
         "json_mb": round(mb, 1), "medians": medians, "cpu_speedup": round(old["cpu_s"] / typed["cpu_s"], 2),
+        "peak_rss_over_json": rss_over_json(medians, mb),
         "samples": samples, "provenance": provenance(args, None)}, indent=1) + "\n")
     print(json.dumps(medians), file=sys.stderr)
 

@@ -11,12 +11,17 @@ the calibration file the package ships.
 usage: python bench/summarize/whatif.py --lab LAB.json --capture CAPTURE.json --traces DIR|TGZ --out OUT.json
        [--calibration-out src/ccoverlap/whatif/calibration/h200.json]
        python bench/summarize/whatif.py --tables OUT.json   (the markdown tables of docs/results.md, from the record)
+       python bench/summarize/whatif.py --derive OUT.json   (add `by_family` to a written record, predicting nothing)
+
+`by_family`: per family (the case's compute kernel), the cells, how many are within 10% on both, and the median
+absolute error of the total and of the comm completion (statistics.median: an even count's middle two averaged).
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import statistics
 import tarfile
 import tempfile
 from pathlib import Path
@@ -67,6 +72,30 @@ def _fit(cases, law, families):
     return calibration.fit_pace(lambda pace: _pairs(_cells(cases, pace, law, families)))
 
 
+def by_family(rows: list[dict]) -> dict[str, dict]:
+    """Per family (the case's compute kernel, in the rows' order): cells, within 10% on both, median errors."""
+    out = {}
+    for family in dict.fromkeys(r["case"].split("+")[0] for r in rows):
+        ok = [r for r in rows if r["case"].split("+")[0] == family and r["status"] == "ok"]
+        out[family] = {"cells": sum(r["case"].split("+")[0] == family for r in rows), "predicted": len(ok),
+                       "within_10pct": sum(r["within_target"] for r in ok),
+                       "median_abs_error": statistics.median(abs(r["error"]) for r in ok) if ok else None,
+                       "median_abs_comm_error": (statistics.median(abs(r["comm_done_error"]) for r in ok)
+                                                 if ok else None)}
+    return out
+
+
+def derive(result: dict) -> dict:
+    """The record with `by_family` after its summary (computed from its rows; nothing predicted again)."""
+    out = {}
+    for k, v in result.items():
+        if k != "by_family":
+            out[k] = v
+        if k == "summary":
+            out["by_family"] = by_family(result["rows"])
+    return out
+
+
 def tables(result: dict) -> str:
     """Markdown: the summary, then one row per cell (held-out prediction; in-sample in parentheses)."""
     s = result["summary"]
@@ -74,9 +103,16 @@ def tables(result: dict) -> str:
            f"total: median |error| {100 * s['median_abs_error']:.1f}%, max {100 * s['max_abs_error']:.1f}%; "
            f"comm completion: median {100 * s['median_abs_comm_error']:.1f}%, "
            f"max {100 * s['max_abs_comm_error']:.1f}%.",
-           "",
-           "| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted | error |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+           ""]
+    if result.get("by_family"):
+        out += ["| family | cells | within 10% (total and comm completion) | median abs. error, total | "
+                "median, comm completion |", "|---|---:|---:|---:|---:|"]
+        out += [f"| {f} | {b['cells']} | {b['within_10pct']} | {100 * b['median_abs_error']:.1f}% | "
+                f"{100 * b['median_abs_comm_error']:.1f}% |" for f, b in result["by_family"].items()
+                if b["predicted"]]
+        out.append("")
+    out += ["| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted "
+            "| error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         if r["status"] != "ok":
             out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['status']} | | | | |")
@@ -91,6 +127,7 @@ def tables(result: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", type=Path, help="print the markdown tables of a written record, and stop")
+    ap.add_argument("--derive", type=Path, help="add `by_family` to a written record (its own layout), and stop")
     ap.add_argument("--lab", type=Path)
     ap.add_argument("--capture", type=Path)
     ap.add_argument("--traces", type=Path, help="the folder holding traces/, or traces.tgz")
@@ -99,6 +136,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.tables:
         print(tables(json.loads(args.tables.read_text())))
+        return 0
+    if args.derive:
+        text = args.derive.read_text()
+        args.derive.write_text(json.dumps(derive(json.loads(text)), indent=1 if text.startswith("{\n") else None)
+                               + ("\n" if text.endswith("\n") else ""))
         return 0
     if not (args.lab and args.capture and args.traces and args.out):
         ap.error("--lab, --capture, --traces and --out are needed (or --tables)")
@@ -162,6 +204,7 @@ def main() -> int:
                     "max_abs_comm_error": max((abs(r["comm_done_error"]) for r in ok), default=None)},
         "rows": rows,
     }
+    result = derive(result)
     write_json(args.out, result, indent=1)
     if args.calibration_out:
         write_json(args.calibration_out, cal.to_dict(), indent=1)

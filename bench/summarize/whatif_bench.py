@@ -7,7 +7,12 @@ so host time the simulator does not see cancels. Compared: each strategy's predi
 median (target: within 5%), and the predicted ranking with the measured one where the bench's 95% interval of
 the ratio to default excludes 1 (a difference beyond the noise). Writes one JSON row per (busbw, strategy).
 
+Derived per row: `simulated_step_error` (the simulated step, not anchored, against the measured median) and
+`link_bound_error` (the link-bound end against the measured median); --derive adds them to a written record
+without simulating again.
+
 usage: python bench/summarize/whatif_bench.py --dir bench/results/whatif-bench-2026-12-02-h200 --out OUT.json
+       python bench/summarize/whatif_bench.py --derive OUT.json
 """
 from __future__ import annotations
 
@@ -54,11 +59,38 @@ def one(root: Path, bench: dict, busbw: str) -> list[dict]:
     return out
 
 
+def derive(rows: list[dict]) -> list[dict]:
+    """Each row with its errors against the measured median: the simulated step's and the link-bound end's."""
+    for r in rows:
+        if r.get("simulated_step_ms") is not None:
+            r["simulated_step_error"] = r["simulated_step_ms"] / r["measured_ms"] - 1
+        if r.get("predicted_link_bound_ms") is not None:
+            r["link_bound_error"] = r["predicted_link_bound_ms"] / r["measured_ms"] - 1
+    return rows
+
+
+def rewrite(path: Path, record: dict) -> None:
+    """A written record again, in its own layout (indented or not), its measurements untouched."""
+    text = path.read_text()
+    path.write_text(json.dumps(record, indent=1 if text.startswith("{\n") else None)
+                    + ("\n" if text.endswith("\n") else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", type=Path, required=True)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--dir", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--derive", type=Path, nargs="+", metavar="OUT.json",
+                    help="add the derived fields to written records, and stop")
     args = ap.parse_args()
+    if args.derive:
+        for path in args.derive:
+            record = json.loads(path.read_text())
+            derive(record["rows"])
+            rewrite(path, record)
+        return 0
+    if not (args.dir and args.out):
+        ap.error("--dir and --out are needed (or --derive)")
     rows, provenance = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for tgz in sorted(args.dir.glob("ddp-*.tgz")):
@@ -72,6 +104,7 @@ def main() -> int:
             bench = json.loads(bench_path.read_text())
             provenance[busbw] = bench["provenance"]
             rows += one(Path(tmp) / f"ddp-{busbw}", bench, busbw)
+    derive(rows)
     ranked = {}
     for busbw in sorted({r["busbw_gbps"] for r in rows}):
         mine = [r for r in rows if r["busbw_gbps"] == busbw and r["status"] == "ok"]
