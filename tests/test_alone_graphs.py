@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import kineto_synth as ks
 from ccoverlap.analysis.alone import key_of, with_alone
 from ccoverlap.analysis.contention import diagnose
@@ -111,3 +113,194 @@ def test_a_collective_waiting_inside_a_branched_graph_reads_cannot_tell_not_noth
     line = verdict([diagnose({0: trace})[0]]).line
     assert line.startswith("cannot tell") and "nothing to gain" not in line
     assert "inside a CUDA graph replayed on 2 streams" in line
+
+
+# -- the graph's edges, from the topology the doctor's capture read (analysis/graphs.py, doctor/graph_capture.py) --
+
+def dispatch_replay(tmp_path: Path, comm_start: float = 5400.0):
+    """The dispatch program in a two-stream graph: a short kernel, then a 6-wave grid (2 blocks/SM by shared
+    memory) on the capture stream and the collective on a branch of its own, both after the short kernel."""
+    kernels = [ks.K("plain", 100, 100, launch_ts=10),
+               ks.K("first", 300, 100, block=128, grid=132, launch_ts=250),
+               ks.K("padded_kernel", 400, 6000, block=256, grid=6 * 2 * 132, regs=16, smem=100000, launch_ts=250),
+               ks.K("ncclDevKernel_SendRecv", comm_start, 1500, stream=13, block=256, grid=16, smem=16384,
+                    launch_ts=250)]
+    return read_trace(graph_trace(tmp_path / "rank0_trace.json", kernels, [1, 2, 3], 0))
+
+
+TOPOLOGY = {"nodes": [{"name": "first", "grid": 132, "block": 128},
+                      {"name": "_Z13padded_kernelv", "grid": 6 * 2 * 132, "block": 256},
+                      {"name": "ncclDevKernel_SendRecv", "grid": 16, "block": 256}],
+            "edges": [[0, 1], [0, 2]]}
+
+
+def test_work_edges_follow_event_and_empty_nodes_to_the_work_behind_them():
+    from ccoverlap.doctor.graph_capture import KERNEL, MEMSET, work_edges
+
+    event, empty = 7, 5  # CU_GRAPH_NODE_TYPE_EVENT_RECORD, _EMPTY
+    kinds = [KERNEL, event, KERNEL, empty, MEMSET, KERNEL]
+    work, edges = work_edges(kinds, [(0, 1), (1, 2), (1, 3), (3, 4), (4, 5), (0, 5)])
+    assert work == [0, 2, 4, 5] and edges == [(0, 1), (0, 2), (0, 3), (2, 3)]
+
+
+def test_topologies_are_put_in_order_and_malformed_ones_counted():
+    from ccoverlap.analysis.graphs import parse
+
+    backwards = {"nodes": TOPOLOGY["nodes"][::-1], "edges": [[2, 1], [2, 0]]}
+    cycle = {"nodes": TOPOLOGY["nodes"][:2], "edges": [[0, 1], [1, 0]]}
+    (topo,), bad = parse([backwards, cycle, {"nodes": []}, {"nodes": TOPOLOGY["nodes"], "edges": [[0, 9]]}])
+    assert bad == 3 and topo.names[0] == "first" and topo.preds == ((), (0,), (0,))
+
+
+def test_a_replay_matched_to_its_topology_is_diagnosed_and_its_lever_named(tmp_path):
+    """With the graph's edges the collective was ready when the short kernel ended (400) and waited for the
+    grid's dispatch (at 5400): priority, as in the same program without a graph; never "cannot tell"."""
+    import dataclasses
+
+    from ccoverlap.analysis.deps import graph
+    from ccoverlap.analysis.graphs import parse
+    from ccoverlap.analysis.mechanisms.base import Cause
+    from ccoverlap.analysis.recommend import verdict
+
+    trace = dispatch_replay(tmp_path)
+    hidden = diagnose({0: trace})[0]
+    assert verdict([hidden]).line.startswith("cannot tell")
+    trace = dataclasses.replace(trace, graphs=parse([TOPOLOGY])[0])
+    g = graph(trace)
+    assert not g.unresolved and g.events == {2: (1,), 3: (1,)} and g.prev[2] == -1
+    assert g.ready(3) == (400, "event")
+    assert any("as the doctor's capture read the graph" in n for n in g.notes)
+    d = diagnose({0: trace})[0]
+    (c,) = d.comm
+    assert c.ready_us == 400 and c.cause is Cause.DISPATCH_ORDER and c.blocked_by == ("padded_kernel",)
+    assert [r.lever for r in verdict([d]).recommendations][:1] == ["priority"]
+
+
+@pytest.mark.parametrize("change", ["shape", "c-name", "order"])
+def test_a_topology_that_does_not_fit_the_replay_leaves_it_unknown(tmp_path, change):
+    """Another shape, another C name, or a kernel that started before the node it waits for ended (the edge
+    forbids it): no match, and the replay's waits stay unknown rather than guessed."""
+    import copy
+    import dataclasses
+
+    from ccoverlap.analysis.deps import graph
+    from ccoverlap.analysis.graphs import parse
+
+    topo = copy.deepcopy(TOPOLOGY)
+    if change == "shape":
+        topo["nodes"][2]["grid"] = 24
+    elif change == "c-name":
+        topo["nodes"][0]["name"] = "second"
+    else:
+        topo["edges"].append([1, 2])  # the collective waits for the grid, which it started beside
+    g = graph(dataclasses.replace(dispatch_replay(tmp_path), graphs=parse([topo])[0]))
+    assert set(g.unresolved) == {2, 3}
+    assert any("none of the captured graphs matches these replays" in n for n in g.notes)
+
+
+def test_install_keeps_the_graph_reads_it_and_instantiates_as_capture_end_would():
+    from ccoverlap.doctor.graph_capture import Sink, install
+
+    calls = []
+
+    class FakeGraph:
+        def __init__(self, keep_graph=False):
+            calls.append(("init", keep_graph))
+
+        def capture_end(self):
+            calls.append("end")
+
+        def raw_cuda_graph(self):
+            return 1234
+
+        def instantiate(self):
+            calls.append("instantiate")
+
+    class FakeDriver:
+        def topology(self, graph):
+            if graph != 1234:
+                raise ValueError("wrong graph")
+            return TOPOLOGY
+
+    sink = Sink()
+    install(FakeGraph, sink, FakeDriver)
+    FakeGraph().capture_end()
+    FakeGraph(keep_graph=True).capture_end()  # the program keeps its own: it instantiates when it wants
+    assert calls == [("init", True), "end", "instantiate", ("init", True), "end"]
+    assert sink.graphs == [TOPOLOGY, TOPOLOGY] and not sink.skipped
+
+
+def test_a_graph_that_cannot_be_read_is_skipped_and_the_program_goes_on():
+    from ccoverlap.doctor.graph_capture import Sink, install
+
+    class FakeGraph:
+        def __init__(self, keep_graph=False):
+            self.instantiated = False
+
+        def capture_end(self):
+            pass
+
+        def raw_cuda_graph(self):
+            return 1
+
+        def instantiate(self):
+            self.instantiated = True
+
+    class Opaque:
+        def topology(self, graph):
+            raise ValueError("it holds a child graph")
+
+    sink = Sink()
+    install(FakeGraph, sink, Opaque)
+    g = FakeGraph()
+    g.capture_end()
+    assert g.instantiated and not sink.graphs and sink.skipped == ["ValueError: it holds a child graph"]
+
+
+def test_the_record_carries_the_graphs_to_the_analysis(tmp_path):
+    from ccoverlap.doctor import record
+
+    lines = [{"format": record.FORMAT, "rank": 0, "pid": 7},
+             {"window": "open", "cuda": True, "trace": "rank0_trace.json.gz", "t": 1.0},
+             {"window": "closed", "trace": "rank0_trace.json.gz", "recorded": 3, "complete": True, "t": 2.0},
+             {"graphs": [TOPOLOGY], "graphs_skipped": []}]
+    path = tmp_path / ("rank0" + record.STEPS_SUFFIX)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records, bad = record.read_all(tmp_path)
+    assert not bad and records[0].graphs == (TOPOLOGY,)
+    assert record.processes(tmp_path, records)[0].graphs == (TOPOLOGY,)
+
+
+@pytest.mark.gpu
+def test_the_driver_reads_a_graph_torch_captured_on_two_streams():
+    """On the GPU: a graph captured through (a subclass of) torch.cuda.CUDAGraph, patched as the doctor patches
+    it, computes what it did, and its three kernels come back with the branch's edges."""
+    import torch
+
+    from ccoverlap.analysis.graphs import Topology
+    from ccoverlap.doctor.graph_capture import Sink, install
+
+    class Graph(torch.cuda.CUDAGraph):
+        pass
+
+    sink = Sink()
+    install(Graph, sink)
+    x = torch.randn(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    g = Graph()
+    with torch.cuda.graph(g):
+        y = x * 2
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            z = y + 1
+        w = y * 3
+        torch.cuda.current_stream().wait_stream(side)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(z, x * 2 + 1) and torch.equal(w, x * 2 * 3)
+    assert not sink.skipped, sink.skipped
+    (doc,) = sink.graphs
+    topo = Topology.from_json(doc)
+    assert len(topo.names) == 3 and all(topo.names) and all(grid > 0 and block > 0 for grid, block in topo.shapes)
+    assert topo.preds == ((), (0,), (0,))

@@ -22,6 +22,7 @@ Showing an analysis (JSON, table, HTML report) is `analysis.summary`.
 from __future__ import annotations
 
 import os
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
                                       analysed_kernels, device_limits, discover, no_cyclic_gc, printable, read_trace,
                                       read_traces, short_name, trace_limit, unlaunched)
-from ccoverlap.analysis import parallel
+from ccoverlap.analysis import graphs, parallel
 from ccoverlap.analysis.process import Process
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress
@@ -117,6 +118,11 @@ def first(task: Task) -> Part:
     alone: list[Problem] = []
     process = (task.processes or {}).get(trace.rank)
     trace, match = _with_alone(trace, classifier, alone, task.limit, process.alone if process else None)
+    if process and process.graphs:
+        topologies, bad = graphs.parse(process.graphs)
+        trace = dataclasses.replace(trace, graphs=topologies)
+        if bad:
+            alone.append(Problem(path, f"{bad} captured CUDA graph topolog(ies) malformed: left out"))
     pending = first_pass(trace, task.comm_cluster, process)
     base = task.baseline.get(trace.rank) if task.baseline else None
     measured = measure(task.strategy, trace, base, pending.provisional())

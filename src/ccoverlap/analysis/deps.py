@@ -15,6 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ccoverlap.analysis import graphs
 from ccoverlap.analysis.trace import KernelEvent, Trace
 from ccoverlap.util.text import shorten
 
@@ -159,18 +160,24 @@ def graph(trace: Trace) -> Graph:
             blind += 1
             unresolved[consumer].append(f"a cudaStreamWaitEvent at {call.ts:.3f} has no Stream Wait Event record: "
                                         "which stream waited, and for what, is unknown")
-    graphed = _graph_edges_unknown(kernels, trace.graph_calls, unresolved)
+    hidden, resolved = _graph_edges(kernels, trace, prev, events, unresolved)
     notes = []
-    if graphed:
-        replays, n = graphed
+    if resolved:
+        notes.append(f"{resolved} CUDA graph replay(s) on several streams: what their kernels waited for is the "
+                     "graph's edges, as the doctor's capture read the graph")
+    if hidden:
+        replays, n = hidden
         notes.append(f"{n} kernel(s) of {replays} CUDA graph replay(s) that ran on several streams: the trace has no "
-                     "record of a graph's edges, so what each waited for inside the graph is unknown and their waits "
-                     "are not diagnosed (run the step once without the graph under the doctor to see them)")
+                     "record of a graph's edges"
+                     + (" and none of the captured graphs matches these replays" if trace.graphs else "")
+                     + ", so what each waited for inside the graph is unknown and their waits are not diagnosed (run "
+                     "the program under `ccoverlap doctor`, which reads the graphs that torch.cuda.CUDAGraph "
+                     "captures, or the step once without the graph)")
     if blind:
         notes.append(f"{blind} stream wait(s) without a Stream Wait Event record "
                      f"({'no CUDA sync events in the trace' if not trace.waits else 'some records missing'}): "
                      f"the kernels launched after them have an unknown dependency; {SYNC_EVENTS_HINT}")
-    if other := sum(len(v) for v in unresolved.values()) - blind - (graphed[1] if graphed else 0):
+    if other := sum(len(v) for v in unresolved.values()) - blind - (hidden[1] if hidden else 0):
         notes.append(f"{other} event wait(s) could not be matched to the GPU work they waited for: "
                      "the kernels after them have an unknown dependency")
     if fallback:
@@ -180,17 +187,32 @@ def graph(trace: Trace) -> Graph:
                  {i: tuple(p) for i, p in events.items()}, {i: tuple(r) for i, r in unresolved.items()}, tuple(notes))
 
 
-def _graph_edges_unknown(kernels: tuple[KernelEvent, ...], graph_calls: frozenset[int],
-                         unresolved: dict[int, list[str]]) -> tuple[int, int] | None:
-    """Mark unresolved every kernel but the first of a CUDA graph replay whose kernels ran on more than one stream
-    (the executor's streams, not the graph's edges: a branch's kernel may have waited for another branch's); a
-    replay on one stream is a chain, and its stream order is its edges. (replays, kernels) marked, or None."""
+def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, prev: list[int], events: dict[int, list[int]],
+                 unresolved: dict[int, list[str]]) -> tuple[tuple[int, int] | None, int]:
+    """The waits inside every CUDA graph replay whose activities ran on more than one stream (a replay on one
+    stream is a chain: its stream order is its edges). Where a captured topology matches the replay
+    (analysis/graphs.py), its edges become the activities' event waits and the executor's stream order inside the
+    replay is dropped (a stream of the executor is not an edge); else every activity but the first is unresolved.
+    ((replays, activities) left unresolved, or None; replays resolved)."""
     replays: dict[int, list[int]] = defaultdict(list)
     for i, k in enumerate(kernels):
-        if k.correlation in graph_calls:
+        if k.correlation in trace.graph_calls:
             replays[k.correlation].append(i)
-    marked = [(idx, streams) for idx in replays.values() if (streams := len({kernels[i].stream for i in idx})) > 1]
-    for idx, streams in marked:
-        for i in idx[1:]:  # `kernels` is sorted by start: the first ran after the launch and its stream only
-            unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: {GRAPH_EDGES_UNKNOWN}")
-    return (len(marked), sum(len(idx) - 1 for idx, _ in marked)) if marked else None
+    hidden, resolved = [], 0
+    for idx in replays.values():
+        if (streams := len({kernels[i].stream for i in idx})) < 2:
+            continue
+        found = graphs.edges([kernels[i] for i in idx], trace.graphs) if trace.graphs else None
+        if found is None:
+            hidden.append(idx)
+            for i in idx[1:]:  # `kernels` is sorted by start: the first ran after the launch and its stream only
+                unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: {GRAPH_EDGES_UNKNOWN}")
+            continue
+        resolved += 1
+        inside = set(idx)
+        for i, preds in zip(idx, found, strict=True):
+            if prev[i] in inside:
+                prev[i] = -1
+            if preds:
+                events[i].extend(idx[p] for p in preds)
+    return ((len(hidden), sum(len(idx) - 1 for idx in hidden)) if hidden else None), resolved

@@ -14,8 +14,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Process:
     """What the launch interposer saw a rank's process launch (its stats), the scheduling variables it ran with,
-    and its alone window's trace as the doctor recorded it (None: looked for beside the trace, by its name)."""
+    its alone window's trace as the doctor recorded it (None: looked for beside the trace, by its name), and the
+    topologies of the CUDA graphs it captured."""
 
     launches: LaunchStats | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     alone: Path | None = None
+    graphs: tuple[dict, ...] = ()  # the CUDA graphs it captured, as the capture wrote them (analysis/graphs.py)

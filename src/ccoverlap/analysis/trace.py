@@ -119,6 +119,9 @@ class Trace:
     event_streams: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)  # record call's
     # correlation -> (stream, event id), from Kineto's cuda_event records where the trace has them
     graph_calls: frozenset[int] = frozenset()  # correlations of the calls that replayed a CUDA graph
+    # The topologies of the CUDA graphs the process captured (analysis/graphs.Topology), from the doctor's capture
+    # (the trace has none): what a replay's kernels waited for inside the graph. Empty: unknown.
+    graphs: tuple = field(default=(), repr=False)
     # Each launch's measured time alone (us), by its correlation: from the doctor's alone window, matched launch
     # by launch (analysis/alone.py); None where no alone window was measured. A launch missing from it was
     # not matched: its time alone is unknown, never inferred from other launches.

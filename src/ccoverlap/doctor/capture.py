@@ -21,6 +21,10 @@ next starts), to rank<r>_trace.alone.gz: the doctor matches its launches to the 
 what each launch takes alone (analysis/alone.py). Without the interposer in the process it is skipped,
 and the record says why.
 
+The topology of every CUDA graph the program captures through torch.cuda.CUDAGraph before the window closes
+goes to the record as the window closes (doctor/graph_capture.py): a replay's trace has its kernels, not the
+graph's edges.
+
 A process that ends inside the window writes what the profiler recorded: at exit (atexit: a normal end,
 sys.exit, an exception) and on SIGTERM where the program left its default action (torchrun and `ccoverlap
 doctor` send it to stop a job). SIGKILL leaves the step lines written so far and no trace of the open
@@ -43,6 +47,7 @@ from pathlib import Path
 import torch
 
 from ccoverlap.util import profiling
+from ccoverlap.doctor import graph_capture
 from ccoverlap.doctor.config import CaptureConfig
 from ccoverlap.doctor.record import Identity, Log, identity
 
@@ -108,6 +113,7 @@ class Capture:
         self.busy = False  # inside a hook: a SIGTERM then waits for the hook's end
         self.killed: int | None = None
         self.finished = False
+        self.graphs = graph_capture.Sink()  # the CUDA graphs captured so far (written as the window closes)
 
     # -- the record ---------------------------------------------------------------------------------------
 
@@ -193,6 +199,8 @@ class Capture:
         self.log.write({"alone_window" if self.alone else "window": "closed",
                         "trace": recorder.path.name if written else None, "recorded": self.recorded,
                         "complete": complete, "t": time.monotonic()})
+        if not self.alone and (self.graphs.graphs or self.graphs.skipped):
+            self.log.write({"graphs": self.graphs.graphs, "graphs_skipped": self.graphs.skipped})
         self.alone = False
         if (threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGTERM) == self._on_sigterm):
@@ -422,6 +430,7 @@ def install(config: dict) -> None:
     register_optimizer_step_pre_hook(capture.pre_step)
     register_optimizer_step_post_hook(capture.post_step)
     atexit.register(capture.finish)
+    graph_capture.install(torch.cuda.CUDAGraph, capture.graphs)
     os.register_at_fork(after_in_child=capture.forget)
     if cfg.seconds:
         threading.Thread(target=capture.run_timer, name="ccoverlap-doctor", daemon=True).start()

@@ -177,6 +177,7 @@ class RankRecord:
     alone_trace: Path | None = None  # the alone window's trace, if written
     alone_note: str | None = None  # why there is none (the interposer not loaded, the profiler failed), or None
     window_s: tuple[float | None, float | None] = (None, None)  # wall time of the window and of the alone window
+    graphs: tuple[dict, ...] = ()  # the CUDA graphs captured before its window closed (doctor/graph_capture)
 
     @property
     def pid(self) -> int | None:
@@ -263,13 +264,14 @@ def read(path: Path) -> RankRecord:
         alone = {e["alone_window"]: e for e in rest if "alone_window" in e}
         alone_trace = (alone.get("closed") or {}).get("trace")
         note = alone["unavailable"]["why"] if "unavailable" in alone else None
+        graphs = tuple(g for e in rest if isinstance(e.get("graphs"), list) for g in e["graphs"])
         return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
                           path.parent / trace if trace else None, closed["recorded"] if closed else None,
                           bool(closed and closed["complete"]), failed["error"] if failed else None,
                           tuple(map(float, printed["fingerprint"])) if printed else None,
                           _number(printed.get("rounding")), stopped,
                           path.parent / alone_trace if alone_trace else None, note,
-                          (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))))
+                          (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))), graphs)
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
 
@@ -308,5 +310,5 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     for r in records:
         if r.rank not in out and r.pid is not None:
             out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
-                                  r.alone_trace)
+                                  r.alone_trace, r.graphs)
     return out

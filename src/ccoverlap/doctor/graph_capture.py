@@ -1,0 +1,158 @@
+"""Inside the program: the topology of every CUDA graph it captures through torch.cuda.CUDAGraph (torch.cuda.graph,
+make_graphed_callables, torch.compile's CUDA graphs), read from the driver as the capture ends, for the analysis
+(analysis/graphs.py): a trace holds a replay's kernels, not the graph's edges.
+
+To read a graph after capture_end torch must keep it, so the patched class is built with keep_graph=True and, where
+the program did not ask for that, instantiated at once, as capture_end would have done (the first replay costs what
+it did). The graph's template then lives beside its executable: host memory, nothing on the GPU. A graph with a
+child graph or a conditional node is not written (its edges are not all at one level): its replays stay unknown.
+Any failure here leaves the program's graph as it was and the topology unwritten."""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+#: CUgraphNodeType values (cuda.h): the work the trace shows; nodes whose edges cannot be followed at one level
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+OPAQUE = {4: "a child graph", 13: "a conditional node"}
+MAX_GRAPHS = 64  # a program that captures more (one graph per shape) has the first ones written
+MAX_NODES = 20000
+
+
+class _KernelParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h, CUDA 12+); v1 is its prefix up to `extra`."""
+
+    _fields_ = [("func", ctypes.c_void_p), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("params", ctypes.c_void_p), ("extra", ctypes.c_void_p),
+                ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
+
+
+def work_edges(kinds: Sequence[int], edges: Sequence[tuple[int, int]]) -> tuple[list[int], list[tuple[int, int]]]:
+    """The GPU-work nodes (kernels, memcpys, memsets) and the edges between them, each through any chain of other
+    nodes (event records, waits, empty nodes), as positions in the list of work nodes."""
+    succs: dict[int, list[int]] = {}
+    for a, b in edges:
+        succs.setdefault(a, []).append(b)
+    work = [i for i, k in enumerate(kinds) if k in (KERNEL, MEMCPY, MEMSET)]
+    where = {node: n for n, node in enumerate(work)}
+    out = set()
+    for a in work:
+        seen, todo = set(), list(succs.get(a, ()))
+        while todo:
+            b = todo.pop()
+            if b in seen:
+                continue
+            seen.add(b)
+            if b in where:
+                out.add((where[a], where[b]))
+            else:
+                todo.extend(succs.get(b, ()))
+    return work, sorted(out)
+
+
+class Driver:
+    """The few driver calls that read a graph (libcuda, which torch has loaded already)."""
+
+    def __init__(self, lib: ctypes.CDLL | None = None):
+        self.lib = lib or ctypes.CDLL("libcuda.so.1")
+
+    def _call(self, name: str, *args) -> None:
+        if (rc := getattr(self.lib, name)(*args)) != 0:
+            raise OSError(f"{name}: CUresult {rc}")
+
+    def _array(self, name: str, graph: int, count: int, tail: tuple = ()) -> list[int]:
+        nodes = (ctypes.c_void_p * max(count, 1))()
+        n = ctypes.c_size_t(count)
+        self._call(name, ctypes.c_void_p(graph), nodes, *tail, ctypes.byref(n))
+        return [nodes[i] or 0 for i in range(n.value)]
+
+    def topology(self, graph: int) -> dict:
+        """{nodes: [{name, grid, block}], edges: [[a, b]]} of the graph's work nodes; ValueError where the graph
+        cannot be written (an opaque node, too many nodes)."""
+        n = ctypes.c_size_t(0)
+        self._call("cuGraphGetNodes", ctypes.c_void_p(graph), None, ctypes.byref(n))
+        if n.value > MAX_NODES:
+            raise ValueError(f"{n.value} nodes (more than {MAX_NODES})")
+        nodes = self._array("cuGraphGetNodes", graph, n.value)
+        index = {node: i for i, node in enumerate(nodes)}
+        kinds = []
+        for node in nodes:
+            kind = ctypes.c_int(-1)
+            self._call("cuGraphNodeGetType", ctypes.c_void_p(node), ctypes.byref(kind))
+            if kind.value in OPAQUE:
+                raise ValueError(f"it holds {OPAQUE[kind.value]}")
+            kinds.append(kind.value)
+        work, edges = work_edges(kinds, [(index[a], index[b]) for a, b in self._edges(graph)])
+        return {"nodes": [self._node(nodes[i], kinds[i]) for i in work], "edges": [list(e) for e in edges]}
+
+    def _edges(self, graph: int) -> list[tuple[int, int]]:
+        v2 = hasattr(self.lib, "cuGraphGetEdges_v2")
+        name, extra = ("cuGraphGetEdges_v2", (None,)) if v2 else ("cuGraphGetEdges", ())
+        n = ctypes.c_size_t(0)
+        self._call(name, ctypes.c_void_p(graph), None, None, *extra, ctypes.byref(n))
+        if not n.value:
+            return []
+        src, dst = (ctypes.c_void_p * n.value)(), (ctypes.c_void_p * n.value)()
+        self._call(name, ctypes.c_void_p(graph), src, dst, *extra, ctypes.byref(n))
+        return [(src[i] or 0, dst[i] or 0) for i in range(n.value)]
+
+    def _node(self, node: int, kind: int) -> dict:
+        if kind != KERNEL:
+            return {"name": "", "grid": 0, "block": 0}
+        p = _KernelParams()
+        name = "cuGraphKernelNodeGetParams_v2" if hasattr(self.lib, "cuGraphKernelNodeGetParams_v2") else \
+            "cuGraphKernelNodeGetParams"
+        self._call(name, ctypes.c_void_p(node), ctypes.byref(p))
+        return {"name": self._name(p), "grid": p.grid[0] * p.grid[1] * p.grid[2],
+                "block": p.block[0] * p.block[1] * p.block[2]}
+
+    def _name(self, p: _KernelParams) -> str:
+        """The kernel's name (mangled for C++), or "" where the driver gives none."""
+        out = ctypes.c_char_p()
+        for call, handle in (("cuFuncGetName", p.func), ("cuKernelGetName", p.kern)):
+            if handle and hasattr(self.lib, call) and getattr(self.lib, call)(ctypes.byref(out),
+                                                                              ctypes.c_void_p(handle)) == 0:
+                return (out.value or b"").decode(errors="replace")
+        return ""
+
+
+@dataclass
+class Sink:
+    """The topologies read so far, and what could not be read (the record says how many and why)."""
+
+    graphs: list[dict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def add(self, read: Callable[[], dict]) -> None:
+        if len(self.graphs) >= MAX_GRAPHS:
+            self.skipped.append(f"more than {MAX_GRAPHS} graphs")
+            return
+        try:
+            self.graphs.append(read())
+        except Exception as exc:  # noqa: BLE001 - the program's graph is untouched; its topology is unwritten
+            self.skipped.append(f"{type(exc).__name__}: {exc}")
+
+
+def install(cls: type, sink: Sink, driver: Callable[[], Driver] = Driver) -> None:
+    """Patch `cls` (torch.cuda.CUDAGraph) to keep its graph and hand each captured graph's topology to `sink`."""
+    init, end = cls.__init__, cls.capture_end
+    drivers: list[Driver] = []
+
+    def __init__(self, keep_graph: bool = False, *args, **kwargs) -> None:
+        init(self, True, *args, **kwargs)
+        self._ccoverlap_instantiate = not keep_graph
+
+    def capture_end(self) -> None:
+        end(self)
+        if not drivers:
+            try:
+                drivers.append(driver())
+            except OSError as exc:
+                sink.skipped.append(f"no driver: {exc}")
+        if drivers:
+            sink.add(lambda: drivers[0].topology(self.raw_cuda_graph()))
+        if getattr(self, "_ccoverlap_instantiate", False):
+            self.instantiate()
+
+    cls.__init__, cls.capture_end = __init__, capture_end
