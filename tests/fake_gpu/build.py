@@ -9,7 +9,9 @@ HERE = Path(__file__).parent
 
 
 def build(out: Path) -> Path:
-    """Compile everything into `out` with the system C compiler; returns the launcher's path."""
+    """Compile everything into `out` with the system C compiler; returns the launcher's path. The launcher finds
+    the fakes by DT_RPATH, which the loader searches before LD_LIBRARY_PATH (DT_RUNPATH comes after it): on a
+    machine whose LD_LIBRARY_PATH holds the real libcuda.so.1 (a GPU host) it still loads the fake."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise FileNotFoundError("no C compiler (cc or gcc) on PATH")
@@ -21,5 +23,5 @@ def build(out: Path) -> Path:
     subprocess.run([cc, *flags, "-fPIC", "-shared", "-Wl,-soname,libamdhip64.so", "-o", out / "libamdhip64.so",
                     HERE / "fake_hip.c"], check=True)
     subprocess.run([cc, *flags, "-o", out / "launcher", HERE / "launcher.c", f"-L{out}", "-lcuda", "-lamdhip64",
-                    "-ldl", "-lpthread", f"-Wl,-rpath,{out}"], check=True)
+                    "-ldl", "-lpthread", "-Wl,--disable-new-dtags", f"-Wl,-rpath,{out}"], check=True)
     return out / "launcher"
