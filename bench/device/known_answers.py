@@ -6,6 +6,7 @@ the time left allows (trials to the winner). One JSON with provenance and the ra
   python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--doctor-only c,d] [--tune a,b]
   python bench/device/known_answers.py --reanalyze RUN.json --folders DIR [DIR...] --out OUT.json
   python bench/device/known_answers.py --combine RUN.json OUT.json [DOCTOR.json...] --what TEXT --out RESULTS.json
+  python bench/device/known_answers.py --rejudge DOCTOR_ONLY.json --realized RUN.json --out RESULTS.json
 
 Without CUDA (a dry run on the CPU) the GPU parts are skipped and said so; the orchestration, the JSON and the
 targets' arithmetic still run, against tests/data/doctor_train.py for the doctor and the tuner. --reanalyze
@@ -286,6 +287,22 @@ def combine(run: Path, again: Path, extra: list[Path], out: Path, what: str) -> 
     return 0
 
 
+def rejudge(doctors: Path, realized_in: Path, out: Path) -> int:
+    """A run's --doctor-only programs judged against the gains another recorded run realized (the programs
+    unchanged between them): one file, both runs' provenance, the doctor's figures as recorded."""
+    run, before = json.loads(doctors.read_text()), json.loads(realized_in.read_text())
+    judged = {}
+    for name, e in run["programs"].items():
+        real = (before["programs"].get(name) or {}).get("realized")
+        if "doctor" in e and "realized" not in e and real:
+            judged[name] = {"judged": judge(CASES[name], real, e["doctor"]), "realized_in": realized_in.name}
+    out.write_text(json.dumps({"what": f"the --doctor-only programs of {doctors.name} judged against the gains "
+                                       f"{realized_in.name} realized", "provenance": run["provenance"],
+                               "realized_provenance": before["provenance"], "programs": judged, "run": run},
+                              indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reanalyze", type=Path, help="a recorded known-answers.json to judge again")
@@ -293,6 +310,9 @@ def main() -> int:
     p.add_argument("--combine", type=Path, nargs="+", metavar="JSON",
                    help="RUN REANALYSIS [DOCTOR.json...]: one results file of them, --what saying how they came about")
     p.add_argument("--what", default="", help="with --combine: how the runs came about, in words")
+    p.add_argument("--rejudge", type=Path, metavar="JSON", help="a run with --doctor-only programs, to judge "
+                   "against --realized")
+    p.add_argument("--realized", type=Path, metavar="JSON", help="with --rejudge: the run that realized their gains")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
     p.add_argument("--programs", default=",".join(CASES), help="comma-separated, or none (only --tune)")
@@ -304,6 +324,8 @@ def main() -> int:
     p.add_argument("--tune-orders", default="doctor", help="tune's --order values to run each tuned program under "
                    "(doctor,registry: trials to the winner with and without the doctor's ordering)")
     a = p.parse_args()
+    if a.rejudge:
+        return rejudge(a.rejudge, a.realized, a.out)
     if a.combine:
         return combine(a.combine[0], a.combine[1], a.combine[2:], a.out, a.what)
     if a.reanalyze:
