@@ -2,15 +2,19 @@
 # Issue 29.4 on the device machine's 16 cores (CPU work only, the GPU idle): CHAINS copies of bench/ci/interposer_loop.py
 # at once, each a chain of pytest sessions of the interposer's test modules until its MINUTES run out or a session
 # fails; the first chain also starts the two spinning processes, so the cores are busier than CI's. Back in $OUT:
-# each chain's record and the log; bench/summarize/interposer_loop.py folds them into one record.
-# usage (device tool): CCOVERLAP_COMMIT=<full sha> bash bench/device/interposer_loop.sh [CHAINS [MINUTES]]
+# the chains folded into one record by bench/summarize/interposer_loop.py, the chains' files in one archive, the log.
+# usage (device tool): CCOVERLAP_COMMIT=<full sha> bash bench/device/interposer_loop.sh [CHAINS [MINUTES [REPS]]]
 set -uo pipefail
 source "$(dirname "$0")/prologue.sh"
 exec > >(tee "$OUT/log") 2>&1
-CHAINS=${1:-10}; MINUTES=${2:-5}
+CHAINS=${1:-10}; MINUTES=${2:-5}; REPS=${3:-5}  # REPS: copies of the modules per pytest session
 for i in $(seq 1 "$CHAINS"); do
-  python3 bench/ci/interposer_loop.py --out "$OUT/chain-$i.json" --minutes "$MINUTES" \
+  python3 bench/ci/interposer_loop.py --out "$OUT/chain-$i.json" --minutes "$MINUTES" --reps "$REPS" \
     --spinners "$([ "$i" = 1 ] && echo 2 || echo 0)" > "$OUT/chain-$i.log" 2>&1 &
 done
 wait
-tail -n 2 "$OUT"/chain-*.log; uptime
+tail -qn 1 "$OUT"/chain-*.log; uptime
+# folded here, one record and one archive back (the copy-back limit dropped chain records before)
+python3 bench/summarize/interposer_loop.py "$OUT"/chain-*.json --gpu-host "the H200 device machine ($(nproc) cores)" \
+  --out "$OUT/interposer-loop.json"
+tar czf "$OUT/chains.tgz" -C "$OUT" $(cd "$OUT" && ls chain-*) && rm -f "$OUT"/chain-*
