@@ -304,3 +304,16 @@ def test_the_driver_reads_a_graph_torch_captured_on_two_streams():
     topo = Topology.from_json(doc)
     assert len(topo.names) == 3 and all(topo.names) and all(grid > 0 and block > 0 for grid, block in topo.shapes)
     assert topo.preds == ((), (0,), (0,))
+
+
+def test_a_torch_that_cannot_keep_its_graph_is_left_as_it_is():
+    from ccoverlap.doctor.graph_capture import Sink, install
+
+    class OldGraph:
+        def capture_end(self):
+            pass
+
+    before = OldGraph.__dict__.copy()
+    sink = Sink()
+    install(OldGraph, sink)
+    assert OldGraph.__dict__ == before and "cannot keep a captured graph" in sink.skipped[0]

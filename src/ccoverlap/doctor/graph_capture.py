@@ -135,7 +135,11 @@ class Sink:
 
 
 def install(cls: type, sink: Sink, driver: Callable[[], Driver] = Driver) -> None:
-    """Patch `cls` (torch.cuda.CUDAGraph) to keep its graph and hand each captured graph's topology to `sink`."""
+    """Patch `cls` (torch.cuda.CUDAGraph) to keep its graph and hand each captured graph's topology to `sink`; a
+    torch without keep_graph (before 2.7: no raw_cuda_graph, no instantiate) is left as it is, its graphs unread."""
+    if not all(hasattr(cls, name) for name in ("raw_cuda_graph", "instantiate", "capture_end")):
+        sink.skipped.append("this torch cannot keep a captured graph (torch.cuda.CUDAGraph has no raw_cuda_graph)")
+        return
     init, end = cls.__init__, cls.capture_end
     drivers: list[Driver] = []
 
