@@ -317,3 +317,20 @@ def test_a_torch_that_cannot_keep_its_graph_is_left_as_it_is():
     sink = Sink()
     install(OldGraph, sink)
     assert OldGraph.__dict__ == before and "cannot keep a captured graph" in sink.skipped[0]
+
+
+def test_analyze_on_a_doctor_folder_reads_its_records_graphs(tmp_path, capsys):
+    """`ccoverlap analyze DIR` on the doctor's folder sees what the doctor saw: the captured graph's edges."""
+    from ccoverlap.cli import main
+    from ccoverlap.doctor import record
+
+    dispatch_replay(tmp_path)  # rank0_trace.json
+    lines = [{"format": record.FORMAT, "rank": 0, "pid": 7},
+             {"window": "open", "cuda": True, "trace": "rank0_trace.json", "t": 1.0},
+             {"window": "closed", "trace": "rank0_trace.json", "recorded": 1, "complete": True, "t": 2.0},
+             {"graphs": [TOPOLOGY], "graphs_skipped": []}]
+    (tmp_path / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["analyze", str(tmp_path), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (rank,) = doc["ranks"]
+    assert rank["recommendations"][0]["lever"] == "priority", rank["verdict"]

@@ -13,6 +13,7 @@ from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
 from ccoverlap.analysis.trace import grouped
+from ccoverlap.doctor import record
 
 EPILOG = """\
 DIR holds torch.profiler traces (*.json, *.json.gz), one per rank (rank from
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = from_args(AnalyzeConfig, args).validate()
     check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto},
                   report_folder(cfg.report), inputs=(args.dir, cfg.baseline), force=args.force)
-    result = analyze(args.dir, cfg.baseline, cfg.comm_regex, jobs=cfg.workers,
+    result = analyze(args.dir, cfg.baseline, cfg.comm_regex, processes=record.folder_processes(Path(args.dir)),
+                     jobs=cfg.workers,
                      keep_traces=bool(cfg.report or cfg.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
     if not result.ranks:
         return _cpu(args.dir, cfg, result.problems)

@@ -312,3 +312,14 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
             out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
                                   r.alone_trace, r.graphs)
     return out
+
+
+def folder_processes(folder: Path) -> dict | None:
+    """The processes of a `ccoverlap doctor` folder (its records read), for `analyze` and `whatif` on it to see
+    what the doctor saw (launch stats, the captured graphs); None for any other path (a trace file, a folder of
+    strategies, a record that cannot be read: the analysis then goes by the traces alone)."""
+    if not folder.is_dir():
+        return None
+    records, _ = read_all(folder)
+    return processes(folder, records) or None
+

@@ -3,7 +3,7 @@ from steps to predictions anchored to what was measured, or refused (`run`, `gai
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.dispatch import simulate
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
-from ccoverlap.analysis import (Analysis, KernelClass, analysed_indices, analyze, device_limits, read_trace,
+from ccoverlap.analysis import (Analysis, KernelClass, Process, analysed_indices, analyze, device_limits, read_trace,
                                 windows)
 from ccoverlap.model import nccl
 
@@ -43,10 +43,11 @@ class Refused(Exception):
 
 
 def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None = None,
-            analysis: Analysis | None = None) -> Captured:
+            analysis: Analysis | None = None, processes: Mapping[int, Process] | None = None) -> Captured:
     """The typical steps of the lowest rank of the doctor capture under ROOT, with its alone window; `analysis`:
-    ROOT's, where the caller has read it already (the tuner: the capture is read once)."""
-    a = analysis or analyze(root, comm_regex=comm_regex)
+    ROOT's, where the caller has read it already (the tuner: the capture is read once); `processes`: what the
+    doctor's records say of ROOT's processes (analysis.analyze)."""
+    a = analysis or analyze(root, comm_regex=comm_regex, processes=processes)
     if not a.strategies:
         raise UsageError(f"{root}: no usable trace (see `ccoverlap analyze {root}`)")
     name = root.name if root.name in a.strategies else next(iter(a.strategies))
@@ -158,12 +159,12 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
                 "vs_capture": p.step_us / check.simulated_us}
 
 
-def run(cfg: WhatIfConfig, root: Path) -> dict:
+def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None = None) -> dict:
     """Every prediction `ccoverlap whatif` shows, as data: the step as captured first (`default`), then each
     strategy, each the median over the capture's typical steps and anchored to the measured step; none where the
     simulated default does not reproduce the capture (`refused`, unless `cfg.unvalidated`); predictions for
     another GPU or network labelled so, with their assumptions."""
-    cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None)
+    cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None, processes=processes)
     assumptions: list[str] = []
     cal, cal_note = calibration.load(cap.step.device.name)
     check = validate(cap, cal)
