@@ -197,7 +197,7 @@ def test_event_dependency_makes_the_collective_ready_when_the_compute_ends(tmp_p
 def test_a_record_on_another_thread_is_unresolved_and_listed(tmp_path):
     _, d = _event_case(tmp_path, record_tid=77)
     c = comm_of(d)
-    assert c.ready_us == 119 and c.unresolved and "no earlier call on its thread" in c.unresolved[0]
+    assert c.ready_us == 119 and c.unresolved and "no earlier call on its thread" in str(c.unresolved[0])
     assert c.cause is Cause.UNKNOWN and c.exposed["sm_wait"] == 0
     assert any("could not be matched" in n for n in d.notes)
 
@@ -208,7 +208,7 @@ def test_a_trace_without_cuda_sync_events_says_what_it_could_not_resolve(tmp_pat
     trace, d = _event_case(tmp_path, sync=False)
     c = comm_of(d)
     assert c.ready_us == 119 and c.cause is Cause.UNKNOWN and len(c.unresolved) == 1
-    assert "no Stream Wait Event record" in c.unresolved[0]
+    assert "no Stream Wait Event record" in str(c.unresolved[0])
     assert c.exposed == pytest.approx({"sm_wait": 0, "slowdown": 0, "dependency": 500, "skew": 0})
     assert d.headroom_ms == 0  # released at its measured start: no gain claimed behind an unknown wait
     code = main(["analyze", str(tmp_path), "--json", "-", "--rows"])

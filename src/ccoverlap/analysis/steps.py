@@ -37,7 +37,7 @@ MIN_STEPS = 3
 _MAD_SIGMA = 0.6745
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shape:
     """One step as the rule sees it (times in us, the trace's clock)."""
 

@@ -585,7 +585,9 @@ def no_cyclic_gc():
 def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: dict,
             tally: _Tally) -> KernelEvent | None:
     """A KernelEvent, or None where it cannot be read (left out, counted); name, class and footprint are computed
-    once per distinct launch shape and shared."""
+    once per distinct launch shape and shared, and so is each distinct collective (`seen` holds both: a launch
+    shape's key has six items, a collective five), which every rank's diagnosis keeps for each of its
+    communication kernels (a parent process holds them for every rank)."""
     ts, dur, corr = _time(ev.ts), ev.dur, args.correlation
     if ts is None:
         tally(ev, f"whose ts is not a finite number ({shorten(repr(ev.ts), 30)})")
@@ -628,6 +630,8 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
     bps = args.blocks_per_sm
     collective = None if args.collective is UNSET else tuple(_scalar(v) for v in (
         args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group))
+    if collective is not None:
+        collective = seen.setdefault(collective, collective)
     return KernelEvent(
         name=name,
         kind=kind,
