@@ -22,11 +22,14 @@ Showing an analysis (JSON, table, HTML report) is `analysis.summary`.
 from __future__ import annotations
 
 import os
+import pickle
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from ccoverlap.analysis.alone import Match, with_alone
 from ccoverlap.analysis.contention import Pending, across_ranks, first_pass, windows
@@ -124,6 +127,25 @@ def first(task: Task) -> Part:
                 measured, trace if task.keep_trace else None)
 
 
+class _Packed(NamedTuple):
+    """A worker's Part as it comes back and waits in the parent for the cross-rank pass: pickled and compressed
+    (a Part of 150 MB of trace holds 14 MB unpickled, 1.1 MB packed; the parent holds every rank's while the
+    workers still read, and at 32 ranks those alone took it past 1 GB). Path and MB for the progress line."""
+
+    path: Path
+    mb: float
+    blob: bytes
+
+    def unpack(self) -> Part:
+        return pickle.loads(zlib.decompress(self.blob))
+
+
+def _first_packed(task: Task) -> _Packed:
+    """`first` in a worker process, its Part packed."""
+    part = first(task)
+    return _Packed(part.path, part.mb, zlib.compress(pickle.dumps(part, pickle.HIGHEST_PROTOCOL), 1))
+
+
 @cache
 def _classifier(comm_regex: str | None) -> Classifier:
     return Classifier.with_user_regex(comm_regex)
@@ -158,10 +180,12 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
             parts = [pace(first(task)) for _, task in tasks]
         else:
             try:
-                parts = parallel.run(first, [task for _, task in tasks], jobs, pace)
+                packed = parallel.run(_first_packed, [task for _, task in tasks], jobs, pace)
             except parallel.WorkerDied as exc:
                 raise UsageError(f"a worker process died reading {printable(exc.task.path)}: {exc.why}; nothing "
                                  "was written") from None
+            parts = [p.unpack() for p in packed]
+            del packed
     by_strategy: dict[str, list[Part]] = {}
     for (name, _), part in zip(tasks, parts, strict=True):
         by_strategy.setdefault(name, []).append(part)
@@ -216,7 +240,7 @@ class _Pace:
         if self.bar:
             self.bar.__exit__(*exc)
 
-    def __call__(self, part: Part) -> Part:
+    def __call__(self, part: Part | _Packed) -> Part | _Packed:
         self.mb += part.mb
         if self.bar:
             rate = self.mb / max(time.monotonic() - self.started, 1e-9)

@@ -35,7 +35,7 @@ from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mech
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.steps import Shape, shape, windows
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Slotted, Trace, analysed_indices, device_limits
 from ccoverlap.model.limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def collective_key(k: KernelEvent) -> tuple:
 
 
 @dataclass(frozen=True, slots=True)
-class CommWait:
+class CommWait(Slotted):
     """One communication kernel: when it could have started, how long it waited for SMs, and why."""
 
     kernel: KernelEvent
@@ -71,6 +71,12 @@ class CommWait:
     exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
     index: int = -1  # in trace.kernels: its node in the replay
     blocker: KernelEvent | None = None  # the compute kernel that overlapped its wait longest
+
+    def across_ranks(self, uncontended_us: float | None, skew_us: float, exposed: dict[str, float]) -> CommWait:
+        """This wait with what the other ranks tell (the ranks' fewest time alone, skew, its exposed time split):
+        built directly, as dataclasses.replace looks the fields up for each of a rank's thousands."""
+        return CommWait(self.kernel, self.step, self.ready_us, self.ready_by, self.sm_wait_us, self.blocked_by,
+                        self.cause, uncontended_us, self.unresolved, skew_us, exposed, self.index, self.blocker)
 
     @property
     def waited(self) -> bool:
@@ -97,7 +103,7 @@ class CommWait:
 
 
 @dataclass(frozen=True, slots=True)
-class StepReplay:
+class StepReplay(Slotted):
     """A step's dependency graph as replay nodes (replay.Node), with each kernel's measured start delay beyond
     what its release and dependencies allow: replayed as it is, it gives the measured schedule back.
 
@@ -128,7 +134,7 @@ class StepReplay:
 
 
 @dataclass(frozen=True, slots=True)
-class StepDiagnosis:
+class StepDiagnosis(Slotted):
     """One profiler step of one rank (the whole trace where it has no ProfilerStep annotations)."""
 
     name: str
@@ -426,8 +432,7 @@ class Pending:
         found and every known one removed in the steps' replays."""
         comm = []
         for c, exposed, skew, fewest in zip(self.comm, self.exposed, skews, alone, strict=True):
-            comm.append(dataclasses.replace(c, uncontended_us=fewest, skew_us=skew,
-                                            exposed=split_exposed(exposed, c, skew, fewest)))
+            comm.append(c.across_ranks(fewest, skew, split_exposed(exposed, c, skew, fewest)))
         mechanisms = mechanisms_found(self, comm)
         everything = [m for m in mechanisms.values() if m.known]
         waits = frozenset().union(*(m.waits for m in everything))
