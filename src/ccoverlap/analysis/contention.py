@@ -128,6 +128,8 @@ class StepReplay(Slotted):
     def end(self, waits: frozenset[int], durations: Mapping[int, float]) -> float:
         """The replayed end with the kernels in `waits` started as early as allowed and those in `durations`
         given that duration (kernel indices; the rest as measured)."""
+        if not waits and not durations:  # as replayed: the dicts below are a pass over the step's kernels
+            return self.replayed_end
         w = {n: 0.0 for n, i in enumerate(self.index) if i in waits}
         d = {n: durations[i] for n, i in enumerate(self.index) if i in durations}
         return makespan(self.nodes, d, w) if w or d else self.replayed_end
