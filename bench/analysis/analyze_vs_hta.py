@@ -13,7 +13,8 @@ memory (the sum of its processes' RSS, sampled every 20 ms). Writes the raw
 samples, their medians, the machine's load average around each sample (the
 machine may be shared: a sample under load is slower in wall time, and in CPU
 time too) and the provenance to --out. --reuse takes the traces an earlier run
-left in --dir (the build is deterministic) instead of building them again.
+left in --dir (the build is deterministic) instead of building them again. --against CHECKOUT also runs
+the ccoverlap of another checkout, interleaved the same way: a before/after on a machine whose speed drifts.
 
 usage: python bench/analysis/analyze_vs_hta.py --ranks 8 --mb 150 --reps 3 --hta-python /tmp/hta-venv/bin/python \\
          --out bench/results/analyze-vs-hta-8x150-cpu.json
@@ -142,6 +143,11 @@ def measure(argv: list[str], env: dict | None = None) -> dict:
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_mb": round(peak / 1e6, 1), "stdout": stdout}
 
 
+def _commit(checkout: Path) -> str:
+    return subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def _version(name: str, python: str | None = None) -> str | None:
     if python:
         out = subprocess.run([python, "-c", f"from importlib.metadata import version; print(version({name!r}))"],
@@ -175,6 +181,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="ccoverlap analyze --jobs")
     ap.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed (none: ours only)")
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="also ccoverlap from another checkout (its src/), interleaved with this one: a before/after "
+                    "on the same machine at the same time (named ccoverlap@<its commit>)")
     ap.add_argument("--source", type=Path, nargs="+", default=SOURCES, help="recorded traces, used rank by rank")
     ap.add_argument("--dir", type=Path, help="build the traces here and keep them (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true",
@@ -195,6 +204,9 @@ def main() -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         ours = [sys.executable, "-m", "ccoverlap", "analyze", str(folder), "--json", "-", "--jobs", str(args.jobs)]
         tools = {"ccoverlap": lambda: measure(ours, env)}
+        if args.against:
+            other = f"ccoverlap@{_commit(args.against)[:7]}"
+            tools[other] = lambda: measure(ours, dict(os.environ, PYTHONPATH=str(args.against / "src")))
         if args.hta_python:
             tools["hta"] = lambda: measure([args.hta_python, "-c", HTA, str(folder)])
         samples: dict[str, list[dict]] = {name: [] for name in tools}
@@ -208,7 +220,7 @@ def main() -> None:
                 stdout = s.pop("stdout")
                 if rep == 0:
                     overlap[name] = ({str(r["rank"]): r["comp_comm_overlap_pct"] for r in json.loads(stdout)["ranks"]}
-                                     if name == "ccoverlap" else json.loads(stdout.decode().strip().splitlines()[-1]))
+                                     if name.startswith("ccoverlap") else json.loads(stdout.decode().strip().splitlines()[-1]))
                 samples[name].append(s | {"rep": rep, "load_before": round(load[0], 2),
                                           "loadavg_before": [round(x, 2) for x in load],
                                           "loadavg_after": [round(x, 2) for x in after],
@@ -230,6 +242,7 @@ def main() -> None:
         "overlap_pct": overlap,
         "overlap_max_abs_diff": (max(abs(overlap["ccoverlap"][r] - overlap["hta"][r]) for r in overlap["hta"])
                                  if "hta" in overlap else None),
+        "against": {"checkout": str(args.against), "commit": _commit(args.against)} if args.against else None,
         "provenance": provenance(args, args.hta_python),
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
