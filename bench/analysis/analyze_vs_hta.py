@@ -219,8 +219,9 @@ def main() -> None:
                 after = os.getloadavg()
                 stdout = s.pop("stdout")
                 if rep == 0:
+                    mine = name.startswith("ccoverlap")
                     overlap[name] = ({str(r["rank"]): r["comp_comm_overlap_pct"] for r in json.loads(stdout)["ranks"]}
-                                     if name.startswith("ccoverlap") else json.loads(stdout.decode().strip().splitlines()[-1]))
+                                     if mine else json.loads(stdout.decode().strip().splitlines()[-1]))
                 samples[name].append(s | {"rep": rep, "load_before": round(load[0], 2),
                                           "loadavg_before": [round(x, 2) for x in load],
                                           "loadavg_after": [round(x, 2) for x in after],
