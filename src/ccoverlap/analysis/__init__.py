@@ -6,8 +6,9 @@ separate and import matplotlib only when asked for. A trace with an alone window
 beside it (named as `util.tracefiles` says; the doctor passes its own in, `Process.alone`)
 gets each launch's time alone from it (`alone`). Each file's first pass (read, alone window, the rank's
 own analysis) returns a compact `Part`; with `jobs` > 1 worker processes run
-them (`parallel`), and the cross-rank pass (skew, the fewest time alone of a
-collective) runs on the parts. This package imports nothing of the commands that use it (doctor, whatif, tune).
+them (`parallel`), each part kept packed (pickled, compressed) until every file is read, and the
+cross-rank pass (skew, the fewest time alone of a collective) runs on the parts. This package
+imports nothing of the commands that use it (doctor, whatif, tune).
 
 The front, what `ccoverlap analyze`, the doctor, the what-if simulator, the tuner and a notebook use:
   analyze(root, ...) -> Analysis   every trace under a folder, per-rank metrics and diagnoses

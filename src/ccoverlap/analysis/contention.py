@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import marshal
-from array import array
 import math
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
