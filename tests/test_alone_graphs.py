@@ -83,7 +83,7 @@ def test_a_graph_replayed_on_several_streams_leaves_its_kernels_waits_unknown(tm
     branched = graph(trace)
     first = min((1, 2, 3), key=lambda i: (branched.kernels[i].ts, i))
     assert set(branched.unresolved) == {1, 2, 3} - {first}
-    assert all("inside a CUDA graph replayed on 2 streams" in why[0] for why in branched.unresolved.values())
+    assert all("inside a CUDA graph replayed on 2 streams" in str(why[0]) for why in branched.unresolved.values())
     assert any(n.startswith("2 kernel(s) of 1 CUDA graph replay(s) that ran on several streams")
                for n in branched.notes)
 

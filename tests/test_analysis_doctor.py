@@ -197,9 +197,22 @@ def test_event_dependency_makes_the_collective_ready_when_the_compute_ends(tmp_p
 def test_a_record_on_another_thread_is_unresolved_and_listed(tmp_path):
     _, d = _event_case(tmp_path, record_tid=77)
     c = comm_of(d)
-    assert c.ready_us == 119 and c.unresolved and "no earlier call on its thread" in c.unresolved[0]
+    assert c.ready_us == 119 and c.unresolved and "no earlier call on its thread" in str(c.unresolved[0])
     assert c.cause is Cause.UNKNOWN and c.exposed["sm_wait"] == 0
     assert any("could not be matched" in n for n in d.notes)
+
+
+def test_an_unresolved_wait_reads_as_its_message(tmp_path):
+    """An unresolved reason is kept as a template, the stream and the wait's time (deps.Unresolved): its text is
+    the message it stands for, braces in the producer's name included (a template's own braces are fields)."""
+    name = "void gemm<{lambda(float)#1}>(float*)"
+    gemm = ks.K(name, 100, 600, block=384, grid=132, regs=168, smem=213504, launch_ts=95, launch_dur=5)
+    comm = ks.K(ks.NCCL, 605, 500, launch_ts=115, **NCCL)  # started before the GEMM it waited for ended
+    record, wait = ks.Call("cudaEventRecordWithFlags", 110, 1), ks.Call("cudaStreamWaitEvent", 112, 1)
+    _, d = one_rank(tmp_path, [gemm, comm], calls=[record, wait],
+                    waits=[ks.Wait(wait, 13, event_id=7, wait_on_stream=7, record=record)])
+    (why,) = comm_of(d).unresolved
+    assert str(why) == f"stream 13 waited at 112.000: the matched producer {name!r} ends after the kernel started"
 
 
 def test_a_trace_without_cuda_sync_events_says_what_it_could_not_resolve(tmp_path, capsys):
@@ -208,7 +221,7 @@ def test_a_trace_without_cuda_sync_events_says_what_it_could_not_resolve(tmp_pat
     trace, d = _event_case(tmp_path, sync=False)
     c = comm_of(d)
     assert c.ready_us == 119 and c.cause is Cause.UNKNOWN and len(c.unresolved) == 1
-    assert "no Stream Wait Event record" in c.unresolved[0]
+    assert "no Stream Wait Event record" in str(c.unresolved[0])
     assert c.exposed == pytest.approx({"sm_wait": 0, "slowdown": 0, "dependency": 500, "skew": 0})
     assert d.headroom_ms == 0  # released at its measured start: no gain claimed behind an unknown wait
     code = main(["analyze", str(tmp_path), "--json", "-", "--rows"])

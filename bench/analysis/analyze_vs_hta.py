@@ -13,7 +13,8 @@ memory (the sum of its processes' RSS, sampled every 20 ms). Writes the raw
 samples, their medians, the machine's load average around each sample (the
 machine may be shared: a sample under load is slower in wall time, and in CPU
 time too) and the provenance to --out. --reuse takes the traces an earlier run
-left in --dir (the build is deterministic) instead of building them again.
+left in --dir (the build is deterministic) instead of building them again. --against CHECKOUT also runs
+the ccoverlap of another checkout, interleaved the same way: a before/after on a machine whose speed drifts.
 
 The ratios of the medians are written beside them (`derived`): HTA's wall and CPU over ours, and each tool's
 CPU over wall (how many cores it kept busy); --derive adds them to records written before, measuring nothing.
@@ -99,19 +100,24 @@ def build(source: Path, mb: float, rank: int, world: int, out: Path) -> int:
     return out.stat().st_size
 
 
-def _tree_rss(pid: int) -> int:
-    """Bytes resident in `pid` and its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+def _children(pid: int) -> list[int]:
+    """`pid`'s child processes, from each of its threads' /proc children list (a read or two a process: scanning
+    every process's stat took 2 ms a sample, a tenth of a core taken from the run measured)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            out += [int(c) for c in task.read_text().split()]
         except OSError:
             continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return out
+
+
+def _tree_rss(pid: int) -> int:
+    """Bytes resident in `pid` and its descendants (from /proc)."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
-        todo += children.get(p, [])
+        todo += _children(p)
         try:
             rss = next(line for line in open(f"/proc/{p}/status") if line.startswith("VmRSS:"))
             total += int(rss.split()[1]) * 1024
@@ -139,6 +145,11 @@ def measure(argv: list[str], env: dict | None = None) -> dict:
         stdout = out.read()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "peak_rss_mb": round(peak / 1e6, 1), "stdout": stdout}
+
+
+def _commit(checkout: Path) -> str:
+    return subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def _version(name: str, python: str | None = None) -> str | None:
@@ -194,6 +205,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=os.cpu_count(), help="ccoverlap analyze --jobs")
     ap.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed (none: ours only)")
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="also ccoverlap from another checkout (its src/), interleaved with this one: a before/after "
+                    "on the same machine at the same time (named ccoverlap@<its commit>)")
     ap.add_argument("--source", type=Path, nargs="+", default=SOURCES, help="recorded traces, used rank by rank")
     ap.add_argument("--dir", type=Path, help="build the traces here and keep them (default: a temporary folder)")
     ap.add_argument("--reuse", action="store_true",
@@ -214,6 +228,9 @@ def main() -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
         ours = [sys.executable, "-m", "ccoverlap", "analyze", str(folder), "--json", "-", "--jobs", str(args.jobs)]
         tools = {"ccoverlap": lambda: measure(ours, env)}
+        if args.against:
+            other = f"ccoverlap@{_commit(args.against)[:7]}"
+            tools[other] = lambda: measure(ours, dict(os.environ, PYTHONPATH=str(args.against / "src")))
         if args.hta_python:
             tools["hta"] = lambda: measure([args.hta_python, "-c", HTA, str(folder)])
         samples: dict[str, list[dict]] = {name: [] for name in tools}
@@ -226,8 +243,9 @@ def main() -> None:
                 after = os.getloadavg()
                 stdout = s.pop("stdout")
                 if rep == 0:
+                    mine = name.startswith("ccoverlap")
                     overlap[name] = ({str(r["rank"]): r["comp_comm_overlap_pct"] for r in json.loads(stdout)["ranks"]}
-                                     if name == "ccoverlap" else json.loads(stdout.decode().strip().splitlines()[-1]))
+                                     if mine else json.loads(stdout.decode().strip().splitlines()[-1]))
                 samples[name].append(s | {"rep": rep, "load_before": round(load[0], 2),
                                           "loadavg_before": [round(x, 2) for x in load],
                                           "loadavg_after": [round(x, 2) for x in after],
@@ -250,6 +268,7 @@ def main() -> None:
         "overlap_pct": overlap,
         "overlap_max_abs_diff": (max(abs(overlap["ccoverlap"][r] - overlap["hta"][r]) for r in overlap["hta"])
                                  if "hta" in overlap else None),
+        "against": {"checkout": str(args.against), "commit": _commit(args.against)} if args.against else None,
         "provenance": provenance(args, args.hta_python),
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")

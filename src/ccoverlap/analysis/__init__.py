@@ -6,8 +6,9 @@ separate and import matplotlib only when asked for. A trace with an alone window
 beside it (named as `util.tracefiles` says; the doctor passes its own in, `Process.alone`)
 gets each launch's time alone from it (`alone`). Each file's first pass (read, alone window, the rank's
 own analysis) returns a compact `Part`; with `jobs` > 1 worker processes run
-them (`parallel`), and the cross-rank pass (skew, the fewest time alone of a
-collective) runs on the parts. This package imports nothing of the commands that use it (doctor, whatif, tune).
+them (`parallel`), each part kept packed (pickled, compressed) until every file is read, and the
+cross-rank pass (skew, the fewest time alone of a collective) runs on the parts. This package
+imports nothing of the commands that use it (doctor, whatif, tune).
 
 The front, what `ccoverlap analyze`, the doctor, the what-if simulator, the tuner and a notebook use:
   analyze(root, ...) -> Analysis   every trace under a folder, per-rank metrics and diagnoses
@@ -21,13 +22,16 @@ Showing an analysis (JSON, table, HTML report) is `analysis.summary`.
 """
 from __future__ import annotations
 
-import os
 import dataclasses
+import os
+import pickle
 import time
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from ccoverlap.analysis.alone import Match, with_alone
 from ccoverlap.analysis.contention import Pending, across_ranks, first_pass, windows
@@ -130,6 +134,25 @@ def first(task: Task) -> Part:
                 measured, trace if task.keep_trace else None)
 
 
+class _Packed(NamedTuple):
+    """A worker's Part as it comes back and waits in the parent for the cross-rank pass: pickled and compressed
+    (a Part of 150 MB of trace holds 14 MB unpickled, 1.1 MB packed; the parent holds every rank's while the
+    workers still read, and at 32 ranks those alone took it past 1 GB). Path and MB for the progress line."""
+
+    path: Path
+    mb: float
+    blob: bytes
+
+    def unpack(self) -> Part:
+        return pickle.loads(zlib.decompress(self.blob))
+
+
+def _first_packed(task: Task) -> _Packed:
+    """`first` in a worker process, its Part packed."""
+    part = first(task)
+    return _Packed(part.path, part.mb, zlib.compress(pickle.dumps(part, pickle.HIGHEST_PROTOCOL), 1))
+
+
 @cache
 def _classifier(comm_regex: str | None) -> Classifier:
     return Classifier.with_user_regex(comm_regex)
@@ -164,10 +187,12 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
             parts = [pace(first(task)) for _, task in tasks]
         else:
             try:
-                parts = parallel.run(first, [task for _, task in tasks], jobs, pace)
+                packed = parallel.run(_first_packed, [task for _, task in tasks], jobs, pace)
             except parallel.WorkerDied as exc:
                 raise UsageError(f"a worker process died reading {printable(exc.task.path)}: {exc.why}; nothing "
                                  "was written") from None
+            parts = [p.unpack() for p in packed]
+            del packed
     by_strategy: dict[str, list[Part]] = {}
     for (name, _), part in zip(tasks, parts, strict=True):
         by_strategy.setdefault(name, []).append(part)
@@ -222,7 +247,7 @@ class _Pace:
         if self.bar:
             self.bar.__exit__(*exc)
 
-    def __call__(self, part: Part) -> Part:
+    def __call__(self, part: Part | _Packed) -> Part | _Packed:
         self.mb += part.mb
         if self.bar:
             rate = self.mb / max(time.monotonic() - self.started, 1e-9)

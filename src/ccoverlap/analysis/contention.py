@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import math
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.alone import key_of
-from ccoverlap.analysis.deps import Graph, graph
+from ccoverlap.analysis.deps import Graph, Unresolved, graph
 from ccoverlap.analysis.mechanisms import found as mechanisms_found
 from ccoverlap.analysis.mechanisms import compute_slowed, sm_wait
 from ccoverlap.analysis.mechanisms.compute_slowed import Slowed
@@ -34,7 +35,7 @@ from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mech
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.steps import Shape, shape, windows
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Slotted, Trace, analysed_indices, device_limits
 from ccoverlap.model.limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -52,8 +53,8 @@ def collective_key(k: KernelEvent) -> tuple:
     return (k.name, k.collective) if k.collective else (k.name, k.footprint.grid if k.footprint else None)
 
 
-@dataclass(frozen=True)
-class CommWait:
+@dataclass(frozen=True, slots=True)
+class CommWait(Slotted):
     """One communication kernel: when it could have started, how long it waited for SMs, and why."""
 
     kernel: KernelEvent
@@ -65,11 +66,17 @@ class CommWait:
     cause: Cause
     # its time alone, measured (the alone window; the fewest over the ranks); None: unknown
     uncontended_us: float | None
-    unresolved: tuple[str, ...]  # event waits before it that could not be resolved
+    unresolved: tuple[Unresolved, ...]  # event waits before it that could not be resolved
     skew_us: float = 0.0  # how much later the latest peer rank started the same collective
     exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
     index: int = -1  # in trace.kernels: its node in the replay
     blocker: KernelEvent | None = None  # the compute kernel that overlapped its wait longest
+
+    def across_ranks(self, uncontended_us: float | None, skew_us: float, exposed: dict[str, float]) -> CommWait:
+        """This wait with what the other ranks tell (the ranks' fewest time alone, skew, its exposed time split):
+        built directly, as dataclasses.replace looks the fields up for each of a rank's thousands."""
+        return CommWait(self.kernel, self.step, self.ready_us, self.ready_by, self.sm_wait_us, self.blocked_by,
+                        self.cause, uncontended_us, self.unresolved, skew_us, exposed, self.index, self.blocker)
 
     @property
     def waited(self) -> bool:
@@ -91,27 +98,28 @@ class CommWait:
             "stream": k.stream, "start_us": k.ts, "duration_us": k.dur, "ready_us": self.ready_us,
             "ready_by": self.ready_by, "sm_wait_us": self.sm_wait_us, "blocked_by": list(self.blocked_by),
             "cause": self.cause.value, "slowdown": self.slowdown, "uncontended_us": self.uncontended_us,
-            "skew_us": self.skew_us, "exposed_us": self.exposed_us, "unresolved": list(self.unresolved),
+            "skew_us": self.skew_us, "exposed_us": self.exposed_us, "unresolved": [str(why) for why in self.unresolved],
         }
 
 
-@dataclass(frozen=True)
-class StepReplay:
+@dataclass(frozen=True, slots=True)
+class StepReplay(Slotted):
     """A step's dependency graph as replay nodes (replay.Node), with each kernel's measured start delay beyond
     what its release and dependencies allow: replayed as it is, it gives the measured schedule back.
 
     The nodes are kept packed (marshal: exact floats), unpacked only to replay a change that touches the step:
     a rank's replays were most of what its worker sends back and of what the parent holds per rank (20 of 36 MB
-    for 7,356 steps as tuples, measured)."""
+    for 7,356 steps as tuples, measured); the kernel indices too (an array: as a tuple of ints, 3.3 of the 26 MB
+    a rank of 150 MB of trace held)."""
 
-    index: tuple[int, ...]  # the step's kernels (indices into trace.kernels), in node order
+    index: array  # the step's kernels (indices into trace.kernels, typecode "l"), in node order
     packed: bytes  # marshal of the nodes: (release, measured duration, deps, after, measured wait) per kernel
     measured_end: float
     replayed_end: float  # replayed with nothing removed
 
     @classmethod
     def of(cls, index: Sequence[int], nodes: tuple[tuple, ...], measured_end: float) -> StepReplay:
-        return cls(tuple(index), marshal.dumps(nodes), measured_end, makespan(nodes))
+        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes))
 
     @property
     def nodes(self) -> tuple[tuple, ...]:
@@ -120,13 +128,15 @@ class StepReplay:
     def end(self, waits: frozenset[int], durations: Mapping[int, float]) -> float:
         """The replayed end with the kernels in `waits` started as early as allowed and those in `durations`
         given that duration (kernel indices; the rest as measured)."""
+        if not waits and not durations:  # as replayed: the dicts below are a pass over the step's kernels
+            return self.replayed_end
         w = {n: 0.0 for n, i in enumerate(self.index) if i in waits}
         d = {n: durations[i] for n, i in enumerate(self.index) if i in durations}
         return makespan(self.nodes, d, w) if w or d else self.replayed_end
 
 
-@dataclass(frozen=True)
-class StepDiagnosis:
+@dataclass(frozen=True, slots=True)
+class StepDiagnosis(Slotted):
     """One profiler step of one rank (the whole trace where it has no ProfilerStep annotations)."""
 
     name: str
@@ -424,8 +434,7 @@ class Pending:
         found and every known one removed in the steps' replays."""
         comm = []
         for c, exposed, skew, fewest in zip(self.comm, self.exposed, skews, alone, strict=True):
-            comm.append(dataclasses.replace(c, uncontended_us=fewest, skew_us=skew,
-                                            exposed=split_exposed(exposed, c, skew, fewest)))
+            comm.append(c.across_ranks(fewest, skew, split_exposed(exposed, c, skew, fewest)))
         mechanisms = mechanisms_found(self, comm)
         everything = [m for m in mechanisms.values() if m.known]
         waits = frozenset().union(*(m.waits for m in everything))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ccoverlap.analysis import graphs
 from ccoverlap.analysis.trace import KernelEvent, Trace
@@ -25,8 +26,27 @@ PLAUSIBLE_US = 1.0
 RECORDS_LOOKED_AT = 8
 #: the unresolved reason of a kernel inside a CUDA graph replayed on several streams (recommend.py reads it)
 GRAPH_EDGES_UNKNOWN = "its edges are not in the trace"
+#: Why a wait could not be resolved (Unresolved's templates: {stream}, the waiting stream; {at}, the wait's time).
+_NO_RECORD = "stream {stream} waited at {at:.3f} for an event recorded by no earlier call on its thread"
+_NO_PRODUCER = "stream {stream} waited at {at:.3f} for an event recorded after no GPU work of its thread"
+_NO_WAIT_RECORD = ("a cudaStreamWaitEvent at {at:.3f} has no Stream Wait Event record: which stream waited, and for "
+                  "what, is unknown")
 SYNC_EVENTS_HINT = ("record with torch.profiler's experimental_config=torch._C._profiler._ExperimentalConfig("
                     "enable_cuda_sync_events=True)")
+
+
+class Unresolved(NamedTuple):
+    """Why a wait before a kernel could not be resolved, kept compact: a template shared by the waits of its kind,
+    the stream and the wait's time. A rank has one for about every kernel after a stream wait, its diagnosis keeps
+    them for each collective and a parent process holds every rank's (as text, 3 of the 26 MB a rank of 150 MB
+    of trace held): the text is built only where it is shown (str)."""
+
+    template: str  # the message, with {stream} and {at} where they go
+    at: float = 0.0
+    stream: int = -1
+
+    def __str__(self) -> str:
+        return self.template.format(at=self.at, stream=self.stream)
 
 
 @dataclass(frozen=True)
@@ -39,7 +59,7 @@ class Graph:
     launched: list[bool]  # whether its launch call is in the trace
     prev: list[int]  # the previous activity on its stream (-1: none)
     events: dict[int, tuple[int, ...]]  # the activities its stream waited for through CUDA events
-    unresolved: dict[int, tuple[str, ...]]
+    unresolved: dict[int, tuple[Unresolved, ...]]
     notes: tuple[str, ...]  # what the reader should know: unresolved waits, fallbacks taken
 
     def ready(self, i: int) -> tuple[float, str]:
@@ -116,7 +136,7 @@ def graph(trace: Trace) -> Graph:
         return by_stream.last_before(stream, rec.ts) if stream >= 0 else by_thread.last_before(rec.tid, rec.ts)
 
     events: dict[int, list[int]] = defaultdict(list)
-    unresolved: dict[int, list[str]] = defaultdict(list)
+    unresolved: dict[int, list[Unresolved]] = defaultdict(list)
     fallback = 0
     for w in trace.waits:
         call = trace.launches.get(w.correlation)
@@ -135,19 +155,18 @@ def graph(trace: Trace) -> Graph:
                            <= kernels[consumer].ts + PLAUSIBLE_US), candidates[0] if candidates else -1)
             fallback += record >= 0
         if record < 0:
-            unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f} for an event recorded by no "
-                                        "earlier call on its thread")
+            unresolved[consumer].append(Unresolved(_NO_RECORD, at, w.stream))
             continue
         stream = w.wait_on_stream if w.wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
         producer = producer_of(record, w.wait_on_stream)
         if producer < 0:
             if stream < 0:
-                unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f} for an event recorded after no "
-                                            "GPU work of its thread")
+                unresolved[consumer].append(Unresolved(_NO_PRODUCER, at, w.stream))
             continue  # an event recorded on an idle stream: nothing to wait for
         if kernels[producer].end > kernels[consumer].ts + PLAUSIBLE_US:
-            unresolved[consumer].append(f"stream {w.stream} waited at {at:.3f}: the matched producer "
-                                        f"{shorten(kernels[producer].name, 60)!r} ends after the kernel started")
+            producer_name = repr(shorten(kernels[producer].name, 60)).replace("{", "{{").replace("}", "}}")
+            unresolved[consumer].append(Unresolved(f"stream {{stream}} waited at {{at:.3f}}: the matched producer "
+                                                   f"{producer_name} ends after the kernel started", at, w.stream))
         elif kernels[producer].stream != w.stream:  # on its own stream, stream order says it already
             events[consumer].append(producer)
 
@@ -158,8 +177,7 @@ def graph(trace: Trace) -> Graph:
             continue
         if (consumer := by_thread.first_after(call.tid, call.ts)) >= 0:
             blind += 1
-            unresolved[consumer].append(f"a cudaStreamWaitEvent at {call.ts:.3f} has no Stream Wait Event record: "
-                                        "which stream waited, and for what, is unknown")
+            unresolved[consumer].append(Unresolved(_NO_WAIT_RECORD, call.ts))
     hidden, resolved = _graph_edges(kernels, trace, prev, events, unresolved)
     notes = []
     if resolved:
@@ -188,7 +206,7 @@ def graph(trace: Trace) -> Graph:
 
 
 def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, prev: list[int], events: dict[int, list[int]],
-                 unresolved: dict[int, list[str]]) -> tuple[tuple[int, int] | None, int]:
+                 unresolved: dict[int, list[Unresolved]]) -> tuple[tuple[int, int] | None, int]:
     """The waits inside every CUDA graph replay whose activities ran on more than one stream (a replay on one
     stream is a chain: its stream order is its edges). Where a captured topology matches the replay
     (analysis/graphs.py), its edges become the activities' event waits and the executor's stream order inside the
@@ -205,8 +223,9 @@ def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, prev: list[int]
         found = graphs.edges([kernels[i] for i in idx], trace.graphs) if trace.graphs else None
         if found is None:
             hidden.append(idx)
+            why = Unresolved(f"inside a CUDA graph replayed on {streams} streams: {GRAPH_EDGES_UNKNOWN}")
             for i in idx[1:]:  # `kernels` is sorted by start: the first ran after the launch and its stream only
-                unresolved[i].append(f"inside a CUDA graph replayed on {streams} streams: {GRAPH_EDGES_UNKNOWN}")
+                unresolved[i].append(why)
             continue
         resolved += 1
         inside = set(idx)

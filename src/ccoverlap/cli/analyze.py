@@ -12,7 +12,7 @@ from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_ar
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name, verdict
 from ccoverlap.analysis import cpu
-from ccoverlap.analysis.trace import grouped
+from ccoverlap.analysis.trace import grouped, no_cyclic_gc
 from ccoverlap.doctor import record
 
 EPILOG = """\
@@ -47,6 +47,7 @@ def register(sub) -> None:
     add_options(p, Outputs)
 
 
+@no_cyclic_gc()  # through the output too: re-enabled with the result alive, it rescans every object of it
 def run(args: argparse.Namespace) -> int:
     cfg = from_args(AnalyzeConfig, args).validate()
     check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto},

@@ -109,7 +109,8 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
-    hidden = next((why for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in why), None)
+    hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
+                  None)
     return Step(device, tuple(kernels), name=name, hidden=hidden), notes
 
 
