@@ -452,3 +452,18 @@ def test_a_capture_whose_graph_hides_its_edges_is_refused(tmp_path, monkeypatch,
     assert not doc["predictions"]
     with pytest.raises(session.Refused, match="CUDA graph replayed on 2 streams"):
         session.gains(root, None, ["priority"])
+
+
+def test_a_wait_carried_by_a_launch_left_out_still_binds_the_launches_after_it():
+    from ccoverlap.whatif.step import waits_through
+
+    # 0: compute (stream 7); 1: the collective (stream 13) waits on 0; 2: a memset (stream 7, no time alone) waits
+    # on 1; 3: the next GEMM (stream 7) after the memset: it waits for the collective, through the memset
+    prev, events, kept, step = [-1, -1, 0, 2], {1: (0,), 2: (1,)}, {0, 1, 3}, {0, 1, 2, 3}
+    assert waits_through(3, events, prev, kept, step) == [1]
+    assert waits_through(1, events, prev, kept, step) == [0]
+    assert waits_through(3, events, prev, {0, 1, 2, 3}, step) == []  # the memset kept: it carries the wait itself
+    assert waits_through(3, events, prev, kept, {0, 2, 3}) == []  # a wait outside the step binds nothing in it
+    # past an event, a left-out launch's stream order binds: 2 (stream 7) waits on a left-out memset (stream 13)
+    # queued after the collective 0
+    assert waits_through(2, {2: (1,)}, [-1, 0, -1], {0, 2}, {0, 1, 2}) == [0]

@@ -9,6 +9,7 @@ reproduce before a lever is predicted (`anchor`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.model.footprint import KernelFootprint
@@ -90,10 +91,9 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
     notes, keep, where = [], [], {}
+    idx = [i for i in idx if streams is None or trace.kernels[i].stream in streams]
     for i in idx:
         k = trace.kernels[i]
-        if streams is not None and k.stream not in streams:
-            continue
         if key(k) not in alone:
             notes.append(f"{k.name[:60]}: no time alone (left out)")
             continue
@@ -106,11 +106,39 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         comm = k.kind is KernelClass.COMMUNICATION
         fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
             k.footprint, cluster=comm_cluster if comm else 1)
-        deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
+        deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
     hidden = next((why for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in why), None)
     return Step(device, tuple(kernels), name=name, hidden=hidden), notes
+
+
+def waits_through(i: int, events: Mapping[int, tuple[int, ...]], prev: Sequence[int], kept: Collection[int],
+                  step: Collection[int]) -> list[int]:
+    """The kept launches of the step that launch `i` waits for through CUDA events, in order, with a left-out
+    launch (no time alone: a memset, a copy) seen through: what it waited for (its stream's previous launch, its
+    events; past an event, its stream's previous launch too), so a wait a left-out launch carried still binds
+    the launches after it. Without it, the kernel
+    behind a memset that waited for a collective would start beside the collective (measured, it waits)."""
+    out: dict[int, None] = {}
+    seen: set[int] = set()
+
+    def through(j: int, event: bool) -> None:
+        if j < 0 or j not in step or j in seen:
+            return
+        seen.add(j)
+        if j in kept:
+            if event:
+                out[j] = None
+            return
+        through(prev[j], event)
+        for e in events.get(j, ()):
+            through(e, True)
+
+    through(prev[i], False)
+    for j in events.get(i, ()):
+        through(j, True)
+    return list(out)
 
 
 def typical_steps(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[list[Step], list[str]]:
