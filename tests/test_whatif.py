@@ -50,9 +50,9 @@ def test_a_tail_runs_faster_with_the_sm_shared_by_warps_and_alone_a_launch_takes
     # where 8 warps saturate it,
     # so a CTA's work is 900 / (1 + 1/8) = 800 us; at sm_share 0 it is 900 / 2
     tail = compute(9 * 132, 900.0)
-    assert Pace(1.0, 0.0, saturation=0.125).blocks(H200, tail) == (9 * 132, pytest.approx(800.0))
-    assert Pace(1.0, 0.0, saturation=0.5).blocks(H200, tail) == (9 * 132, pytest.approx(600.0))  # 2x, not 8x
-    assert Pace(0.0, 0.0).blocks(H200, tail) == (9 * 132, pytest.approx(450.0))
+    assert Pace(1.0, 0.0, saturation=0.125).blocks(H200, tail) == ((9 * 132, pytest.approx(800.0)),)
+    assert Pace(1.0, 0.0, saturation=0.5).blocks(H200, tail) == ((9 * 132, pytest.approx(600.0)),)  # 2x, not 8x
+    assert Pace(0.0, 0.0).blocks(H200, tail) == ((9 * 132, pytest.approx(450.0)),)
     for pace in (Pace(1.0, 0.0), Pace(0.0, 0.0), Pace(0.5, 0.3)):
         assert run(Step(H200, (tail,)), pace).step_us == pytest.approx(900.0)
 
@@ -467,3 +467,16 @@ def test_a_wait_carried_by_a_launch_left_out_still_binds_the_launches_after_it()
     # past an event, a left-out launch's stream order binds: 2 (stream 7) waits on a left-out memset (stream 13)
     # queued after the collective 0
     assert waits_through(2, {2: (1,)}, [-1, 0, -1], {0, 2}, {0, 1, 2}) == [0]
+
+
+def test_a_many_wave_grid_is_merged_but_its_last_wave_kept_so_it_is_fully_dispatched_when_it_really_is():
+    # 100 KB of shared memory: 2 blocks per SM, 264 a wave, 20 waves of 100 us. At most 6 waves simulated: the first
+    # 19 waves' 5016 CTAs merged 4 to one (1254 CTAs of 400 us, 4.75 waves), the last wave's 264 kept at 100 us
+    fat = Kernel("fat", F(256, 32, 0, 100 * 1024, 20 * 264), 2000.0, 1)
+    assert STILL.blocks(H200, fat) == ((1254, pytest.approx(400.0)), (264, pytest.approx(100.0)))
+    assert run(Step(H200, (fat,))).step_us == pytest.approx(2000.0)  # alone, its time alone
+    # a later grid of equal priority (fits beside it) waits until it is fully dispatched: its last wave's last
+    # CTAs start at 1900 us (merged into 6 equal waves it would have been 2000 x 5/6 = 1667 us)
+    small = comm(F(256, 32, 0, 0, 16))
+    r = run(Step(H200, (fat, small)))
+    assert r.kernels[1].start_us == pytest.approx(1900.0)

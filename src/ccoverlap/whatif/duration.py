@@ -17,9 +17,10 @@ The model, stated once (docs/whatif.md, "The model"):
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
-A kernel of many waves is simulated in coarser CTAs (consecutive CTAs merged so at most `max_waves` waves
-remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work): the same footprint, total
-work and residency, a coarser tail.
+A kernel of many waves is simulated in coarser CTAs (the CTAs of all but its last wave merged so at most
+`max_waves` waves remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work; the last
+wave's CTAs kept as they are): the same footprint, total work and residency, and the same moment the grid is
+fully dispatched.
 """
 from __future__ import annotations
 
@@ -47,17 +48,23 @@ class Pace:
         return ((max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share
                 / (1 + self.memory_share * others_running))
 
-    def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[int, float]:
-        """(CTAs simulated, work of each in us at full pace) for kernel `k`: its grid now, each CTA doing the work
-        of one CTA of the launch as measured alone (`Kernel.measured`: a padded kernel's CTAs do the same work,
-        in more waves)."""
+    def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[tuple[int, float], ...]:
+        """(CTAs simulated, work of each in us at full pace) for kernel `k`, in groups in dispatch order: its grid
+        now, each CTA doing the work of one CTA of the launch as measured alone (`Kernel.measured`: a padded
+        kernel's CTAs do the same work, in more waves). A grid of more than `max_waves` waves has the CTAs of its
+        earlier waves merged and those of its last wave kept as they are, so it is fully dispatched (what a later
+        grid of its priority waits for) when its real last wave starts, not a merged wave's length earlier."""
         basis, hint = k.measured
         work = k.alone_us / self.waves(device, basis, hint) * basis.grid / k.footprint.grid  # regridded: same work
         grid = k.footprint.grid
-        now = -(-grid // (alone_per_sm(device, k.footprint, k.hint) * device.sm_count))
+        wave = alone_per_sm(device, k.footprint, k.hint) * device.sm_count
+        now = -(-grid // wave)
         waves_kept = max(1, min(self.max_waves, int(k.alone_us // self.min_cta_us)))
-        merge = -(-now // waves_kept) if now > waves_kept else 1
-        return -(-grid // merge), work * merge
+        if now <= waves_kept:
+            return ((grid, work),)
+        last = grid - (now - 1) * wave
+        merge = -(-(now - 1) // max(waves_kept - 1, 1))
+        return ((-(-(grid - last) // merge), work * merge), (last, work))
 
     def waves(self, device: DeviceLimits, fp, hint: int | None) -> float:
         """How many CTA durations a launch alone lasts: its full waves, and a last partial wave whose CTAs, fewer
