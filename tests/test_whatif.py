@@ -480,3 +480,24 @@ def test_a_many_wave_grid_is_merged_but_its_last_wave_kept_so_it_is_fully_dispat
     small = comm(F(256, 32, 0, 0, 16))
     r = run(Step(H200, (fat, small)))
     assert r.kernels[1].start_us == pytest.approx(1900.0)
+
+
+def test_a_kernel_its_capture_shows_at_its_alone_pace_beside_others_shares_no_memory_system():
+    from ccoverlap.whatif.duration import observed_memory_share
+
+    # ran 1000 us (its time alone), all of it beside another kernel: the excess read generously is
+    # 0 + 1 us + 1% of 1000 us = 11 us, so its share is at most 11 / (1000 - 11)
+    assert observed_memory_share(1000.0, 1000.0, 1000.0) == pytest.approx(11 / 989)
+    # ran 1300 us beside others for 1300 us: 311 / 989, above the calibrated 0.3 (which then holds)
+    assert observed_memory_share(1000.0, 1300.0, 1300.0) == pytest.approx(311 / 989)
+    assert observed_memory_share(1000.0, 1000.0, 0.0) is None  # beside nothing: no evidence
+    assert observed_memory_share(1000.0, 2000.0, 500.0) is None  # slowed more than any share explains
+    # two kernels side by side at memory share 0.5 take 150 us each; one bounded to 0 by its capture runs at its
+    # alone pace (100 us), the other at 1 / 1.5 while it runs: 2/3 of its work done at 100 us, the last third
+    # alone, 133.3 us
+    a = compute(132, 100.0, stream=1, memory_bound=0.0)
+    b = compute(132, 100.0, stream=2)
+    r = run(Step(H200, (a, b)), Pace(0.0, 0.5))
+    assert r.kernels[0].end_us == pytest.approx(100.0) and r.kernels[1].end_us == pytest.approx(100 + 100 / 3)
+    assert run(Step(H200, (a, dataclasses.replace(b, memory_bound=0.9))), Pace(0.0, 0.5)).step_us == pytest.approx(
+        100 + 100 / 3)  # a bound above the calibrated share changes nothing

@@ -262,7 +262,7 @@ class _Sim:
     def _rate(self, cid: int) -> float:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
         now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
-        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1)
+        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, self.step.kernels[i].memory_bound)
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:

@@ -14,6 +14,8 @@ The model, stated once (docs/whatif.md, "The model"):
     `sm_share` 0 is no interference, 1 is the SM's issue shared evenly by warps;
   - memory-system share: `others` is 1 while any other kernel runs anywhere on the GPU (HBM and L2 are shared
     by every SM), else 0.
+    A launch that its capture shows beside other kernels at its alone pace has its share bounded by what was
+    measured (`observed_memory_share`): the calibrated share is an upper bound, never raised.
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
@@ -25,10 +27,18 @@ fully dispatched.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.whatif.residency import alone_per_sm
-from ccoverlap.whatif.step import Kernel
+
+if TYPE_CHECKING:  # step.py reads the capture's bound on a kernel's memory share from here
+    from ccoverlap.whatif.step import Kernel
+
+#: A launch's duration in a capture and its time alone are two measurements: a difference below this allowance
+#: (1 us, the scale of launch jitter, plus 1% of the time alone) is not read as a slowdown, so the capture bounds
+#: a kernel's memory share only where it clearly did not slow.
+ALLOWANCE_US, ALLOWANCE_SHARE = 1.0, 0.01
 
 
 @dataclass(frozen=True)
@@ -41,12 +51,14 @@ class Pace:
     max_waves: int = 6
     min_cta_us: float = 50.0
 
-    def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool) -> float:
+    def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool,
+             memory_bound: float | None = None) -> float:
         """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
-        `warps_now` warps now."""
+        `warps_now` warps now; `memory_bound`: the most memory share its capture allows it (`observed_memory_share`;
+        None: the calibrated share)."""
         floor = self.saturation * device.max_warps_per_sm
-        return ((max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share
-                / (1 + self.memory_share * others_running))
+        share = self.memory_share if memory_bound is None else min(self.memory_share, memory_bound)
+        return (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
 
     def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[tuple[int, float], ...]:
         """(CTAs simulated, work of each in us at full pace) for kernel `k`, in groups in dispatch order: its grid
@@ -81,3 +93,15 @@ class Pace:
         basis, hint = k.measured
         per_sm = min(alone_per_sm(device, basis, hint), -(-basis.grid // device.sm_count))
         return per_sm * -(-basis.threads // warp)
+
+
+def observed_memory_share(alone_us: float, measured_us: float, beside_us: float) -> float | None:
+    """The most memory-system share a launch's capture allows it: it ran `measured_us` where alone it runs
+    `alone_us`, `beside_us` of it while another kernel ran. At share m its work is done at 1 / (1 + m) beside
+    others, so it lasts `excess = beside x m / (1 + m)` longer: m = excess / (beside - excess), with the excess read
+    generously (the measurements' allowance added). The calibrated share is one figure for every kernel (fitted on
+    the lab's memory-streaming ones too); a kernel that ran beside others at its alone pace (a compute-bound or
+    latency-bound kernel, a spin) does not share the memory system, and the capture says so. None where it ran
+    beside nothing, or slowed more than any share explains (no bound: other mechanisms slowed it)."""
+    excess = max(0.0, measured_us - alone_us) + ALLOWANCE_US + ALLOWANCE_SHARE * alone_us
+    return excess / (beside_us - excess) if beside_us > excess else None

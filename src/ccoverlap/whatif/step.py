@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
-from ccoverlap.analysis import KernelClass, analysed_indices, graph, windows
+from ccoverlap.analysis import KernelClass, analysed_indices, graph, intervals, windows
 from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.analysis.steps import typical
+from ccoverlap.whatif.duration import observed_memory_share
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Kernel:
     sms: tuple[int, int] | None = None
     basis: KernelFootprint | None = None  # the footprint `alone_us` was measured with, no hint (None: `footprint`)
     measured_start_us: float | None = None  # its start in the capture, from the step's start (None: not captured)
+    memory_bound: float | None = None  # the most memory share its capture allows (duration.observed_memory_share)
 
     @property
     def measured(self) -> tuple[KernelFootprint | None, int | None]:
@@ -100,6 +102,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         where[i] = len(keep)
         keep.append(i)
     t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
+    on_sms = [i for i in keep if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint]
     kernels = []
     for i in keep:
         k = trace.kernels[i]
@@ -107,10 +110,17 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
             k.footprint, cluster=comm_cluster if comm else 1)
         deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
+        beside = beside_us(k, [trace.kernels[j] for j in on_sms if j != i])
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
-                              max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
+                              max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
+                              memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None))
     hidden = next((why for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in why), None)
     return Step(device, tuple(kernels), name=name, hidden=hidden), notes
+
+
+def beside_us(k, others) -> float:
+    """How long kernel `k` (a trace's KernelEvent) ran, measured, while any of `others` ran."""
+    return intervals.intersection([(k.ts, k.end)], intervals.merge((o.ts, o.end) for o in others))
 
 
 def waits_through(i: int, events: Mapping[int, tuple[int, ...]], prev: Sequence[int], kept: Collection[int],
