@@ -501,3 +501,25 @@ def test_a_kernel_its_capture_shows_at_its_alone_pace_beside_others_shares_no_me
     assert r.kernels[0].end_us == pytest.approx(100.0) and r.kernels[1].end_us == pytest.approx(100 + 100 / 3)
     assert run(Step(H200, (a, dataclasses.replace(b, memory_bound=0.9))), Pace(0.0, 0.5)).step_us == pytest.approx(
         100 + 100 / 3)  # a bound above the calibrated share changes nothing
+
+
+def test_a_step_is_read_in_launch_order_so_one_hardware_queue_holds_a_kernel_behind_an_earlier_launched_collective(
+        tmp_path):
+    import kineto_synth as ks
+    from ccoverlap.analysis import read_trace
+    from ccoverlap.whatif.dispatch import EVENT_LATENCY_US
+    from ccoverlap.whatif.step import from_trace
+    from test_analysis_doctor import NCCL as NCCL_ARGS
+
+    # the collective (stream 13) is launched between the two compute kernels but starts after the second
+    first = ks.K("compute_a", 100, 50, launch_ts=80)
+    late = ks.K(ks.NCCL, 400, 300, launch_ts=85, **NCCL_ARGS)
+    second = ks.K("compute_b", 150, 250, launch_ts=90)
+    trace = read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, [first, late, second], []))
+    step, _ = from_trace(trace, H200, alone={k.correlation: k.dur for k in trace.kernels})
+    assert [k.name for k in step.kernels] == ["compute_a", ks_nccl(), "compute_b"]
+    # one queue: the second compute kernel waits until the collective, ready by an event 1.12 us after the
+    # first kernel ends, is dispatched (both fit beside each other)
+    small = (compute(132, 50.0), comm(F(256, 32, 0, 0, 16), deps=(0,)), compute(132, 250.0))
+    assert run(Step(H200, small, queues=1)).kernels[2].start_us == pytest.approx(50.0 + EVENT_LATENCY_US)
+    assert run(Step(H200, small)).kernels[2].start_us == pytest.approx(50.0)

@@ -92,15 +92,19 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     # given is by correlation
     key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
-    notes, keep, where = [], [], {}
+    notes, keep = [], []
     idx = [i for i in idx if streams is None or trace.kernels[i].stream in streams]
     for i in idx:
         k = trace.kernels[i]
         if key(k) not in alone:
             notes.append(f"{k.name[:60]}: no time alone (left out)")
             continue
-        where[i] = len(keep)
         keep.append(i)
+    # in launch order (the launch calls' ends; a kernel without one, at its start): the hardware queues take
+    # kernels as they are launched, and a collective that started after the kernel launched behind it (it waited
+    # for an event) is still ahead of it in a queue the two streams share
+    keep.sort(key=lambda i: (g.release[i], trace.kernels[i].ts))
+    where = {i: n for n, i in enumerate(keep)}
     t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
     on_sms = [i for i in keep if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint]
     kernels = []
