@@ -523,3 +523,20 @@ def test_a_step_is_read_in_launch_order_so_one_hardware_queue_holds_a_kernel_beh
     small = (compute(132, 50.0), comm(F(256, 32, 0, 0, 16), deps=(0,)), compute(132, 250.0))
     assert run(Step(H200, small, queues=1)).kernels[2].start_us == pytest.approx(50.0 + EVENT_LATENCY_US)
     assert run(Step(H200, small)).kernels[2].start_us == pytest.approx(50.0)
+
+
+def test_a_refused_capture_names_the_first_launch_whose_end_is_off():
+    from ccoverlap.whatif import anchor
+    from ccoverlap.whatif.dispatch import KernelTimes, Result
+
+    # measured: the compute ends at 100 us, the collective at 1000 (its start, 100, simulated right); simulated,
+    # the compute ends at 400 (300 us off, beyond max(5% of 1000, 50)) and the collective at 1300
+    step = Step(H200, (compute(132, 100.0, measured_end_us=100.0),
+                       comm(measured_start_us=100.0, measured_end_us=1000.0)), measured_us=1000.0, name="s")
+    late = Result((KernelTimes(0.0, 0.0, 400.0), KernelTimes(1.0, 100.0, 1300.0)), 1300.0)
+    check = anchor.validate([step], [late])
+    assert check.first_off == anchor.Disagreement("fma", 1, 100.0, 400.0, "end")
+    assert check.refused().endswith("the first launch off: fma (stream 1) measured ending at 0.100 ms, "
+                                    "simulated ending at 0.400 ms")
+    right = Result((KernelTimes(0.0, 0.0, 100.0), KernelTimes(1.0, 100.0, 1000.0)), 1000.0)
+    assert anchor.validate([step], [right]).first_off is None

@@ -73,7 +73,8 @@ def program_rows(program: str, folder: Path, real: tuple[str, dict[str, float]] 
     capture = {"program": program, "measured_default_ms": check["measured_step_us"] / 1000,
                "simulated_default_ms": check["simulated_default_us"] / 1000, "step_error": check["step_error"],
                "reproduced": check["reproduced"], "refused": refused, "typical_steps": check["typical_steps"],
-               "collectives_off": len(check["disagree"]), "realized_from": source,
+               "collectives_off": len(check["disagree"]), "first_launch_off": check["first_off"],
+               "realized_from": source,
                "default_critical_comm_ms": default["critical_comm_us"] / 1000,
                "default_critical_path": [f"{name[:60]} (stream {stream}, after {how})" for name, stream, how in
                                          default["critical_path"] if how != "stream"]}

@@ -37,6 +37,7 @@ class Kernel:
     sms: tuple[int, int] | None = None
     basis: KernelFootprint | None = None  # the footprint `alone_us` was measured with, no hint (None: `footprint`)
     measured_start_us: float | None = None  # its start in the capture, from the step's start (None: not captured)
+    measured_end_us: float | None = None  # its end in the capture, from the step's start (None: not captured)
     memory_bound: float | None = None  # the most memory share its capture allows (duration.observed_memory_share)
 
     @property
@@ -117,6 +118,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         beside = beside_us(k, [trace.kernels[j] for j in on_sms if j != i])
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
+                              measured_end_us=k.end - t0,
                               memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None))
     hidden = next((why for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in why), None)
     return Step(device, tuple(kernels), name=name, hidden=hidden), notes
