@@ -154,9 +154,11 @@ def sensitivity(root: Path, real: dict) -> list[dict]:
     try:
         for scale in SENSITIVITY:
             duration.ALLOWANCE_US, duration.ALLOWANCE_SHARE = (scale * x for x in shipped)
-            summary = summarize(*validate_all(root, real))
+            captures, rows = validate_all(root, real)
+            summary = summarize(captures, rows)
             out.append({"allowance_us": duration.ALLOWANCE_US, "allowance_share": duration.ALLOWANCE_SHARE}
-                       | {k: summary[k] for k in ("reproduced", "rows_within_target", "changing_rows_within_target")})
+                       | {k: summary[k] for k in ("reproduced", "rows_within_target", "changing_rows_within_target")}
+                       | {"refused": [c["program"] for c in captures if not c["reproduced"]]})
     finally:
         duration.ALLOWANCE_US, duration.ALLOWANCE_SHARE = shipped
     return out
