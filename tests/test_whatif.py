@@ -540,3 +540,12 @@ def test_a_refused_capture_names_the_first_launch_whose_end_is_off():
                                     "simulated ending at 0.400 ms")
     right = Result((KernelTimes(0.0, 0.0, 100.0), KernelTimes(1.0, 100.0, 1000.0)), 1000.0)
     assert anchor.validate([step], [right]).first_off is None
+
+
+def test_the_times_two_kernels_ran_at_once_are_found_in_one_sweep():
+    from ccoverlap.whatif.step import together
+
+    # [0, 10] and [5, 20] overlap on [5, 10]; [20, 30] only touches the second; [25, 28] inside the third
+    assert together([(0, 10), (5, 20), (20, 30), (25, 28)]) == [(5, 10), (25, 28)]
+    assert together([(0, 10), (0, 10), (0, 10)]) == [(0, 10)]  # three at once are one span
+    assert together([(0, 10)]) == []

@@ -9,6 +9,7 @@ reproduce before a lever is predicted (`anchor`).
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -107,7 +108,8 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     keep.sort(key=lambda i: (g.release[i], trace.kernels[i].ts))
     where = {i: n for n, i in enumerate(keep)}
     t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
-    on_sms = [i for i in keep if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint]
+    crowded = together([(trace.kernels[i].ts, trace.kernels[i].end) for i in keep
+                        if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint])
     kernels = []
     for i in keep:
         k = trace.kernels[i]
@@ -115,7 +117,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
             k.footprint, cluster=comm_cluster if comm else 1)
         deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
-        beside = beside_us(k, [trace.kernels[j] for j in on_sms if j != i])
+        beside = intervals.intersection([(k.ts, k.end)], crowded[max(bisect_left(crowded, (k.ts,)) - 1, 0):])
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
                               measured_end_us=k.end - t0,
@@ -124,9 +126,19 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     return Step(device, tuple(kernels), name=name, hidden=hidden), notes
 
 
-def beside_us(k, others) -> float:
-    """How long kernel `k` (a trace's KernelEvent) ran, measured, while any of `others` ran."""
-    return intervals.intersection([(k.ts, k.end)], intervals.merge((o.ts, o.end) for o in others))
+def together(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The times when two or more of `spans` ran at once, sorted and disjoint: where a kernel ran beside another
+    (one sweep, not a union of the others per kernel: a step holds thousands of launches)."""
+    edges = sorted([(lo, 1) for lo, _ in spans] + [(hi, -1) for _, hi in spans])  # at one time, ends first
+    out: list[tuple[float, float]] = []
+    running, since = 0, 0.0
+    for t, step in edges:
+        running += step
+        if step > 0 and running == 2:
+            since = t
+        elif step < 0 and running == 1 and t > since:
+            out.append((since, t))
+    return out
 
 
 def waits_through(i: int, events: Mapping[int, tuple[int, ...]], prev: Sequence[int], kept: Collection[int],
