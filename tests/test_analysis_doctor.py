@@ -194,6 +194,27 @@ def test_event_dependency_makes_the_collective_ready_when_the_compute_ends(tmp_p
     assert any("same CPU thread" in n for n in d.notes) == (how == "thread-fallback")
 
 
+def test_a_join_recorded_after_the_main_streams_launch_waits_for_the_side_stream(tmp_path):
+    """torch 2.11 names neither the record's stream nor its call: the thread's last launch before the record is
+    the main stream's own GEMM, and a stream waiting on its own work would be a no-op, so the join (the record on
+    the collective's stream) is matched to the collective, which ended just before the gated kernel started."""
+    comm = ks.K(ks.NCCL, 100, 500, launch_ts=90, **NCCL)  # stream 13, [100, 600]
+    gemm = ks.K(ks.GEMM, 100, 300, block=384, grid=132, regs=168, smem=213504, launch_ts=95)  # stream 7, [100, 400]
+    after = ks.K(ks.ELEMENTWISE, 602, 10, launch_ts=115)  # stream 7: started when the collective ended
+    record = ks.Call("cudaEventRecordWithFlags", 105, 1)
+    wait = ks.Call("cudaStreamWaitEvent", 108, 1)
+    trace, _ = one_rank(tmp_path, [comm, gemm, after], calls=[record, wait], waits=[ks.Wait(wait, 7, event_id=3)])
+    g = graph(trace)
+    (i,) = [n for n, k in enumerate(trace.kernels) if k.name == ks.ELEMENTWISE]
+    (c,) = [n for n, k in enumerate(trace.kernels) if k.stream == 13]
+    assert g.events.get(i) == (c,)
+    # the collective ending after the gated kernel started was not what it waited for: as before, no edge
+    late = ks.K(ks.ELEMENTWISE, 450, 10, launch_ts=115)
+    trace, _ = one_rank(tmp_path / "late", [comm, gemm, late], calls=[record, wait],
+                        waits=[ks.Wait(wait, 7, event_id=3)])
+    assert not graph(trace).events
+
+
 def test_a_record_on_another_thread_is_unresolved_and_listed(tmp_path):
     _, d = _event_case(tmp_path, record_tid=77)
     c = comm_of(d)

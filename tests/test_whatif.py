@@ -50,9 +50,9 @@ def test_a_tail_runs_faster_with_the_sm_shared_by_warps_and_alone_a_launch_takes
     # where 8 warps saturate it,
     # so a CTA's work is 900 / (1 + 1/8) = 800 us; at sm_share 0 it is 900 / 2
     tail = compute(9 * 132, 900.0)
-    assert Pace(1.0, 0.0, saturation=0.125).blocks(H200, tail) == (9 * 132, pytest.approx(800.0))
-    assert Pace(1.0, 0.0, saturation=0.5).blocks(H200, tail) == (9 * 132, pytest.approx(600.0))  # 2x, not 8x
-    assert Pace(0.0, 0.0).blocks(H200, tail) == (9 * 132, pytest.approx(450.0))
+    assert Pace(1.0, 0.0, saturation=0.125).blocks(H200, tail) == ((9 * 132, pytest.approx(800.0)),)
+    assert Pace(1.0, 0.0, saturation=0.5).blocks(H200, tail) == ((9 * 132, pytest.approx(600.0)),)  # 2x, not 8x
+    assert Pace(0.0, 0.0).blocks(H200, tail) == ((9 * 132, pytest.approx(450.0)),)
     for pace in (Pace(1.0, 0.0), Pace(0.0, 0.0), Pace(0.5, 0.3)):
         assert run(Step(H200, (tail,)), pace).step_us == pytest.approx(900.0)
 
@@ -452,3 +452,100 @@ def test_a_capture_whose_graph_hides_its_edges_is_refused(tmp_path, monkeypatch,
     assert not doc["predictions"]
     with pytest.raises(session.Refused, match="CUDA graph replayed on 2 streams"):
         session.gains(root, None, ["priority"])
+
+
+def test_a_wait_carried_by_a_launch_left_out_still_binds_the_launches_after_it():
+    from ccoverlap.whatif.step import waits_through
+
+    # 0: compute (stream 7); 1: the collective (stream 13) waits on 0; 2: a memset (stream 7, no time alone) waits
+    # on 1; 3: the next GEMM (stream 7) after the memset: it waits for the collective, through the memset
+    prev, events, kept, step = [-1, -1, 0, 2], {1: (0,), 2: (1,)}, {0, 1, 3}, {0, 1, 2, 3}
+    assert waits_through(3, events, prev, kept, step) == [1]
+    assert waits_through(1, events, prev, kept, step) == [0]
+    assert waits_through(3, events, prev, {0, 1, 2, 3}, step) == []  # the memset kept: it carries the wait itself
+    assert waits_through(3, events, prev, kept, {0, 2, 3}) == []  # a wait outside the step binds nothing in it
+    # past an event, a left-out launch's stream order binds: 2 (stream 7) waits on a left-out memset (stream 13)
+    # queued after the collective 0
+    assert waits_through(2, {2: (1,)}, [-1, 0, -1], {0, 2}, {0, 1, 2}) == [0]
+
+
+def test_a_many_wave_grid_is_merged_but_its_last_wave_kept_so_it_is_fully_dispatched_when_it_really_is():
+    # 100 KB of shared memory: 2 blocks per SM, 264 a wave, 20 waves of 100 us. At most 6 waves simulated: the first
+    # 19 waves' 5016 CTAs merged 4 to one (1254 CTAs of 400 us, 4.75 waves), the last wave's 264 kept at 100 us
+    fat = Kernel("fat", F(256, 32, 0, 100 * 1024, 20 * 264), 2000.0, 1)
+    assert STILL.blocks(H200, fat) == ((1254, pytest.approx(400.0)), (264, pytest.approx(100.0)))
+    assert run(Step(H200, (fat,))).step_us == pytest.approx(2000.0)  # alone, its time alone
+    # a later grid of equal priority (fits beside it) waits until it is fully dispatched: its last wave's last
+    # CTAs start at 1900 us (merged into 6 equal waves it would have been 2000 x 5/6 = 1667 us)
+    small = comm(F(256, 32, 0, 0, 16))
+    r = run(Step(H200, (fat, small)))
+    assert r.kernels[1].start_us == pytest.approx(1900.0)
+
+
+def test_a_kernel_its_capture_shows_at_its_alone_pace_beside_others_shares_no_memory_system():
+    from ccoverlap.whatif.duration import observed_memory_share
+
+    # ran 1000 us (its time alone), all of it beside another kernel: the excess read generously is
+    # 0 + 1 us + 1% of 1000 us = 11 us, so its share is at most 11 / (1000 - 11)
+    assert observed_memory_share(1000.0, 1000.0, 1000.0) == pytest.approx(11 / 989)
+    # ran 1300 us beside others for 1300 us: 311 / 989, above the calibrated 0.3 (which then holds)
+    assert observed_memory_share(1000.0, 1300.0, 1300.0) == pytest.approx(311 / 989)
+    assert observed_memory_share(1000.0, 1000.0, 0.0) is None  # beside nothing: no evidence
+    assert observed_memory_share(1000.0, 2000.0, 500.0) is None  # slowed more than any share explains
+    # two kernels side by side at memory share 0.5 take 150 us each; one bounded to 0 by its capture runs at its
+    # alone pace (100 us), the other at 1 / 1.5 while it runs: 2/3 of its work done at 100 us, the last third
+    # alone, 133.3 us
+    a = compute(132, 100.0, stream=1, memory_bound=0.0)
+    b = compute(132, 100.0, stream=2)
+    r = run(Step(H200, (a, b)), Pace(0.0, 0.5))
+    assert r.kernels[0].end_us == pytest.approx(100.0) and r.kernels[1].end_us == pytest.approx(100 + 100 / 3)
+    assert run(Step(H200, (a, dataclasses.replace(b, memory_bound=0.9))), Pace(0.0, 0.5)).step_us == pytest.approx(
+        100 + 100 / 3)  # a bound above the calibrated share changes nothing
+
+
+def test_a_step_is_read_in_launch_order_so_one_hardware_queue_holds_a_kernel_behind_an_earlier_launched_collective(
+        tmp_path):
+    import kineto_synth as ks
+    from ccoverlap.analysis import read_trace
+    from ccoverlap.whatif.dispatch import EVENT_LATENCY_US
+    from ccoverlap.whatif.step import from_trace
+    from test_analysis_doctor import NCCL as NCCL_ARGS
+
+    # the collective (stream 13) is launched between the two compute kernels but starts after the second
+    first = ks.K("compute_a", 100, 50, launch_ts=80)
+    late = ks.K(ks.NCCL, 400, 300, launch_ts=85, **NCCL_ARGS)
+    second = ks.K("compute_b", 150, 250, launch_ts=90)
+    trace = read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, [first, late, second], []))
+    step, _ = from_trace(trace, H200, alone={k.correlation: k.dur for k in trace.kernels})
+    assert [k.name for k in step.kernels] == ["compute_a", ks_nccl(), "compute_b"]
+    # one queue: the second compute kernel waits until the collective, ready by an event 1.12 us after the
+    # first kernel ends, is dispatched (both fit beside each other)
+    small = (compute(132, 50.0), comm(F(256, 32, 0, 0, 16), deps=(0,)), compute(132, 250.0))
+    assert run(Step(H200, small, queues=1)).kernels[2].start_us == pytest.approx(50.0 + EVENT_LATENCY_US)
+    assert run(Step(H200, small)).kernels[2].start_us == pytest.approx(50.0)
+
+
+def test_a_refused_capture_names_the_first_launch_whose_end_is_off():
+    from ccoverlap.whatif import anchor
+    from ccoverlap.whatif.dispatch import KernelTimes, Result
+
+    # measured: the compute ends at 100 us, the collective at 1000 (its start, 100, simulated right); simulated,
+    # the compute ends at 400 (300 us off, beyond max(5% of 1000, 50)) and the collective at 1300
+    step = Step(H200, (compute(132, 100.0, measured_end_us=100.0),
+                       comm(measured_start_us=100.0, measured_end_us=1000.0)), measured_us=1000.0, name="s")
+    late = Result((KernelTimes(0.0, 0.0, 400.0), KernelTimes(1.0, 100.0, 1300.0)), 1300.0)
+    check = anchor.validate([step], [late])
+    assert check.first_off == anchor.Disagreement("fma", 1, 100.0, 400.0, "end")
+    assert check.refused().endswith("the first launch off: fma (stream 1) measured ending at 0.100 ms, "
+                                    "simulated ending at 0.400 ms")
+    right = Result((KernelTimes(0.0, 0.0, 100.0), KernelTimes(1.0, 100.0, 1000.0)), 1000.0)
+    assert anchor.validate([step], [right]).first_off is None
+
+
+def test_the_times_two_kernels_ran_at_once_are_found_in_one_sweep():
+    from ccoverlap.whatif.step import together
+
+    # [0, 10] and [5, 20] overlap on [5, 10]; [20, 30] only touches the second; [25, 28] inside the third
+    assert together([(0, 10), (5, 20), (20, 30), (25, 28)]) == [(5, 10), (25, 28)]
+    assert together([(0, 10), (0, 10), (0, 10)]) == [(0, 10)]  # three at once are one span
+    assert together([(0, 10)]) == []

@@ -97,6 +97,11 @@ class _Launches:
         at = bisect_left(self._ts.get(key, ()), ts)
         return [item for _, item in reversed(self.items[key][max(0, at - n):at])] if at else []
 
+    def latest_where(self, key, ts: float, keep) -> int:
+        """The latest item launched before `ts` for which `keep(item)` holds; -1: none."""
+        at = bisect_left(self._ts.get(key, ()), ts)
+        return next((item for _, item in reversed(self.items[key][:at]) if keep(item)), -1) if at else -1
+
     def first_after(self, key, ts: float) -> int:
         at = bisect_right(self._ts.get(key, ()), ts)
         items = self.items.get(key, ())
@@ -129,11 +134,21 @@ def graph(trace: Trace) -> Graph:
                 records.add(("event", trace.event_streams[corr][1]), c.ts, corr)
     records.freeze()
 
-    def producer_of(record: int, wait_on_stream: int = -1) -> int:
-        """The last GPU activity launched before the record call on its stream (known) or its thread; -1: none."""
+    def producer_of(record: int, wait_on_stream: int, waiting: int, consumer: int) -> int:
+        """The last GPU activity launched before the record call on its stream (known) or its thread; -1: none.
+        Where the record's stream is unknown and the thread's last launch is on the `waiting` stream itself (a
+        wait on its own work would be a no-op, which torch's wait_stream never issues), the thread's latest
+        launch on another stream that ended by the `consumer`'s start: the join of a side stream, recorded after
+        the main stream's launch (without it the kernel after the join is simulated beside the collective)."""
         stream = wait_on_stream if wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
         rec = trace.launches[record]
-        return by_stream.last_before(stream, rec.ts) if stream >= 0 else by_thread.last_before(rec.tid, rec.ts)
+        if stream >= 0:
+            return by_stream.last_before(stream, rec.ts)
+        last = by_thread.last_before(rec.tid, rec.ts)
+        if last < 0 or kernels[last].stream != waiting:
+            return last
+        other = by_thread.latest_where(rec.tid, rec.ts, lambda j: kernels[j].stream != waiting)
+        return other if other >= 0 and kernels[other].end <= kernels[consumer].ts + PLAUSIBLE_US else last
 
     events: dict[int, list[int]] = defaultdict(list)
     unresolved: dict[int, list[Unresolved]] = defaultdict(list)
@@ -151,14 +166,15 @@ def graph(trace: Trace) -> Graph:
         else:  # torch 2.11: neither the record's correlation nor its stream: the same thread's latest record
             # whose producer could have been waited for (one that ends after the gated kernel started was not)
             candidates = records.latest_before(call.tid, at, RECORDS_LOOKED_AT) if call else []
-            record = next((r for r in candidates if 0 <= (j := producer_of(r)) and kernels[j].end
-                           <= kernels[consumer].ts + PLAUSIBLE_US), candidates[0] if candidates else -1)
+            record = next((r for r in candidates if 0 <= (j := producer_of(r, -1, w.stream, consumer))
+                           and kernels[j].end <= kernels[consumer].ts + PLAUSIBLE_US),
+                          candidates[0] if candidates else -1)
             fallback += record >= 0
         if record < 0:
             unresolved[consumer].append(Unresolved(_NO_RECORD, at, w.stream))
             continue
         stream = w.wait_on_stream if w.wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
-        producer = producer_of(record, w.wait_on_stream)
+        producer = producer_of(record, w.wait_on_stream, w.stream, consumer)
         if producer < 0:
             if stream < 0:
                 unresolved[consumer].append(Unresolved(_NO_PRODUCER, at, w.stream))

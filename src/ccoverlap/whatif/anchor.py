@@ -8,10 +8,11 @@ rule (docs/whatif.md, "Anchoring and refusal"), over the capture's typical steps
   over the typical steps) within max(START_SHARE of the measured step, START_FLOOR_US) of its measured start.
 
 Where either fails the capture is refused: no lever is predicted (`Validation.refused` says why, naming the
-first collectives that disagree). Where both hold, a prediction is anchored: the measured step times the
-simulated lever over the simulated default (`Validation.anchor`), so the simulator's own error in the default's
-absolute time does not reach the figure. The thresholds are stated, not fitted: 5% is the doctor's own "nothing
-to gain" scale; 50 us is some ten kernel launches, below which a start is the launch's jitter.
+first collectives that disagree and the first launch whose end is off by the collectives' tolerance). Where both
+hold, a prediction is anchored: the measured step times the simulated lever over the simulated default
+(`Validation.anchor`), so the simulator's own error in the default's absolute time does not reach the figure.
+The thresholds are stated, not fitted: 5% is the doctor's own "nothing to gain" scale; 50 us is some ten kernel
+launches, below which a start is the launch's jitter.
 """
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ SHOWN = 3  # disagreeing collectives named in the one line
 class Disagreement:
     name: str
     stream: int
-    measured_us: float  # its start from its step's start, the median over the typical steps
+    measured_us: float  # its start (or end) from its step's start, the median over the typical steps
     simulated_us: float
+    what: str = "start"  # which of the launch's times: "start" or "end"
 
     def __str__(self) -> str:
-        return (f"{self.name[:50]} (stream {self.stream}) measured at {self.measured_us / 1000:.3f} ms, "
-                f"simulated at {self.simulated_us / 1000:.3f} ms")
+        at = "at" if self.what == "start" else "ending at"
+        return (f"{self.name[:50]} (stream {self.stream}) measured {at} {self.measured_us / 1000:.3f} ms, "
+                f"simulated {at} {self.simulated_us / 1000:.3f} ms")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Validation:
     tolerance_us: float  # for a collective's start
     steps: tuple[str, ...]  # the typical steps compared
     disagree: tuple[Disagreement, ...]  # collectives whose start is off, in launch order
+    first_off: Disagreement | None = None  # the first launch whose end is off by more than the tolerance
 
     @property
     def step_error(self) -> float:
@@ -72,6 +76,8 @@ class Validation:
         if self.disagree:
             why.append(f"{len(self.disagree)} collective start(s) off by more than {self.tolerance_us / 1000:.3f} ms: "
                        + "; ".join(map(str, self.disagree[:SHOWN])))
+        if self.first_off:
+            why.append(f"the first launch off: {self.first_off}")
         return "cannot predict this capture: " + "; ".join(why)
 
     def anchor(self, simulated_us: float) -> float:
@@ -84,7 +90,10 @@ class Validation:
                 "start_tolerance_us": self.tolerance_us, "typical_steps": list(self.steps),
                 "reproduced": self.reproduced, "refused": self.refused(),
                 "disagree": [{"name": d.name, "stream": d.stream, "measured_start_us": d.measured_us,
-                              "simulated_start_us": d.simulated_us} for d in self.disagree]}
+                              "simulated_start_us": d.simulated_us} for d in self.disagree],
+                "first_off": self.first_off and {"name": self.first_off.name, "stream": self.first_off.stream,
+                                                 "measured_end_us": self.first_off.measured_us,
+                                                 "simulated_end_us": self.first_off.simulated_us}}
 
 
 def validate(steps: Sequence[Step], defaults: Sequence[Result]) -> Validation:
@@ -97,12 +106,28 @@ def validate(steps: Sequence[Step], defaults: Sequence[Result]) -> Validation:
             k = step.kernels[i]
             if k.measured_start_us is not None:
                 starts[n].append((k.name, k.stream, k.measured_start_us, result.kernels[i].start_us))
-    disagree = []
-    for n in sorted(starts):
-        name, stream = starts[n][0][:2]
-        got = Disagreement(name, stream, statistics.median(m for *_, m, _ in starts[n]),
-                           statistics.median(s for *_, s in starts[n]))
-        if abs(got.simulated_us - got.measured_us) > tolerance:
-            disagree.append(got)
+    disagree = [d for d in map(_median, starts.values()) if abs(d.simulated_us - d.measured_us) > tolerance]
     return Validation(measured, statistics.median(r.step_us for r in defaults), tolerance,
-                      tuple(s.name for s in steps), tuple(disagree))
+                      tuple(s.name for s in steps), tuple(disagree), first_off(steps, defaults, tolerance))
+
+
+def _median(times: Sequence[tuple[str, int, float, float]], what: str = "start") -> Disagreement:
+    """One launch's (name, stream, measured, simulated) times over the typical steps, as their medians."""
+    name, stream = times[0][:2]
+    return Disagreement(name, stream, statistics.median(m for *_, m, _ in times),
+                        statistics.median(s for *_, s in times), what)
+
+
+def first_off(steps: Sequence[Step], defaults: Sequence[Result], tolerance: float) -> Disagreement | None:
+    """The first launch, in launch order, whose simulated end is off its measured end by more than `tolerance`
+    (the medians over the typical steps whose launch sequence is the first's): where a step that is not reproduced
+    starts to go wrong, so a refusal names a launch, not only a figure."""
+    names = [k.name for k in steps[0].kernels]
+    same = [(s, r) for s, r in zip(steps, defaults) if [k.name for k in s.kernels] == names]
+    for n, k in enumerate(steps[0].kernels):
+        if k.measured_end_us is None:
+            continue
+        got = _median([(k.name, k.stream, s.kernels[n].measured_end_us, r.kernels[n].end_us) for s, r in same], "end")
+        if abs(got.simulated_us - got.measured_us) > tolerance:
+            return got
+    return None

@@ -84,10 +84,10 @@ class _Sim:
         self.hints = [k.hint for k in ks]
         self.is_comm = [k.comm for k in ks]
         self.warps = [0 if c else -(-k.footprint.threads // self.dev.warp_size) for k, c in zip(ks, self.copy)]
-        plan = [(1, k.alone_us) if c else pace.blocks(self.dev, k) for k, c in zip(ks, self.copy)]
+        self.plan = [((1, k.alone_us),) if c else pace.blocks(self.dev, k) for k, c in zip(ks, self.copy)]
         self.pending = [n if c else -(-n // max(k.footprint.cluster, 1)) * max(k.footprint.cluster, 1)
-                        for (n, _), k, c in zip(plan, ks, self.copy)]
-        self.work = [w for _, w in plan]
+                        for n, k, c in zip((sum(n for n, _ in p) for p in self.plan), ks, self.copy)]
+        self.placed = [0] * len(ks)  # CTAs dispatched so far: which group of its plan the next one is in
         self.alone_warps = [0 if c else pace.alone_warps(self.dev, k, self.dev.warp_size)
                             for k, c in zip(ks, self.copy)]
         self.running = [0] * len(ks)
@@ -160,7 +160,8 @@ class _Sim:
         residency.place(self.dev, self.sms[s], i, self.fps[i], self.hints[i])
         cid = self.next_id
         self.next_id += 1
-        self.ctas[cid] = [i, s, self.work[i], t, 0.0, 0]
+        self.ctas[cid] = [i, s, self._work(i), t, 0.0, 0]
+        self.placed[i] += 1
         self.on_sm[s].add(cid)
         self.pending[i] -= 1
         if self.running[i] == 0:
@@ -174,6 +175,15 @@ class _Sim:
         if self.pending[i] == 0:
             self.dispatched[i] = True
         self._touched.add(s)
+
+    def _work(self, i: int) -> float:
+        """The work of kernel i's next CTA: its plan's group that CTA falls in (a cluster's padding: the last's)."""
+        n = self.placed[i]
+        for count, work in self.plan[i]:
+            if n < count:
+                return work
+            n -= count
+        return self.plan[i][-1][1]
 
     def _fill(self, i: int, sms, t: float) -> bool:
         """Place kernel i's CTAs on `sms`, round-robin; True when none is left pending."""
@@ -252,7 +262,7 @@ class _Sim:
     def _rate(self, cid: int) -> float:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
         now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
-        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1)
+        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, self.step.kernels[i].memory_bound)
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:

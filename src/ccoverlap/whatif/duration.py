@@ -14,20 +14,31 @@ The model, stated once (docs/whatif.md, "The model"):
     `sm_share` 0 is no interference, 1 is the SM's issue shared evenly by warps;
   - memory-system share: `others` is 1 while any other kernel runs anywhere on the GPU (HBM and L2 are shared
     by every SM), else 0.
+    A launch that its capture shows beside other kernels at its alone pace has its share bounded by what was
+    measured (`observed_memory_share`): the calibrated share is an upper bound, never raised.
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
-A kernel of many waves is simulated in coarser CTAs (consecutive CTAs merged so at most `max_waves` waves
-remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work): the same footprint, total
-work and residency, a coarser tail.
+A kernel of many waves is simulated in coarser CTAs (the CTAs of all but its last wave merged so at most
+`max_waves` waves remain, and none shorter than `min_cta_us` alone, each merged CTA doing their work; the last
+wave's CTAs kept as they are): the same footprint, total work and residency, and the same moment the grid is
+fully dispatched.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.whatif.residency import alone_per_sm
-from ccoverlap.whatif.step import Kernel
+
+if TYPE_CHECKING:  # step.py reads the capture's bound on a kernel's memory share from here
+    from ccoverlap.whatif.step import Kernel
+
+#: A launch's duration in a capture and its time alone are two measurements: a difference below this allowance
+#: (1 us, the scale of launch jitter, plus 1% of the time alone) is not read as a slowdown, so the capture bounds
+#: a kernel's memory share only where it clearly did not slow.
+ALLOWANCE_US, ALLOWANCE_SHARE = 1.0, 0.01
 
 
 @dataclass(frozen=True)
@@ -40,24 +51,32 @@ class Pace:
     max_waves: int = 6
     min_cta_us: float = 50.0
 
-    def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool) -> float:
+    def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool,
+             memory_bound: float | None = None) -> float:
         """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
-        `warps_now` warps now."""
+        `warps_now` warps now; `memory_bound`: the most memory share its capture allows it (`observed_memory_share`;
+        None: the calibrated share)."""
         floor = self.saturation * device.max_warps_per_sm
-        return ((max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share
-                / (1 + self.memory_share * others_running))
+        share = self.memory_share if memory_bound is None else min(self.memory_share, memory_bound)
+        return (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
 
-    def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[int, float]:
-        """(CTAs simulated, work of each in us at full pace) for kernel `k`: its grid now, each CTA doing the work
-        of one CTA of the launch as measured alone (`Kernel.measured`: a padded kernel's CTAs do the same work,
-        in more waves)."""
+    def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[tuple[int, float], ...]:
+        """(CTAs simulated, work of each in us at full pace) for kernel `k`, in groups in dispatch order: its grid
+        now, each CTA doing the work of one CTA of the launch as measured alone (`Kernel.measured`: a padded
+        kernel's CTAs do the same work, in more waves). A grid of more than `max_waves` waves has the CTAs of its
+        earlier waves merged and those of its last wave kept as they are, so it is fully dispatched (what a later
+        grid of its priority waits for) when its real last wave starts, not a merged wave's length earlier."""
         basis, hint = k.measured
         work = k.alone_us / self.waves(device, basis, hint) * basis.grid / k.footprint.grid  # regridded: same work
         grid = k.footprint.grid
-        now = -(-grid // (alone_per_sm(device, k.footprint, k.hint) * device.sm_count))
+        wave = alone_per_sm(device, k.footprint, k.hint) * device.sm_count
+        now = -(-grid // wave)
         waves_kept = max(1, min(self.max_waves, int(k.alone_us // self.min_cta_us)))
-        merge = -(-now // waves_kept) if now > waves_kept else 1
-        return -(-grid // merge), work * merge
+        if now <= waves_kept:
+            return ((grid, work),)
+        last = grid - (now - 1) * wave
+        merge = -(-(now - 1) // max(waves_kept - 1, 1))
+        return ((-(-(grid - last) // merge), work * merge), (last, work))
 
     def waves(self, device: DeviceLimits, fp, hint: int | None) -> float:
         """How many CTA durations a launch alone lasts: its full waves, and a last partial wave whose CTAs, fewer
@@ -74,3 +93,15 @@ class Pace:
         basis, hint = k.measured
         per_sm = min(alone_per_sm(device, basis, hint), -(-basis.grid // device.sm_count))
         return per_sm * -(-basis.threads // warp)
+
+
+def observed_memory_share(alone_us: float, measured_us: float, beside_us: float) -> float | None:
+    """The most memory-system share a launch's capture allows it: it ran `measured_us` where alone it runs
+    `alone_us`, `beside_us` of it while another kernel ran. At share m its work is done at 1 / (1 + m) beside
+    others, so it lasts `excess = beside x m / (1 + m)` longer: m = excess / (beside - excess), with the excess read
+    generously (the measurements' allowance added). The calibrated share is one figure for every kernel (fitted on
+    the lab's memory-streaming ones too); a kernel that ran beside others at its alone pace (a compute-bound or
+    latency-bound kernel, a spin) does not share the memory system, and the capture says so. None where it ran
+    beside nothing, or slowed more than any share explains (no bound: other mechanisms slowed it)."""
+    excess = max(0.0, measured_us - alone_us) + ALLOWANCE_US + ALLOWANCE_SHARE * alone_us
+    return excess / (beside_us - excess) if beside_us > excess else None

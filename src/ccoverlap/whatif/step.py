@@ -9,14 +9,17 @@ reproduce before a lever is predicted (`anchor`).
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
-from ccoverlap.analysis import KernelClass, analysed_indices, graph, windows
+from ccoverlap.analysis import KernelClass, analysed_indices, graph, intervals, windows
 from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.analysis.steps import typical
+from ccoverlap.whatif.duration import observed_memory_share
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,8 @@ class Kernel:
     sms: tuple[int, int] | None = None
     basis: KernelFootprint | None = None  # the footprint `alone_us` was measured with, no hint (None: `footprint`)
     measured_start_us: float | None = None  # its start in the capture, from the step's start (None: not captured)
+    measured_end_us: float | None = None  # its end in the capture, from the step's start (None: not captured)
+    memory_bound: float | None = None  # the most memory share its capture allows (duration.observed_memory_share)
 
     @property
     def measured(self) -> tuple[KernelFootprint | None, int | None]:
@@ -89,29 +94,80 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     # given is by correlation
     key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
-    notes, keep, where = [], [], {}
+    notes, keep = [], []
+    idx = [i for i in idx if streams is None or trace.kernels[i].stream in streams]
     for i in idx:
         k = trace.kernels[i]
-        if streams is not None and k.stream not in streams:
-            continue
         if key(k) not in alone:
             notes.append(f"{k.name[:60]}: no time alone (left out)")
             continue
-        where[i] = len(keep)
         keep.append(i)
+    # in launch order (the launch calls' ends; a kernel without one, at its start): the hardware queues take
+    # kernels as they are launched, and a collective that started after the kernel launched behind it (it waited
+    # for an event) is still ahead of it in a queue the two streams share
+    keep.sort(key=lambda i: (g.release[i], trace.kernels[i].ts))
+    where = {i: n for n, i in enumerate(keep)}
     t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
+    crowded = together([(trace.kernels[i].ts, trace.kernels[i].end) for i in keep
+                        if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint])
     kernels = []
     for i in keep:
         k = trace.kernels[i]
         comm = k.kind is KernelClass.COMMUNICATION
         fp = None if k.kind is KernelClass.MEMORY or k.footprint is None else dataclasses.replace(
             k.footprint, cluster=comm_cluster if comm else 1)
-        deps = tuple(where[j] for j in g.events.get(i, ()) if j in where)
+        deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
+        beside = intervals.intersection([(k.ts, k.end)], crowded[max(bisect_left(crowded, (k.ts,)) - 1, 0):])
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
-                              max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0))
+                              max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
+                              measured_end_us=k.end - t0,
+                              memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None))
     hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
                   None)
     return Step(device, tuple(kernels), name=name, hidden=hidden), notes
+
+
+def together(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The times when two or more of `spans` ran at once, sorted and disjoint: where a kernel ran beside another
+    (one sweep, not a union of the others per kernel: a step holds thousands of launches)."""
+    edges = sorted([(lo, 1) for lo, _ in spans] + [(hi, -1) for _, hi in spans])  # at one time, ends first
+    out: list[tuple[float, float]] = []
+    running, since = 0, 0.0
+    for t, step in edges:
+        running += step
+        if step > 0 and running == 2:
+            since = t
+        elif step < 0 and running == 1 and t > since:
+            out.append((since, t))
+    return out
+
+
+def waits_through(i: int, events: Mapping[int, tuple[int, ...]], prev: Sequence[int], kept: Collection[int],
+                  step: Collection[int]) -> list[int]:
+    """The kept launches of the step that launch `i` waits for through CUDA events, in order, with a left-out
+    launch (no time alone: a memset, a copy) seen through: what it waited for (its stream's previous launch, its
+    events; past an event, its stream's previous launch too), so a wait a left-out launch carried still binds
+    the launches after it. Without it, the kernel
+    behind a memset that waited for a collective would start beside the collective (measured, it waits)."""
+    out: dict[int, None] = {}
+    seen: set[int] = set()
+
+    def through(j: int, event: bool) -> None:
+        if j < 0 or j not in step or j in seen:
+            return
+        seen.add(j)
+        if j in kept:
+            if event:
+                out[j] = None
+            return
+        through(prev[j], event)
+        for e in events.get(j, ()):
+            through(e, True)
+
+    through(prev[i], False)
+    for j in events.get(i, ()):
+        through(j, True)
+    return list(out)
 
 
 def typical_steps(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tuple[list[Step], list[str]]:
