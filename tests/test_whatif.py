@@ -549,3 +549,20 @@ def test_the_times_two_kernels_ran_at_once_are_found_in_one_sweep():
     assert together([(0, 10), (5, 20), (20, 30), (25, 28)]) == [(5, 10), (25, 28)]
     assert together([(0, 10), (0, 10), (0, 10)]) == [(0, 10)]  # three at once are one span
     assert together([(0, 10)]) == []
+
+
+def test_a_step_whose_launches_ran_unalone_beyond_the_tolerance_is_not_predicted():
+    """Launches without a time alone are left out of the simulated step; past the reproduction's tolerance of a
+    typical step, the capture is refused naming them (a graph's branches that overlapped in the alone window)."""
+    from ccoverlap.model.limits import get_device
+    from ccoverlap.whatif.session import _unknown
+    from ccoverlap.whatif.step import Step
+
+    h200 = get_device("h200")
+    small = Step(h200, (), name="ProfilerStep#2", measured_us=3000.0, unknown_us=140.0, unknown=("tiny",))
+    big = Step(h200, (), name="ProfilerStep#3", measured_us=3000.0, unknown_us=2900.0,
+               unknown=("known_fat", "ncclDevKernel_KnownAllReduce", "known_fat"))
+    assert _unknown([small]) is None  # 4.7%: within the 5% the default must reproduce
+    why = _unknown([small, big])
+    assert why.startswith("cannot predict this capture: launches without a time alone (known_fat, "
+                          "ncclDevKernel_KnownAllReduce) ran 2.900 ms of the 3.000 ms step ProfilerStep#3")

@@ -17,7 +17,7 @@ from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.dispatch import simulate
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
 from ccoverlap.analysis import (Analysis, KernelClass, Process, analysed_indices, analyze, device_limits, read_trace,
-                                windows)
+                                short_name, windows)
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -69,7 +69,7 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
     told = [] if comm_cluster is not None or cluster == 1 else [
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
     hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
-                   for s in steps if s.hidden), None)
+                   for s in steps if s.hidden), None) or _unknown(steps)
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
                     trace.world_size, hidden)
 
@@ -157,6 +157,19 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
                 "interval": [check.anchor(lo), check.anchor(hi)],
                 "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
                 "vs_capture": p.step_us / check.simulated_us}
+
+
+def _unknown(steps: Sequence[Step]) -> str | None:
+    """Why a capture cannot be simulated where launches without a time alone (they overlapped in the alone
+    window: a CUDA graph's parallel branches) took more of a typical step than the reproduction may be off: a step
+    simulated without them is not the step, whatever the rest predicts."""
+    worst = max(steps, key=lambda s: s.unknown_us / s.measured_us if s.measured_us else 0.0)
+    if not worst.measured_us or worst.unknown_us <= anchor.STEP_TOLERANCE * worst.measured_us:
+        return None
+    names = ", ".join(dict.fromkeys(short_name(n) for n in worst.unknown))
+    return (f"cannot predict this capture: launches without a time alone ({names}) ran "
+            f"{worst.unknown_us / 1000:.3f} ms of the {worst.measured_us / 1000:.3f} ms step {worst.name} (more than "
+            f"{100 * anchor.STEP_TOLERANCE:g}%): the alone window did not run them alone (docs/doctor.md)")
 
 
 def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None = None) -> dict:

@@ -65,6 +65,8 @@ class Step:
     name: str = ""  # the profiler step it was read from
     measured_us: float | None = None  # the captured step's span (analysis/steps.py; None: not captured)
     hidden: str | None = None  # why what a kernel of the step waited for is not in the trace (a CUDA graph's edges)
+    unknown_us: float = 0.0  # measured time of the launches left out for want of a time alone
+    unknown: tuple[str, ...] = ()  # their names, in the trace's order
 
     def replace(self, **changes) -> Step:
         return dataclasses.replace(self, **changes)
@@ -94,12 +96,13 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     # given is by correlation
     key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
-    notes, keep = [], []
+    notes, keep, unknown = [], [], []
     idx = [i for i in idx if streams is None or trace.kernels[i].stream in streams]
     for i in idx:
         k = trace.kernels[i]
         if key(k) not in alone:
             notes.append(f"{k.name[:60]}: no time alone (left out)")
+            unknown.append(i)
             continue
         keep.append(i)
     # in launch order (the launch calls' ends; a kernel without one, at its start): the hardware queues take
@@ -124,7 +127,9 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
                               memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None))
     hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
                   None)
-    return Step(device, tuple(kernels), name=name, hidden=hidden), notes
+    return Step(device, tuple(kernels), name=name, hidden=hidden,
+                unknown_us=sum(trace.kernels[i].dur for i in unknown),
+                unknown=tuple(trace.kernels[i].name for i in unknown)), notes
 
 
 def together(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
