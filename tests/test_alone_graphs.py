@@ -263,12 +263,13 @@ def test_the_record_carries_the_graphs_to_the_analysis(tmp_path):
     lines = [{"format": record.FORMAT, "rank": 0, "pid": 7},
              {"window": "open", "cuda": True, "trace": "rank0_trace.json.gz", "t": 1.0},
              {"window": "closed", "trace": "rank0_trace.json.gz", "recorded": 3, "complete": True, "t": 2.0},
-             {"graphs": [TOPOLOGY], "graphs_skipped": []}]
+             {"graphs": [TOPOLOGY], "graphs_skipped": ["ValueError: it holds a child graph"]}]
     path = tmp_path / ("rank0" + record.STEPS_SUFFIX)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     records, bad = record.read_all(tmp_path)
     assert not bad and records[0].graphs == (TOPOLOGY,)
-    assert record.processes(tmp_path, records)[0].graphs == (TOPOLOGY,)
+    process = record.processes(tmp_path, records)[0]
+    assert process.graphs == (TOPOLOGY,) and process.graphs_skipped == ("ValueError: it holds a child graph",)
 
 
 @pytest.mark.gpu
@@ -331,6 +332,12 @@ def test_analyze_on_a_doctor_folder_reads_its_records_graphs(tmp_path, capsys):
              {"graphs": [TOPOLOGY], "graphs_skipped": []}]
     (tmp_path / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert main(["analyze", str(tmp_path), "--json", "-"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
     (rank,) = doc["ranks"]
     assert rank["recommendations"][0]["lever"] == "priority", rank["verdict"]
+    lines[-1]["graphs_skipped"] = ["ValueError: it holds a conditional node"]
+    (tmp_path / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["analyze", str(tmp_path), "--json", "-"]) == 0
+    assert "1 CUDA graph(s) the program captured were not read (first: ValueError: it holds a conditional node)" \
+        in capsys.readouterr().err

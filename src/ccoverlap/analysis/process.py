@@ -21,3 +21,4 @@ class Process:
     env: Mapping[str, str] = field(default_factory=dict)
     alone: Path | None = None
     graphs: tuple[dict, ...] = ()  # the CUDA graphs it captured, as the capture wrote them (analysis/graphs.py)
+    graphs_skipped: tuple[str, ...] = ()  # why a graph it captured was not read

@@ -178,6 +178,7 @@ class RankRecord:
     alone_note: str | None = None  # why there is none (the interposer not loaded, the profiler failed), or None
     window_s: tuple[float | None, float | None] = (None, None)  # wall time of the window and of the alone window
     graphs: tuple[dict, ...] = ()  # the CUDA graphs captured before its window closed (doctor/graph_capture)
+    graphs_skipped: tuple[str, ...] = ()  # why a captured graph was not read (a child graph, an old torch, ...)
 
     @property
     def pid(self) -> int | None:
@@ -265,13 +266,15 @@ def read(path: Path) -> RankRecord:
         alone_trace = (alone.get("closed") or {}).get("trace")
         note = alone["unavailable"]["why"] if "unavailable" in alone else None
         graphs = tuple(g for e in rest if isinstance(e.get("graphs"), list) for g in e["graphs"])
+        skipped = tuple(str(w) for e in rest if isinstance(e.get("graphs_skipped"), list) for w in e["graphs_skipped"])
         return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
                           path.parent / trace if trace else None, closed["recorded"] if closed else None,
                           bool(closed and closed["complete"]), failed["error"] if failed else None,
                           tuple(map(float, printed["fingerprint"])) if printed else None,
                           _number(printed.get("rounding")), stopped,
                           path.parent / alone_trace if alone_trace else None, note,
-                          (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))), graphs)
+                          (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))), graphs,
+                          skipped)
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
 
@@ -310,7 +313,7 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     for r in records:
         if r.rank not in out and r.pid is not None:
             out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
-                                  r.alone_trace, r.graphs)
+                                  r.alone_trace, r.graphs, r.graphs_skipped)
     return out
 
 
