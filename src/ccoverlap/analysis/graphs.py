@@ -9,6 +9,7 @@ A match whose activity starts before a predecessor's end is not one (the graph's
 stays unknown rather than guessed."""
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,15 +55,15 @@ def _topological(preds: list[list[int]]) -> list[int]:
     for b, ps in enumerate(preds):
         for a in ps:
             succs[a].add(b)
-    ready, order = sorted(i for i, w in enumerate(waiting) if w == 0), []
+    ready = [i for i, w in enumerate(waiting) if w == 0]  # ascending: a heap already
+    order = []
     while ready:
-        i = ready.pop(0)
+        i = heapq.heappop(ready)
         order.append(i)
-        for b in sorted(succs[i]):
+        for b in succs[i]:
             waiting[b] -= 1
             if waiting[b] == 0:
-                ready.append(b)
-        ready.sort()
+                heapq.heappush(ready, b)
     if len(order) != len(preds):
         raise ValueError("the edges make a cycle")
     return order
@@ -98,12 +99,12 @@ def _assign(replay: Sequence[KernelEvent], topo: Topology) -> list[tuple[int, ..
     by_shape: dict = defaultdict(list)
     for node, shape in enumerate(topo.shapes):
         by_shape[shape].append(node)
+    nodes_of = {shape: iter(nodes) for shape, nodes in by_shape.items()}
     kernel_of = [-1] * len(topo.shapes)
     for pos, k in enumerate(replay):  # by start: the earliest kernel of a shape takes its first node
-        nodes = by_shape.get(_shape(k))
-        if not nodes:
+        node = next(nodes_of.get(_shape(k), iter(())), None)
+        if node is None:
             return None
-        node = nodes.pop(0)
         name = topo.names[node]
         if name and not name.startswith("_Z") and name != k.name:  # a C name is the trace's name
             return None
