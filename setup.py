@@ -18,7 +18,8 @@ setup(
         ),
         Extension(
             "ccoverlap._interposer",
-            sources=[f"src/ccoverlap/csrc/{name}.c" for name in ("interposer", "interposer_cuda", "interposer_hip", "occupancy", "policy")],
+            sources=[f"src/ccoverlap/csrc/{name}.c"
+                     for name in ("interposer", "interposer_cuda", "interposer_hip", "occupancy", "policy")],
             extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-fvisibility=hidden"],
             libraries=["dl", "pthread"],
         ),
