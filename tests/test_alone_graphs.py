@@ -167,7 +167,7 @@ def test_a_replay_matched_to_its_topology_is_diagnosed_and_its_lever_named(tmp_p
     assert verdict([hidden]).line.startswith("cannot tell")
     trace = dataclasses.replace(trace, graphs=parse([TOPOLOGY])[0])
     g = graph(trace)
-    assert not g.unresolved and g.events == {2: (1,), 3: (1,)} and g.prev[2] == -1
+    assert not g.unresolved and g.events == {2: (1,), 3: (1,)} and g.prev[2] == 1  # the stream's order kept
     assert g.ready(3) == (400, "event")
     assert any("as the doctor's capture read the graph" in n for n in g.notes)
     d = diagnose({0: trace})[0]

@@ -194,7 +194,7 @@ def graph(trace: Trace) -> Graph:
         if (consumer := by_thread.first_after(call.tid, call.ts)) >= 0:
             blind += 1
             unresolved[consumer].append(Unresolved(_NO_WAIT_RECORD, call.ts))
-    hidden, resolved = _graph_edges(kernels, trace, prev, events, unresolved)
+    hidden, resolved = _graph_edges(kernels, trace, events, unresolved)
     notes = []
     if resolved:
         notes.append(f"{resolved} CUDA graph replay(s) on several streams: what their kernels waited for is the "
@@ -221,12 +221,13 @@ def graph(trace: Trace) -> Graph:
                  {i: tuple(p) for i, p in events.items()}, {i: tuple(r) for i, r in unresolved.items()}, tuple(notes))
 
 
-def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, prev: list[int], events: dict[int, list[int]],
+def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, events: dict[int, list[int]],
                  unresolved: dict[int, list[Unresolved]]) -> tuple[tuple[int, int] | None, int]:
     """The waits inside every CUDA graph replay whose activities ran on more than one stream (a replay on one
     stream is a chain: its stream order is its edges). Where a captured topology matches the replay
-    (analysis/graphs.py), its edges become the activities' event waits and the executor's stream order inside the
-    replay is dropped (a stream of the executor is not an edge); else every activity but the first is unresolved.
+    (analysis/graphs.py), its edges become the activities' event waits, beside the executor's stream order (two
+    nodes without an edge that the executor put on one stream did run in its order: a wait behind the other is the
+    stream's, never taken for a wait for SMs); else every activity but the first is unresolved.
     ((replays, activities) left unresolved, or None; replays resolved)."""
     replays: dict[int, list[int]] = defaultdict(list)
     for i, k in enumerate(kernels):
@@ -244,10 +245,7 @@ def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, prev: list[int]
                 unresolved[i].append(why)
             continue
         resolved += 1
-        inside = set(idx)
         for i, preds in zip(idx, found, strict=True):
-            if prev[i] in inside:
-                prev[i] = -1
             if preds:
                 events[i].extend(idx[p] for p in preds)
     return ((len(hidden), sum(len(idx) - 1 for idx in hidden)) if hidden else None), resolved
