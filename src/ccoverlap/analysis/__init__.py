@@ -126,11 +126,11 @@ def first(task: Task) -> Part:
         topologies, bad = graphs.parse(process.graphs)
         trace = dataclasses.replace(trace, graphs=topologies)
         if bad:
-            alone.append(Problem(path, f"{bad} captured CUDA graph topolog(ies) malformed: left out"))
+            notes += (Problem(path, f"{bad} captured CUDA graph topolog(ies) malformed: left out"),)
     if process and process.graphs_skipped:
-        alone.append(Problem(path, f"{len(process.graphs_skipped)} CUDA graph(s) the program captured were not read "
-                             f"(first: {process.graphs_skipped[0]}): a replay of one on several streams keeps its "
-                             "waits unknown"))
+        notes += (Problem(path, f"{len(process.graphs_skipped)} CUDA graph(s) the program captured were not read "
+                          f"(first: {process.graphs_skipped[0]}): a replay of one on several streams keeps its "
+                          "waits unknown"),)
     pending = first_pass(trace, task.comm_cluster, process)
     base = task.baseline.get(trace.rank) if task.baseline else None
     measured = measure(task.strategy, trace, base, pending.provisional())

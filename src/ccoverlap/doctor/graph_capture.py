@@ -61,10 +61,10 @@ class Driver:
         if (rc := getattr(self.lib, name)(*args)) != 0:
             raise OSError(f"{name}: CUresult {rc}")
 
-    def _array(self, name: str, graph: int, count: int, tail: tuple = ()) -> list[int]:
+    def _array(self, name: str, graph: int, count: int) -> list[int]:
         nodes = (ctypes.c_void_p * max(count, 1))()
         n = ctypes.c_size_t(count)
-        self._call(name, ctypes.c_void_p(graph), nodes, *tail, ctypes.byref(n))
+        self._call(name, ctypes.c_void_p(graph), nodes, ctypes.byref(n))
         return [nodes[i] or 0 for i in range(n.value)]
 
     def topology(self, graph: int) -> dict:

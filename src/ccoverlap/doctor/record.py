@@ -325,4 +325,3 @@ def folder_processes(folder: Path) -> dict | None:
         return None
     records, _ = read_all(folder)
     return processes(folder, records) or None
-
