@@ -1,6 +1,6 @@
 """The interposer's test modules run again and again with the CPU busy (issue 29.4): pytest sessions of REPS
 copies of the modules each (--keep-duplicates: the fake driver built once a session), until --minutes run out or a
-run fails; SPINNERS busy processes beside them. Writes a JSON record with provenance and every session's outcome.
+run fails, or --runs copies have passed; SPINNERS busy processes beside them. Writes a JSON record with provenance and every session's outcome.
 
 usage: python bench/ci/interposer_loop.py --out bench/results/interposer-loop-cpu-DATE.json [--minutes M]
 """
@@ -34,13 +34,14 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--reps", type=int, default=5, help="copies of the modules per pytest session")
     p.add_argument("--spinners", type=int, default=2)
+    p.add_argument("--runs", type=int, default=0, help="stop once this many copies have passed in a row (0: no stop)")
     args = p.parse_args()
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.spinners)]
     for s in spinners:
         s.start()
     sessions, end = [], time.monotonic() + 60 * args.minutes
     try:
-        while time.monotonic() < end:
+        while time.monotonic() < end and not (args.runs and sum(s["copies"] for s in sessions) >= args.runs):
             t0, load = time.monotonic(), os.getloadavg()[0]
             run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--keep-duplicates",
                                   *MODULES * args.reps], cwd=ROOT, capture_output=True, text=True)
