@@ -1,6 +1,7 @@
 """The interposer's test modules run again and again with the CPU busy (issue 29.4): pytest sessions of REPS
-copies of the modules each (--keep-duplicates: the fake driver built once a session), until --minutes run out or a
-run fails, or --runs copies have passed; SPINNERS busy processes beside them. Writes a JSON record with provenance and every session's outcome.
+copies of the modules each (--keep-duplicates: the fake driver built once a session), until --minutes run out, a
+run fails or --runs copies have passed; SPINNERS busy processes beside them. Writes a JSON record with provenance
+and every session's outcome.
 
 usage: python bench/ci/interposer_loop.py --out bench/results/interposer-loop-cpu-DATE.json [--minutes M]
 """
