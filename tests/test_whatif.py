@@ -525,6 +525,56 @@ def test_a_step_is_read_in_launch_order_so_one_hardware_queue_holds_a_kernel_beh
     assert run(Step(H200, small)).kernels[2].start_us == pytest.approx(50.0)
 
 
+def test_a_profiler_that_slowed_the_steps_is_said_and_each_prediction_scaled_to_the_unprofiled_step(tmp_path,
+                                                                                                   capsys):
+    import json
+
+    from ccoverlap.doctor import record
+
+    root = serial_capture(tmp_path / "cap", steps=4)
+    # the doctor's record: 10 ms steps outside the window, 13 ms inside it (the profiler's cost), 15 in the alone
+    steps = [{"step": n, "ms": ms, "gpu_ms": ms, "profiled": prof, "warmup": False, "alone": alone}
+             for n, (ms, prof, alone) in enumerate([(10.0, False, False)] * 3 + [(13.0, True, False)] * 4
+                                                    + [(15.0, False, True)] * 2 + [(10.0, False, False)] * 2, 1)]
+    lines = [{"format": record.FORMAT, "rank": 0, "pid": 7},
+             {"window": "open", "cuda": True, "trace": "rank0_trace.json", "t": 1.0}, *steps,
+             {"window": "closed", "trace": "rank0_trace.json", "recorded": 4, "complete": True, "t": 2.0}]
+    (root / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["whatif", str(root), "--lever", "priority", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unprofiled"]["step_ms"] == 10.0 and doc["unprofiled"]["profiled_step_ms"] == 13.0
+    assert doc["notes"][0].startswith("the profiler slowed the captured steps by 30% (13.00 ms a step against "
+                                      "10.00 ms unprofiled")
+    for p in doc["predictions"]:  # the anchored step, scaled by 10 / 13
+        assert p["unprofiled_step_us"] == pytest.approx(p["step_us"] * 10 / 13)
+    assert main(["whatif", str(root), "--lever", "priority"]) == 0
+    assert "unprofiled" in capsys.readouterr().out
+    # within the reproduction's tolerance: the figures kept, no note
+    (root / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(
+        json.dumps(line if "step" not in line or not line["profiled"] else line | {"ms": 10.2}) + "\n"
+        for line in lines))
+    assert main(["whatif", str(root), "--lever", "priority", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unprofiled"]["profiled_step_ms"] == 10.2 and not any("profiler" in n for n in doc["notes"])
+    (root / ("rank0" + record.STEPS_SUFFIX)).unlink()  # no record: nothing said of the profiler
+    assert main(["whatif", str(root), "--lever", "priority", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unprofiled"] is None and "unprofiled_step_us" not in doc["predictions"][0]
+
+def test_launches_without_a_time_alone_are_named_once_a_name_with_their_count(tmp_path):
+    import kineto_synth as ks
+    from ccoverlap.analysis import read_trace
+    from ccoverlap.whatif.step import from_trace
+
+    # a compute kernel, then three copies and one memset, none of which has a time alone: one line per name
+    ks_ = [ks.K("compute_a", 100, 50), *(ks.K("copy_x", 160 + 10 * n, 5) for n in range(3)), ks.K("memset_y", 200, 5)]
+    trace = read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, ks_, []))
+    step, notes = from_trace(trace, H200, alone={trace.kernels[0].correlation: 50.0})
+    assert [k.name for k in step.kernels] == ["compute_a"]
+    assert sorted(notes) == ["copy_x: no time alone, 3 launches left out of the step",
+                             "memset_y: no time alone, 1 launch left out of the step"]
+    assert step.unknown_us == pytest.approx(20.0)
+
 def test_a_refused_capture_names_the_first_launch_whose_end_is_off():
     from ccoverlap.whatif import anchor
     from ccoverlap.whatif.dispatch import KernelTimes, Result

@@ -66,14 +66,16 @@ def _path(path) -> str:
 
 
 def _table(report: dict) -> None:
+    own = report.get("unprofiled") is not None  # the doctor's step records say what an unprofiled step took
     print_table(
         f"{report['source']}: {report['label']}",
-        ["strategy", "step ms", "interval ms", "comm start delay ms", "exposed comm ms", "critical comm ms",
-         "vs capture"],
-        [[p["strategy"], _ms(p["step_us"]), f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
+        ["strategy", "step ms", *(["unprofiled ms"] if own else []), "interval ms", "comm start delay ms",
+         "exposed comm ms", "critical comm ms", "vs capture"],
+        [[p["strategy"], _ms(p["step_us"]), *([_ms(p["unprofiled_step_us"])] if own else []),
+          f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
           _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), _ms(p["critical_comm_us"]),
           f"{p['vs_capture']:.3f}x"]
-         if p["status"] == "ok" else [p["strategy"], p["status"], "", "", "", "", ""]
+         if p["status"] == "ok" else [p["strategy"], p["status"], *([""] * (6 + own))]
          for p in report["predictions"]],
         caption="; ".join([report["anchored"], *report["notes"]]))
     if path := report["predictions"][0].get("critical_path"):

@@ -312,8 +312,10 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     out: dict[int, Process] = {}
     for r in records:
         if r.rank not in out and r.pid is not None:
+            times = r.summary()
             out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
-                                  r.alone_trace, r.graphs, r.graphs_skipped)
+                                  r.alone_trace, r.graphs, r.graphs_skipped,
+                                  tuple((times[k] or {}).get("median") for k in ("outside_ms", "profiled_ms")))
     return out
 
 

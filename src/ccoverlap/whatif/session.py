@@ -32,6 +32,7 @@ class Captured:
     source: str  # what the steps were read from, in words
     world: int | None = None  # the job's ranks, where the trace says
     hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
+    step_ms: tuple[float, float] | None = None  # the rank's median step unprofiled and profiled (doctor's records)
 
     @property
     def step(self) -> Step:
@@ -70,8 +71,29 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
     hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
                    for s in steps if s.hidden), None) or _unknown(steps)
+    own = (processes or {}).get(rank)
+    step_ms = own.step_ms if own and all(own.step_ms) else None
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size, hidden)
+                    trace.world_size, hidden, step_ms)
+
+
+def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
+    """What the profiler cost the captured steps (the doctor's step records: the same host clock inside and outside
+    its window), and a note where more than the reproduction's tolerance: the steps simulated are the profiled ones,
+    so each prediction is also given scaled to the program's own step, at the same share of profiler cost."""
+    if not cap.step_ms:
+        return None, []
+    plain, profiled = cap.step_ms
+    slowdown = profiled / plain - 1
+    out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
+           "scaled": "unprofiled step = the predicted step x the unprofiled / profiled median step: the profiler's "
+                     "share of the step taken as the same under every strategy (an assumption, not measured)"}
+    if abs(slowdown) <= anchor.STEP_TOLERANCE:
+        return out, []
+    return out, [f"the profiler {'slowed' if slowdown > 0 else 'sped up'} the captured steps by "
+                 f"{100 * abs(slowdown):.0f}% ({profiled:.2f} ms a step against {plain:.2f} ms unprofiled, the "
+                 "doctor's step records): the simulated steps are the profiled ones; 'unprofiled ms' scales each "
+                 "prediction to the program's own step"]
 
 
 def _compute_streams(trace) -> set[int]:
@@ -199,11 +221,13 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
         moved = [presets.to_device(s, cfg.device) for s in steps]
         variants = [list(v) for v in zip(*(m.steps for m in moved))]
         assumptions += list(moved[0].assumptions)
+    own, own_notes = unprofiled(cap)
     refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or cap.hidden or check.refused()
     label = "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU"
     report = {
         "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": variants[0][0].device.name,
-        "label": label, "assumptions": assumptions, "notes": list(cap.notes) + ([cal_note] if cal_note else []),
+        "label": label, "assumptions": assumptions,
+        "notes": own_notes + list(cap.notes) + ([cal_note] if cal_note else []), "unprofiled": own,
         "validation": check.to_dict(), "refused": None if cfg.unvalidated else refused, "unvalidated": False,
         "calibration": {"gpu": cal.gpu, "fitted_on_the_captured_gpu": cal.gpu == cap.step.device.name,
                         "error_median": cal.error_median, "error_p90": cal.error_p90, "provenance": cal.provenance},
@@ -218,6 +242,11 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
     strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
     rows, *ends = (_predict(v, strategies, cal) for v in variants)
     report["predictions"] = [_anchored(p, check, [e[n] for e in ends]) for n, p in enumerate(rows)]
+    if own:
+        scale = own["step_ms"] / own["profiled_step_ms"]
+        for p in report["predictions"]:
+            if p["status"] == "ok":
+                p["unprofiled_step_us"] = p["step_us"] * scale
     return report
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -96,15 +97,13 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     # given is by correlation
     key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
-    notes, keep, unknown = [], [], []
+    keep, unknown = [], []
     idx = [i for i in idx if streams is None or trace.kernels[i].stream in streams]
     for i in idx:
-        k = trace.kernels[i]
-        if key(k) not in alone:
-            notes.append(f"{k.name[:60]}: no time alone (left out)")
-            unknown.append(i)
-            continue
-        keep.append(i)
+        (keep if key(trace.kernels[i]) in alone else unknown).append(i)
+    # one line per name, not per launch: a DDP step holds hundreds of memsets and copies
+    notes = [f"{name}: no time alone, {n} launch{'es' if n > 1 else ''} left out of the step"
+             for name, n in Counter(trace.kernels[i].name[:60] for i in unknown).items()]
     # in launch order (the launch calls' ends; a kernel without one, at its start): the hardware queues take
     # kernels as they are launched, and a collective that started after the kernel launched behind it (it waited
     # for an event) is still ahead of it in a queue the two streams share
@@ -179,9 +178,10 @@ def typical_steps(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tupl
     """Every typical step of a trace (analysis/steps.py `typical`: the profiler's disturbed first step, a
     host-bound or other step left out, and said so) as Steps, and what was left out (notes said once)."""
     chosen = typical(trace)
-    steps, notes = [], []
+    steps, notes = [], {}
     for n in chosen.typical:
         s, left = from_trace(trace, device, comm_cluster=comm_cluster, step=n)
         steps.append(s.replace(measured_us=chosen.shapes[n].span_us))
-        notes += [x for x in left if x not in notes]
-    return steps, ([note] if (note := chosen.note()) else []) + notes
+        for x in left:  # the first step's line for each name: the typical steps share one launch sequence
+            notes.setdefault(x.split(": no time alone")[0], x)
+    return steps, ([note] if (note := chosen.note()) else []) + list(notes.values())
