@@ -50,6 +50,24 @@ def render_orders(docs: list[dict]) -> str:
     return "\n".join(out)
 
 
+#: the library-kernel table's rows: (compute, index of the record among the marker's files, label)
+LIBRARY_ROWS = (("gemm", 0, "gemm"), ("transformer", 0, "transformer"), ("transformer", 1, "transformer, no cap"),
+                ("attention", 0, "attention"))
+LIBRARY_STRATEGIES = ("naive", "priority", "shape", "priority+shape", "carveout", "green")
+
+
+def render_library(docs: list[dict]) -> str:
+    """Total ms (E) per strategy of the library kernels shaped through the interposer, one quick run a record."""
+    out = ["| compute | sequential | " + " | ".join(LIBRARY_STRATEGIES) + " |",
+           "| --- |" + " --- |" * (len(LIBRARY_STRATEGIES) + 1)]
+    for compute, i, label in LIBRARY_ROWS:
+        mine = {r["strategy"]: r for r in docs[i]["rows"] if r["compute"] == compute}
+        cells = [f"{r['total_ms']:.2f} ({r['efficiency']:.2f})" if r["status"] == "ok" else r["status"].split(":")[0]
+                 for r in (mine[s] for s in LIBRARY_STRATEGIES)]
+        out.append(f"| {label} | {mine['sequential']['total_ms']:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main(path: str) -> None:
     docs = [json.load(open(path))]
     print(render_cases(docs))

@@ -42,12 +42,18 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab = _summarizer("lab")
+_lab, _bench = _summarizer("lab"), _summarizer("bench")
 
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
     "lab-cases": _lab.render_cases,
     "lab-orders": _lab.render_orders,
+    "lab-library": _lab.render_library,
+    "bench-x2": _bench.render_x2,
+    "bench-emulated": _bench.render_emulated,
+    "bench-emulation-vs-real": _bench.render_emulation_vs_real,
+    "bench-repeats": _bench.render_repeats,
+    "bench-against-default": _bench.render_against_default,
 }
 
 
