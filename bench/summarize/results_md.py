@@ -42,7 +42,7 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab, _bench = _summarizer("lab"), _summarizer("bench")
+_lab, _bench, _analyze = _summarizer("lab"), _summarizer("bench"), _summarizer("analyze")
 
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
@@ -54,6 +54,8 @@ TABLES: dict[str, Callable[[list[dict]], str]] = {
     "bench-emulation-vs-real": _bench.render_emulation_vs_real,
     "bench-repeats": _bench.render_repeats,
     "bench-against-default": _bench.render_against_default,
+    "analyze-means": _analyze.render_means,
+    "analyze-per-rank": _analyze.render_per_rank,
 }
 
 
