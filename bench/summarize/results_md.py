@@ -42,7 +42,7 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab, _bench, _analyze, _carveout = (_summarizer(m) for m in ("lab", "bench", "analyze", "carveout"))
+_lab, _bench, _analyze, _carveout, _levers = (_summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers"))
 
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
@@ -57,6 +57,7 @@ TABLES: dict[str, Callable[[list[dict]], str]] = {
     "analyze-means": _analyze.render_means,
     "analyze-per-rank": _analyze.render_per_rank,
     "carveout-classes": _carveout.render_classes,
+    "levers-groups": _levers.render_groups,
 }
 
 
