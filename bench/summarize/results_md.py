@@ -42,7 +42,8 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab, _bench, _analyze, _carveout, _levers = (_summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers"))
+_lab, _bench, _analyze, _carveout, _levers, _doctor = (
+    _summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers", "doctor"))
 
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
@@ -58,6 +59,7 @@ TABLES: dict[str, Callable[[list[dict]], str]] = {
     "analyze-per-rank": _analyze.render_per_rank,
     "carveout-classes": _carveout.render_classes,
     "levers-groups": _levers.render_groups,
+    "doctor-lab-cases": _doctor.render_lab_cases,
 }
 
 
