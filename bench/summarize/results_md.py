@@ -42,8 +42,9 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab, _bench, _analyze, _carveout, _levers, _doctor, _whatif, _whatif_validation = (
-    _summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers", "doctor", "whatif", "whatif_validation"))
+_lab, _bench, _analyze, _carveout, _levers, _doctor, _tune, _whatif, _whatif_validation = (
+    _summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers", "doctor", "tune", "whatif",
+                             "whatif_validation"))
 
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
@@ -60,6 +61,7 @@ TABLES: dict[str, Callable[[list[dict]], str]] = {
     "carveout-classes": _carveout.render_classes,
     "levers-groups": _levers.render_groups,
     "doctor-lab-cases": _doctor.render_lab_cases,
+    "tune-runs": _tune.render_runs,
     "whatif-cells": _whatif.render_cells,
     "whatif-validation-captures": _whatif_validation.render_captures,
 }
