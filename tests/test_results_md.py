@@ -59,6 +59,7 @@ def test_a_stale_table_is_reported_with_its_line_and_write_fixes_it(tmp_path, ca
     (["| x |", results_md.END], "without a start"),
     ([_marker("lab-orders", LAB), _marker("lab-cases", LAB), results_md.END], "starts inside"),
     (["<!-- generated: lab-orders -->", results_md.END], "cannot read"),
+    ([_marker("lab-orders", "bench/results/carveout-2026-12-01-h200.json"), "", results_md.END], "cannot render"),
 ])
 def test_bad_markers_exit_2_with_one_line_and_leave_the_file(tmp_path, capsys, body, says):
     path = _doc(tmp_path, *body)

@@ -42,9 +42,9 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab, _bench, _analyze, _carveout, _levers, _doctor, _tune, _whatif, _whatif_validation = (
-    _summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers", "doctor", "tune", "whatif",
-                             "whatif_validation"))
+_lab, _bench, _analyze, _carveout, _levers, _doctor, _tune, _known, _whatif, _whatif_validation = (
+    _summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers", "doctor", "tune", "known_answers",
+                             "whatif", "whatif_validation"))
 
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
@@ -62,6 +62,7 @@ TABLES: dict[str, Callable[[list[dict]], str]] = {
     "levers-groups": _levers.render_groups,
     "doctor-lab-cases": _doctor.render_lab_cases,
     "tune-runs": _tune.render_runs,
+    "known-answers-tune-orders": _known.render_tune_orders,
     "whatif-cells": _whatif.render_cells,
     "whatif-validation-captures": _whatif_validation.render_captures,
 }
@@ -110,7 +111,12 @@ def render(block: Block, root: Path = ROOT) -> list[str]:
         if not path.is_file():
             raise MarkerError(f"line {block.line}: {block.name}: no file {name}")
         docs.append(json.loads(path.read_text()))
-    return ["", *TABLES[block.name](docs).splitlines(), ""]
+    try:
+        table = TABLES[block.name](docs)
+    except (KeyError, IndexError, TypeError, ValueError) as e:  # a file this kind of table cannot be read from
+        raise MarkerError(f"line {block.line}: {block.name}: cannot render from {' '.join(block.files)}: "
+                          f"{type(e).__name__} {e}") from e
+    return ["", *table.splitlines(), ""]
 
 
 def stale(path: Path = DOC, root: Path = ROOT) -> tuple[list[str], list[str]]:
