@@ -174,3 +174,12 @@ def test_versions_names_and_uncited_blocks_are_not_figures():
     assert cited("`tune-2026-12-01-h200-<run>.json`") == sorted(
         p.name for p in RESULTS.glob("tune-2026-12-01-h200-*.json")
     )
+
+
+def test_a_generated_table_is_left_to_its_renderer_and_the_prose_after_it_is_checked():
+    marker = ("<!-- generated: python bench/summarize/results_md.py (lab-orders: "
+              "bench/results/parse-throughput-issue19-2026-12-02-cpu.json); edit the summarizer, not this table -->")
+    text = (f"Parse (`parse-throughput-issue19-2026-12-02-cpu.json`): 19.9 MB/s.\n\n{marker}\n\n"
+            "| run | x |\n| --- | --- |\n| mine | 1.234 |\n\n<!-- end generated -->\n\n"
+            "After (`parse-throughput-issue19-2026-12-02-cpu.json`): 37.4.\n")
+    assert [u.split(" (")[0] for u in unbacked(text)] == ["11: 37.4"]
