@@ -42,29 +42,25 @@ def _summarizer(name: str):
     return sys.modules[key]
 
 
-_lab, _bench, _analyze, _carveout, _levers, _doctor, _tune, _known, _whatif, _whatif_validation = (
-    _summarizer(m) for m in ("lab", "bench", "analyze", "carveout", "levers", "doctor", "tune", "known_answers",
-                             "whatif", "whatif_validation"))
-
 #: table name -> its render function (the loaded files of the marker, in order -> the markdown table)
 TABLES: dict[str, Callable[[list[dict]], str]] = {
-    "lab-cases": _lab.render_cases,
-    "lab-orders": _lab.render_orders,
-    "lab-library": _lab.render_library,
-    "bench-x2": _bench.render_x2,
-    "bench-emulated": _bench.render_emulated,
-    "bench-emulation-vs-real": _bench.render_emulation_vs_real,
-    "bench-repeats": _bench.render_repeats,
-    "bench-against-default": _bench.render_against_default,
-    "analyze-means": _analyze.render_means,
-    "analyze-per-rank": _analyze.render_per_rank,
-    "carveout-classes": _carveout.render_classes,
-    "levers-groups": _levers.render_groups,
-    "doctor-lab-cases": _doctor.render_lab_cases,
-    "tune-runs": _tune.render_runs,
-    "known-answers-tune-orders": _known.render_tune_orders,
-    "whatif-cells": _whatif.render_cells,
-    "whatif-validation-captures": _whatif_validation.render_captures,
+    "lab-cases": _summarizer("lab").render_cases,
+    "lab-orders": _summarizer("lab").render_orders,
+    "lab-library": _summarizer("lab").render_library,
+    "bench-x2": _summarizer("bench").render_x2,
+    "bench-emulated": _summarizer("bench").render_emulated,
+    "bench-emulation-vs-real": _summarizer("bench").render_emulation_vs_real,
+    "bench-repeats": _summarizer("bench").render_repeats,
+    "bench-against-default": _summarizer("bench").render_against_default,
+    "analyze-means": _summarizer("analyze").render_means,
+    "analyze-per-rank": _summarizer("analyze").render_per_rank,
+    "carveout-classes": _summarizer("carveout").render_classes,
+    "levers-groups": _summarizer("levers").render_groups,
+    "doctor-lab-cases": _summarizer("doctor").render_lab_cases,
+    "tune-runs": _summarizer("tune").render_runs,
+    "known-answers-tune-orders": _summarizer("known_answers").render_tune_orders,
+    "whatif-cells": _summarizer("whatif").render_cells,
+    "whatif-validation-captures": _summarizer("whatif_validation").render_captures,
 }
 
 
@@ -146,7 +142,7 @@ def write(path: Path, lines: list[str]) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("--check", "--write") or len(argv) > 2:
-        print(__doc__.split("\n\n")[2], file=sys.stderr)
+        print(next(p for p in __doc__.split("\n\n") if p.startswith("usage:")), file=sys.stderr)
         return 2
     path = Path(argv[1]) if len(argv) > 1 else DOC
     try:
