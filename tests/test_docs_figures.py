@@ -9,7 +9,7 @@ its printed rounding, a number of those files: the value itself, x100 (a share),
 (the program's own line: "1.014 ms (32.0%)") counts too. Raw sample lists count by their min, max, median and mean.
 Version strings (2.28.9, and a version of two parts after its software's name: CUDA 13.0, torch 2.11) are not
 figures. A block that cites no results file is not checked: prose about a mechanism
-cites nothing.
+cites nothing. A generated table is checked by tests/test_results_md.py instead (rendered from its files).
 """
 import fnmatch
 import json
@@ -85,12 +85,18 @@ def found(figure: float, decimals: int, values: frozenset[float]) -> bool:
 
 
 def blocks(text: str):
-    """(first line number, lines, files cited) per paragraph or table, with the inherited citations."""
+    """(first line number, lines, files cited) per paragraph or table, with the inherited citations. A generated
+    table (between `<!-- generated: ... -->` and `<!-- end generated -->`) is left to tests/test_results_md.py,
+    which renders it from the files its marker names: its ratios are derived there, not looked up."""
     heading: list[str] = []
     above: list[str] = []
     lines: list[str] = []
     start = 0
+    generated = False
     for no, line in enumerate([*text.splitlines(), ""], 1):
+        if line.startswith("<!-- generated:") or generated:
+            generated = line.strip() != "<!-- end generated -->"
+            continue
         if line.strip():
             if not lines:
                 start = no
@@ -168,3 +174,12 @@ def test_versions_names_and_uncited_blocks_are_not_figures():
     assert cited("`tune-2026-12-01-h200-<run>.json`") == sorted(
         p.name for p in RESULTS.glob("tune-2026-12-01-h200-*.json")
     )
+
+
+def test_a_generated_table_is_left_to_its_renderer_and_the_prose_after_it_is_checked():
+    marker = ("<!-- generated: python bench/summarize/results_md.py (lab-orders: "
+              "bench/results/parse-throughput-issue19-2026-12-02-cpu.json); edit the summarizer, not this table -->")
+    text = (f"Parse (`parse-throughput-issue19-2026-12-02-cpu.json`): 19.9 MB/s.\n\n{marker}\n\n"
+            "| run | x |\n| --- | --- |\n| mine | 1.234 |\n\n<!-- end generated -->\n\n"
+            "After (`parse-throughput-issue19-2026-12-02-cpu.json`): 37.4.\n")
+    assert [u.split(" (")[0] for u in unbacked(text)] == ["11: 37.4"]

@@ -13,6 +13,7 @@ usage: python bench/summarize/bench.py [--json OUT] LABEL=FILE [LABEL=FILE ...]
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -41,6 +42,99 @@ def cell(rows: dict, workload: str, strategy: str) -> str:
         c = Comparison.from_dict(r["vs_default"])
         text += f" {c.ratio:.3f}x {'~' if c.verdict == NOISE else c.verdict}"
     return text
+
+
+def rows_of(doc: dict) -> dict[tuple[str, str], dict]:
+    """(workload, strategy) -> its step row as recorded (its own `vs_default`; nothing recomputed), micro left out."""
+    return {(r["workload"], r["strategy"]): r for r in doc["rows"] if r["status"] == "ok" and r["workload"] != "micro"}
+
+
+def _strategies(*tables: dict) -> list[str]:
+    return list(dict.fromkeys(s for rows in tables for (_, s) in rows))
+
+
+def _span(r: dict, digits: int) -> str:
+    return f"{r['step_ms']:.{digits}f} ({r['step_ms_min']:.{digits}f}-{r['step_ms_max']:.{digits}f})"
+
+
+def _verdict(r: dict) -> str:
+    return "~" if r["vs_default"]["verdict"] == NOISE else r["vs_default"]["verdict"]
+
+
+def render_x2(docs: list[dict]) -> str:
+    """Per strategy on real NCCL: ddp's step and exposed communication, the traced ddp run's step, the others'."""
+    rows, traced = rows_of(docs[0]), rows_of(docs[1])
+    out = ["| strategy | ddp step ms | exposed comm ms | ddp, traced run | fsdp | tp | moe |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for s in _strategies(rows):
+        ddp = rows[("ddp", s)]
+        out.append(f"| {s} | {_span(ddp, 2)} | {ddp['exposed_comm_ms']:.2f} | {traced[('ddp', s)]['step_ms']:.2f} | "
+                   + " | ".join(_span(rows[(w, s)], 1) for w in ("fsdp", "tp", "moe")) + " |")
+    return "\n".join(out)
+
+
+#: the emulated suite's columns: (header, index of the record among the marker's files, workload)
+EMULATED_COLUMNS = (("ddp, batch 4", 0, "ddp"), ("fsdp, batch 4", 0, "fsdp"), ("fsdp, batch 32", 1, "fsdp"),
+                    ("tp, batch 32", 1, "tp"), ("moe, batch 32", 1, "moe"))
+
+
+def render_emulated(docs: list[dict]) -> str:
+    """Step ms (min-max) per strategy and emulated workload, with its change against `default` ('-': not run)."""
+    tables = [rows_of(d) for d in docs]
+    out = ["| strategy | " + " | ".join(h for h, _, _ in EMULATED_COLUMNS) + " |",
+           "| --- |" + " --- |" * len(EMULATED_COLUMNS)]
+    for s in _strategies(*tables):
+        cells = []
+        for _, i, w in EMULATED_COLUMNS:
+            r, base = tables[i].get((w, s)), tables[i][(w, "default")]
+            cells.append("-" if r is None else _span(r, 1) if s == "default"
+                         else f"{_span(r, 1)} {100 * (r['step_ms'] / base['step_ms'] - 1):+.0f}%")
+        out.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def render_emulation_vs_real(docs: list[dict]) -> str:
+    """ddp's step and exposed communication on real NCCL beside the emulation's, for the strategies both ran."""
+    real, emulated = rows_of(docs[0]), rows_of(docs[1])
+    out = ["| ddp | 2 x H200, NCCL | one H200, 2 emulated ranks |", "| --- | --- | --- |"]
+    for s in _strategies(real):
+        if ("ddp", s) in emulated:
+            out.append(f"| {s} | " + " | ".join(f"{t[('ddp', s)]['step_ms']:.2f} ms, exposed "
+                                                f"{t[('ddp', s)]['exposed_comm_ms']:.2f}" for t in (real, emulated))
+                       + " |")
+    return "\n".join(out)
+
+
+def render_repeats(docs: list[dict], workload: str = "fsdp") -> str:
+    """One workload in several runs of process sets: median (min-max), the verdict against default with its
+    interval, and each set's median step."""
+    tables = [rows_of(d) for d in docs]
+    out = [f"| {workload}, ms | " + " | ".join(f"run {i}: median (min-max), vs default | each set's median"
+                                              for i in range(1, len(docs) + 1)) + " |",
+           "| --- |" + " --- | --- |" * len(docs)]
+    for s in _strategies(*tables):
+        cells = []
+        for rows in tables:
+            r = rows[(workload, s)]
+            vs = "baseline" if s == "default" else (f"{_verdict(r)} {r['vs_default']['ratio']:.3f}x "
+                                                    "[{:.3f}-{:.3f}]".format(*r["vs_default"]["ci"]))
+            sets = ", ".join(f"{statistics.median(run['step_samples_ms']):.2f}" for run in r[RUNS])
+            cells += [f"{_span(r, 2)} {vs}", sets]
+        out.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def render_against_default(docs: list[dict]) -> str:
+    """Per workload: default's step (min-max), then each strategy's ratio to it with the bench's verdict."""
+    (rows,) = [rows_of(d) for d in docs]
+    strategies = [s for s in _strategies(rows) if s != "default"]
+    out = ["| workload | default ms (min-max) | " + " | ".join(strategies) + " |",
+           "|---|---|" + "---|" * len(strategies)]
+    for w in (w for w in WORKLOADS if (w, "default") in rows):
+        out.append(f"| {w} | {_span(rows[(w, 'default')], 2)} | "
+                   + " | ".join(f"{rows[(w, s)]['vs_default']['ratio']:.3f} {_verdict(rows[(w, s)])}"
+                                for s in strategies) + " |")
+    return "\n".join(out)
 
 
 def ratios(label: str, path: str, rows: dict) -> list[dict]:

@@ -111,8 +111,14 @@ def tables(result: dict) -> str:
                 f"{100 * b['median_abs_comm_error']:.1f}% |" for f, b in result["by_family"].items()
                 if b["predicted"]]
         out.append("")
-    out += ["| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted "
-            "| error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    return "\n".join(out) + "\n" + render_cells([result])
+
+
+def render_cells(docs: list[dict]) -> str:
+    """One row per lab cell: measured against the held-out prediction (in-sample in parentheses)."""
+    (result,) = docs
+    out = ["| case | lever | measured ms | predicted ms (in sample) | error | comm done measured | predicted "
+           "| error |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
         if r["status"] != "ok":
             out.append(f"| {r['case']} | {r['lever']} | {r['measured_ms']:.2f} | {r['status']} | | | | |")

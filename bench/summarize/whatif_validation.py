@@ -164,6 +164,42 @@ def sensitivity(root: Path, real: dict) -> list[dict]:
     return out
 
 
+#: what the captures' readers found beside a refusal, not in the record: program -> note
+NOTES = {"cluster": "beside the green context's grid"}
+
+
+def render_captures(docs: list[dict]) -> str:
+    """Per capture: measured and simulated default step, reproduced or why not, the lever rows predicted (within
+    target) and, of them, those where the lever changed the step beyond the target's floor."""
+    (doc,) = docs
+    out = ["| program | measured step ms | simulated default ms | off | reproduced | lever rows predicted (within "
+           "target) | of them the lever changed the step |", "|---|---:|---:|---:|---|---:|---:|"]
+    for c in doc["captures"]:
+        rows = [r for r in doc["rows"] if r["program"] == c["program"]]
+        judged = [r for r in rows if r["within_target"] is not None]
+        moved = [r for r in judged if abs(1 - r["realized_ratio"]) > ABSOLUTE]
+        if c["reproduced"]:
+            reproduced = "yes"
+        else:
+            why = "a collective's start" if c["collectives_off"] else "the step"
+            first = c["first_launch_off"]
+            detail = ", ".join(x for x in (f"first launch off: {first['name']}" if first else None,
+                                           NOTES.get(c["program"])) if x)
+            reproduced = f"no: {why}" + (f" ({detail})" if detail else "")
+        if not rows:
+            predicted, changing = "no realized run", "-"
+        elif not c["reproduced"]:
+            predicted = "refused"
+            refused = [r for r in rows if r["predicted_ratio"] == "refused"]
+            changing = f"{sum(abs(1 - r['realized_ratio']) > ABSOLUTE for r in refused)} refused"
+        else:
+            predicted = f"{len(judged)} ({sum(r['within_target'] for r in judged)})"
+            changing = f"{len(moved)} ({sum(r['within_target'] for r in moved)})"
+        out.append(f"| {c['program']} | {c['measured_default_ms']:.3f} | {c['simulated_default_ms']:.3f} | "
+                   f"{100 * c['step_error']:+.1f}% | {reproduced} | {predicted} | {changing} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=RESULTS / "whatif-validation-2026-12-04-h200.json")
