@@ -3,6 +3,7 @@ at 280 GB/s, the size of the 2 x H200 run), `ccoverlap whatif` predicts the step
 the same workloads on two H200s with real NCCL.
 
   python bench/summarize/reach.py [--out bench/results/reach-2026-12-04-h200.json]
+  (docs/results.md's table: `render_reach`, through bench/summarize/results_md.py)
 
 Extracts bench/results/reach-2026-12-04-h200-files.tgz (the doctor folders `bash bench/device/reach.sh` captured)
 and runs the what-if on each with the shipped H200 calibration: nothing is fitted here. The predictions are the
@@ -71,6 +72,23 @@ def workload_row(workload: str, folder: Path, real: dict) -> dict:
             "errors_profiled": [p["step_us"] / 1000 / r["step_ms"] - 1 for r in recordings],
             "reached": (reached := [abs(e) <= TARGET for e in errors]), "met": bool(reached) and all(reached)}
     return row
+
+
+def render_reach(docs: list[dict]) -> str:
+    """Per workload and strategy: the emulated capture's steps, the prediction, every real recording, the error."""
+    out = ["| workload | strategy | emulated capture: profiled / unprofiled ms | predicted ms: as profiled / "
+           "unprofiled | 2 x H200 NCCL ms (each recording) | error of the unprofiled prediction | within 10% |",
+           "|---|---|---|---|---|---|---|"]
+    for doc in docs:
+        for w in doc["workloads"]:
+            for name, s in w["strategies"].items():
+                real = ", ".join(f"{r['step_ms']:.2f}" for r in s["real"]) or "-"
+                errors = ", ".join(f"{100 * e:+.1f}%" for e in s["errors_unprofiled"]) or "-"
+                within = f"{sum(s['reached'])} of {len(s['reached'])}" if s["reached"] else "-"
+                out.append(f"| {w['workload']} | {name} | {w['measured_profiled_step_ms']:.2f} / "
+                           f"{w['unprofiled_step_ms']:.2f} | {s['predicted_ms']:.2f} / "
+                           f"{s['predicted_unprofiled_ms']:.2f} | {real} | {errors} | {within} |")
+    return "\n".join(out)
 
 
 def main() -> int:

@@ -61,6 +61,7 @@ TABLES: dict[str, Callable[[list[dict]], str]] = {
     "known-answers-tune-orders": _summarizer("known_answers").render_tune_orders,
     "whatif-cells": _summarizer("whatif").render_cells,
     "whatif-validation-captures": _summarizer("whatif_validation").render_captures,
+    "whatif-reach": _summarizer("reach").render_reach,
 }
 
 

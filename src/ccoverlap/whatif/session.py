@@ -86,8 +86,9 @@ def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
     plain, profiled = cap.step_ms
     slowdown = profiled / plain - 1
     out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
-           "scaled": "unprofiled step = the predicted step x the unprofiled / profiled median step: the profiler's "
-                     "share of the step taken as the same under every strategy (an assumption, not measured)"}
+           "scaled": "unprofiled step = the unprofiled median step x simulated strategy / simulated default: the "
+                     "profiler's share of the step taken as the same under every strategy (an assumption, not "
+                     "measured)"}
     if abs(slowdown) <= anchor.STEP_TOLERANCE:
         return out, []
     return out, [f"the profiler {'slowed' if slowdown > 0 else 'sped up'} the captured steps by "
@@ -242,11 +243,10 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
     strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
     rows, *ends = (_predict(v, strategies, cal) for v in variants)
     report["predictions"] = [_anchored(p, check, [e[n] for e in ends]) for n, p in enumerate(rows)]
-    if own:
-        scale = own["step_ms"] / own["profiled_step_ms"]
+    if own:  # the unprofiled step x simulated strategy / simulated default: the default is that step exactly
         for p in report["predictions"]:
             if p["status"] == "ok":
-                p["unprofiled_step_us"] = p["step_us"] * scale
+                p["unprofiled_step_us"] = 1000 * own["step_ms"] * p["step_us"] / check.measured_us
     return report
 
 
