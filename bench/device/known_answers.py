@@ -184,6 +184,11 @@ def headroom_met(reach: float, gain: float, step: float) -> bool:
     return abs(reach - gain) <= max(0.02 * step, 0.25 * gain)
 
 
+def gained_nothing(gain: float, step: float) -> bool:
+    """A realized gain below the issue's threshold of the step ("nothing to gain") counts as none."""
+    return 100 * gain / step < NOTHING_PCT
+
+
 def realizes(lever: str | None, real: dict) -> bool:
     """The lever realizes the gain (`realized`'s record): it is the best, or faster and within the noise of the best."""
     row = real["levers"].get(lever) if lever else None
@@ -215,7 +220,7 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
         out["says_cannot_tell"] = (doc.get("verdict") or "").startswith("cannot tell")  # the trace cannot show it
         nothing = 100 * reach / step < NOTHING_PCT and not out["says_cannot_tell"]
         out["says_nothing_to_gain"] = nothing
-        if real["best_lever"] is None or 100 * gain / step < NOTHING_PCT:  # below the issue's threshold: nothing
+        if real["best_lever"] is None or gained_nothing(gain, step):
             out["nothing_target_met"] = nothing
         else:
             out["first_lever_target_met"] = realizes(first, real)

@@ -40,7 +40,7 @@ def _realized(real: dict) -> str:
     best, step = real["best_lever"], real["plain_median_ms"]
     if best is None:
         return "none"
-    if 100 * real["best_gain_ms"] / step < ka.NOTHING_PCT:
+    if ka.gained_nothing(real["best_gain_ms"], step):
         return (f"none beyond {ka.NOTHING_PCT:g}% ({best} {real['levers'][best]['median_ms']:.3f}: "
                 f"{100 * real['best_gain_ms'] / step:.2f}%, {1000 * real['best_gain_ms']:.0f} us)")
     return "; ".join(f"{lv} {row['median_ms']:.3f} ({step - row['median_ms']:.3f})"
