@@ -68,3 +68,23 @@ def test_bad_markers_exit_2_with_one_line_and_leave_the_file(tmp_path, capsys, b
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
     assert path.read_text() == before
+
+
+def test_a_pytest_summary_counts_what_ran_not_the_deselected():
+    log = ("collected 74 items / 71 deselected / 3 selected\n"
+           "======================= 3 passed, 71 deselected in 7.41s =======================\n"
+           "........ [100%]\n5 failed, 69 passed, 2 skipped in 15.62s\n")
+    assert results_md._summarizer("foundation").pytest_runs(log) == ["3 / 3", "69 / 76"]
+
+
+def test_the_realized_best_lists_the_levers_within_the_noise_of_the_best_and_a_tiny_gain_as_none():
+    known = results_md._summarizer("known_answers")
+    row = {"verdict": "faster", "same_losses": True}
+    real = {"plain_median_ms": 4.0, "best_lever": "a", "best_gain_ms": 1.0,
+            "levers": {"a": row | {"median_ms": 3.0, "ci": [0.74, 0.76]},
+                       "b": row | {"median_ms": 3.01, "ci": [0.75, 0.77]},  # within the noise of the best
+                       "c": row | {"median_ms": 3.5, "ci": [0.86, 0.88]}}}
+    assert known._realized(real) == "a 3.000 (1.000); b 3.010 (0.990)"
+    tiny = real | {"best_gain_ms": 0.004, "levers": {"a": row | {"median_ms": 3.996, "ci": [0.998, 0.999]}}}
+    assert known._realized(tiny) == "none beyond 2% (a 3.996: 0.10%, 4 us)"
+    assert known._realized(real | {"best_lever": None}) == "none"

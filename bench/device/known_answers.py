@@ -179,6 +179,24 @@ def tune(name: str, out: Path, budget_min: float, cmd: list[str] | None = None, 
             "doctor": doc.get("doctor"), "trials": trials}
 
 
+def headroom_met(reach: float, gain: float, step: float) -> bool:
+    """The issue's headroom target: what a lever reaches within max(2% of the step, 25% of the gain) of the gain."""
+    return abs(reach - gain) <= max(0.02 * step, 0.25 * gain)
+
+
+def gained_nothing(gain: float, step: float) -> bool:
+    """A realized gain below the issue's threshold of the step ("nothing to gain") counts as none."""
+    return 100 * gain / step < NOTHING_PCT
+
+
+def realizes(lever: str | None, real: dict) -> bool:
+    """The lever realizes the gain (`realized`'s record): it is the best, or faster and within the noise of the best."""
+    row = real["levers"].get(lever) if lever else None
+    best = real["levers"][real["best_lever"]]
+    close = row is not None and row["verdict"] == stats.FASTER and row["ci"][0] <= best["ci"][1]
+    return lever == real["best_lever"] or close
+
+
 def judge(case: dict, real: dict, doc: dict) -> dict:
     """The issue's targets for one program, per step: the doctor's headline (what a lever reaches in its median
     typical step, analysis/steps.py) against the realized gain, itself a difference of median steps. A JSON of
@@ -198,17 +216,14 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
            "realized_best_gain_ms": gain, "realized_best_lever": real["best_lever"], "first_lever": first,
            "expected_lever": case["lever"]}
     if step and reach is not None:
-        out["headroom_target_met"] = abs(reach - gain) <= max(0.02 * step, 0.25 * gain)
+        out["headroom_target_met"] = headroom_met(reach, gain, step)
         out["says_cannot_tell"] = (doc.get("verdict") or "").startswith("cannot tell")  # the trace cannot show it
         nothing = 100 * reach / step < NOTHING_PCT and not out["says_cannot_tell"]
         out["says_nothing_to_gain"] = nothing
-        if real["best_lever"] is None or 100 * gain / step < NOTHING_PCT:  # below the issue's threshold: nothing
+        if real["best_lever"] is None or gained_nothing(gain, step):
             out["nothing_target_met"] = nothing
-        else:  # the first lever realizes the gain: the best, or within the noise of the best
-            row = real["levers"].get(first) if first else None
-            best = real["levers"][real["best_lever"]]
-            close = row is not None and row["verdict"] == stats.FASTER and row["ci"][0] <= best["ci"][1]
-            out["first_lever_target_met"] = first == real["best_lever"] or close
+        else:
+            out["first_lever_target_met"] = realizes(first, real)
     if case.get("atypical_first"):  # the first profiled steps named and left out, and nothing else
         names = [s["name"] for s in doc.get("steps") or []]
         left = [s["step"] for s in doc.get("left_out_steps") or []]
