@@ -77,6 +77,7 @@ class Task:
     keep_trace: bool
     read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
     limit: int | None = None  # the largest decompressed trace read, in bytes (trace.trace_limit)
+    split: bool = False  # a core is free for this file: a large one is read in two processes (trace.read_trace)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def first(task: Task) -> Part:
     except OSError:
         mb = 0.0
     try:
-        trace = task.read or read_trace(path, classifier, task.limit)
+        trace = task.read or read_trace(path, classifier, task.limit, task.split)
     except UsageError as exc:
         return Part(path, mb, skipped=Problem(path, f"skipped: {exc}"))
     notes = tuple(Problem(path, note) for note in trace.notes)
@@ -184,8 +185,10 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
     own = printable(root.name)
+    files = [(name, path) for name, paths in found.items() for path in paths]
+    split = jobs >= 2 * (1 if in_process else len(files))  # two cores for each file read at once
     tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == own else None, base, keep_traces,
-                         read.get(path), limit)) for name, files in found.items() for path in files]
+                         read.get(path), limit, split)) for name, path in files]
     with _Pace(len(tasks), progress) as pace:
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]
