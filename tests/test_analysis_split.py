@@ -94,7 +94,7 @@ def test_a_cut_inside_an_event_reads_the_rest_in_this_process(tmp_path, monkeypa
 
 
 def test_a_silent_child_is_read_for_in_this_process(tmp_path, monkeypatch):
-    monkeypatch.setattr(T._Later, "result", lambda self: (self.cancel(), None)[1])
+    monkeypatch.setattr(T.Forked, "result", lambda self: (self.cancel(), None)[1])
     once, split = _both(CAPTURE, monkeypatch)
     assert split == once
 
@@ -102,13 +102,13 @@ def test_a_silent_child_is_read_for_in_this_process(tmp_path, monkeypatch):
 def test_the_child_ends_with_the_read(monkeypatch):
     """No child process is left behind, nor a zombie (each is reaped)."""
     children = []
-    real = T._Later.__init__
+    real = T.Forked.__init__
 
     def spy(self, *args):
         real(self, *args)
         children.append(self.pid)
 
-    monkeypatch.setattr(T._Later, "__init__", spy)
+    monkeypatch.setattr(T.Forked, "__init__", spy)
     _both(CAPTURE, monkeypatch)
     assert children
     for pid in children:

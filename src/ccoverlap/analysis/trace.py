@@ -14,9 +14,7 @@ import gzip
 import json
 import math
 import os
-import pickle
 import re
-import signal
 import stat
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +30,7 @@ from typing import Any, NamedTuple
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ccoverlap.analysis.parallel import Forked
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.inputs import open_regular
 from ccoverlap.util.text import shorten
@@ -610,7 +609,7 @@ def _events(reading: _Reading, array: msgspec.Raw, split: bool) -> None:
         for events, _ in _batches(text, 1, stop):
             reading.feed(events)
         return
-    later = _Later(reading.classifier, text, cut.end() - 1, stop)
+    later = Forked(partial(_read, reading.classifier, text, cut.end() - 1, stop))
     done = 1
     try:
         try:
@@ -632,57 +631,12 @@ def _events(reading: _Reading, array: msgspec.Raw, split: bool) -> None:
         later.cancel()
 
 
-class _Later:
-    """The events of text[start:stop] read into a _Reading by a forked process, sent back pickled through a
-    pipe. The child ignores Ctrl-C (this process ends it) and leaves by os._exit: nothing of the parent's
-    (buffers, atexit) runs twice."""
-
-    def __init__(self, classifier: Classifier, text: memoryview, start: int, stop: int):
-        read, write = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:  # the child
-            code = 1
-            try:
-                os.close(read)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                reading = _Reading(classifier)
-                try:
-                    for events, _ in _batches(text, start, stop):
-                        reading.feed(events)
-                    answer = (True, reading.sent())
-                except Exception as exc:  # raised in the parent, where its half raised nothing first
-                    answer = (False, exc)
-                data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)  # whole before the pipe blocks on it
-                with os.fdopen(write, "wb") as fh:
-                    fh.write(data)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.pipe = os.fdopen(read, "rb")
-
-    def result(self) -> tuple | None:
-        """What the child sent (a _Reading's `sent`), its error raised; None where it sent nothing whole."""
-        try:
-            ok, answer = pickle.load(self.pipe)
-        except Exception:  # it died (killed, out of memory) before it was done
-            return None
-        finally:
-            self.cancel()
-        if not ok:
-            raise answer
-        return answer
-
-    def cancel(self) -> None:
-        """The child ended (killed where it still runs) and reaped; nothing where that was done."""
-        if self.pid:
-            self.pipe.close()
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+def _read(classifier: Classifier, text: memoryview, start: int, stop: int) -> tuple:
+    """What the events of text[start:stop] give, as sent back by the process that read them."""
+    reading = _Reading(classifier)
+    for events, _ in _batches(text, start, stop):
+        reading.feed(events)
+    return reading.sent()
 
 
 def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) -> Trace:
