@@ -213,20 +213,22 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     the doctor knows of that rank's process (what the launch interposer saw it launch, its variables; for ROOT's
     own traces). The traces record neither: without them NCCL's default cluster is assumed, and said.
     `jobs`: worker processes for the first passes (1: this process). A baseline, and traces kept, need every
-    rank's model in this process: with either, the first passes run here. `progress`: files done and MB/s on
+    rank's model in this process: with either, the first passes run here; so does one file's (a worker would
+    only pickle its part back). Where `jobs` gives two cores a file read at once, a large file's first pass
+    takes the second (Task.split). `progress`: files done and MB/s on
     stderr (util.output.Progress: a bar on a terminal, else a line every few seconds). `max_trace_mb`: the
     largest decompressed trace read (0: trace.trace_limit's share of the memory per worker).
     """
     classifier = _classifier(comm_regex)
     problems: list[Problem] = []
     found = discover(root, problems)
-    in_process = jobs <= 1 or baseline is not None or keep_traces
+    files = [(name, path) for name, paths in found.items() for path in paths]
+    in_process = jobs <= 1 or len(files) == 1 or baseline is not None or keep_traces
+    split = jobs >= 2 * (1 if in_process else len(files))  # two cores for each file read at once
     limit = trace_limit(1 if in_process else jobs, max_trace_mb)
     base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
     own = printable(root.name)
-    files = [(name, path) for name, paths in found.items() for path in paths]
-    split = jobs >= 2 * (1 if in_process else len(files))  # two cores for each file read at once
     tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == own else None, base, keep_traces,
                          read.get(path), limit, split)) for name, path in files]
     with _Pace(len(tasks), progress) as pace:
