@@ -150,3 +150,20 @@ def test_odd_event_arrays_are_refused_alike(tmp_path, monkeypatch, events):
     path.write_text('{"distributedInfo": {"rank": 0}, "traceEvents": %s}' % events)
     once, split = _both(path, monkeypatch)
     assert isinstance(once, str) and split == once
+
+
+def _raises():
+    raise ValueError("bad value")
+
+
+def test_forked_sends_back_the_result_its_error_or_nothing():
+    """What fn returned; its exception, raised here; None where the child died before it answered."""
+    from ccoverlap.analysis.parallel import Forked
+
+    assert Forked(lambda: [1, 2.5, "x"]).result() == [1, 2.5, "x"]
+    with pytest.raises(ValueError, match="bad value"):
+        Forked(_raises).result()
+    assert Forked(lambda: os._exit(3)).result() is None
+    slow = Forked(lambda: __import__("time").sleep(60))
+    slow.cancel()  # killed and reaped at once
+    assert slow.pid == 0
