@@ -225,7 +225,8 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     files = [(name, path) for name, paths in found.items() for path in paths]
     in_process = jobs <= 1 or len(files) == 1 or baseline is not None or keep_traces
     split = jobs >= 2 * (1 if in_process else len(files))  # two cores for each file read at once
-    limit = trace_limit(1 if in_process else jobs, max_trace_mb)
+    # the memory's share per core where jobs share it: a single file read here with a second core too
+    limit = trace_limit(1 if jobs <= 1 or baseline is not None or keep_traces else jobs, max_trace_mb)
     base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
     own = printable(root.name)
