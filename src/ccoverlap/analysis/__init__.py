@@ -78,7 +78,9 @@ class Task:
     keep_trace: bool
     read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
     limit: int | None = None  # the largest decompressed trace read, in bytes (trace.trace_limit)
-    split: bool = False  # a core is free for this file: a large one is read in two processes (trace.read_trace)
+    # a core is free for this file: a large one is read in two processes (trace.read_trace), and its trace-only
+    # part is computed beside the rest of its first pass (_Ahead)
+    split: bool = False
 
 
 @dataclass(frozen=True)
