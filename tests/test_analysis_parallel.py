@@ -76,3 +76,17 @@ def test_jobs_below_one_is_a_one_line_error(capsys, jobs):
     code = main(["analyze", str(ROOT / "tests" / "data" / "traces" / "h200" / "default"), "--jobs", jobs])
     err = capsys.readouterr().err
     assert code == 2 and err.strip() == f"ccoverlap analyze: error: --jobs {jobs}: valid 1 or more"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[str(f.relative_to(ROOT)) for f in FOLDERS])
+def test_a_file_on_two_cores_gives_the_single_process_answers(folder, monkeypatch):
+    """Two cores a file (jobs twice the files), forced at any size: each file's events read in two processes,
+    and its trace-only part (the steps' shapes, the metrics of its times) beside the rest of its first pass:
+    the very answers, not only close ones."""
+    from ccoverlap import analysis
+    from ccoverlap.analysis import trace
+
+    monkeypatch.setattr(trace, "SPLIT_BYTES", 0)
+    monkeypatch.setattr(analysis, "AHEAD_KERNELS", 0)
+    files = sum(1 for p in folder.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    assert outcome(folder, 2 * max(files, 1)) == outcome(folder, 1)

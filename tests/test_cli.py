@@ -126,3 +126,17 @@ def test_a_closed_pipe_is_one_line_and_exit_1(argv, read_first_line):
     assert proc.stderr.splitlines()[len(notes):] == [
         f"ccoverlap {argv[0]}: error: cannot write standard output: [Errno 32] Broken pipe (EPIPE)"]
     assert proc.returncode == 1
+
+
+def test_a_named_subcommand_imports_no_other():
+    """`ccoverlap analyze ...` builds its own parser only: the other subcommands' modules are not imported (their
+    imports took 0.1 s); with no subcommand named, --help still lists every one."""
+    code = ("import sys; from ccoverlap.cli import main, COMMANDS\n"
+            "try:\n    main(['analyze', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(n for n in COMMANDS if f'ccoverlap.cli.{n}' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "['analyze']"
+    from ccoverlap.cli import COMMANDS, build_parser
+    import argparse
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == list(COMMANDS)

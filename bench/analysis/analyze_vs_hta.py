@@ -163,6 +163,15 @@ def _version(name: str, python: str | None = None) -> str | None:
         return None
 
 
+def _autogroup() -> str | None:
+    """This session's scheduler autogroup and its nice (Linux, /proc/self/autogroup): with autogroups on, the
+    cores are shared between sessions first, so a background job's nice 19 does not yield them to this one."""
+    try:
+        return Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        return None
+
+
 def provenance(args, hta_python: str | None) -> dict:
     from ccoverlap.gpu.provenance import source_commit
 
@@ -171,6 +180,7 @@ def provenance(args, hta_python: str | None) -> dict:
         "machine": {"cpu": cpu, "cpus": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE")
                     * os.sysconf("SC_PHYS_PAGES") / 1e9, 1), "host": platform.node()},
         "python": platform.python_version(), "commit": source_commit(), "command": " ".join(sys.argv),
+        "autogroup": _autogroup(),
         "versions": {"msgspec": _version("msgspec"), "orjson": _version("orjson"),
                      "HolisticTraceAnalysis": _version("HolisticTraceAnalysis", hta_python),
                      "pandas (HTA's)": _version("pandas", hta_python)},

@@ -29,15 +29,16 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import NamedTuple
 
 from ccoverlap.analysis.alone import Match, with_alone
 from ccoverlap.analysis.contention import Pending, across_ranks, first_pass, windows
 from ccoverlap.analysis.deps import graph
-from ccoverlap.analysis.metrics import Measured, RankMetrics, measure
+from ccoverlap.analysis.metrics import Measured, RankMetrics, Timed, measure, timed
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
+from ccoverlap.analysis.steps import Shape, shapes
 from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
                                       analysed_kernels, device_limits, discover, no_cyclic_gc, printable, read_trace,
                                       read_traces, short_name, trace_limit, unlaunched)
@@ -77,6 +78,9 @@ class Task:
     keep_trace: bool
     read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
     limit: int | None = None  # the largest decompressed trace read, in bytes (trace.trace_limit)
+    # a core is free for this file: a large one is read in two processes (trace.read_trace), and its trace-only
+    # part is computed beside the rest of its first pass (_Ahead)
+    split: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ def first(task: Task) -> Part:
     except OSError:
         mb = 0.0
     try:
-        trace = task.read or read_trace(path, classifier, task.limit)
+        trace = task.read or read_trace(path, classifier, task.limit, task.split)
     except UsageError as exc:
         return Part(path, mb, skipped=Problem(path, f"skipped: {exc}"))
     notes = tuple(Problem(path, note) for note in trace.notes)
@@ -131,11 +135,50 @@ def first(task: Task) -> Part:
         notes += (Problem(path, f"{len(process.graphs_skipped)} CUDA graph(s) the program captured were not read "
                           f"(first: {process.graphs_skipped[0]}): a replay of one on several streams keeps its "
                           "waits unknown"),)
-    pending = first_pass(trace, task.comm_cluster, process)
     base = task.baseline.get(trace.rank) if task.baseline else None
-    measured = measure(task.strategy, trace, base, pending.provisional())
+    if task.split and len(trace.kernels) > AHEAD_KERNELS:  # a core is free: the trace-only part beside the rest
+        ahead = _Ahead(trace, base)
+        try:
+            pending = first_pass(trace, task.comm_cluster, process, ahead.shapes)
+            measured = measure(task.strategy, trace, base, pending.provisional(), ahead.timed())
+        finally:
+            ahead.forked.cancel()
+    else:
+        pending = first_pass(trace, task.comm_cluster, process)
+        measured = measure(task.strategy, trace, base, pending.provisional())
     return Part(path, mb, trace.rank, trace.world_size, None, notes, gap, False, tuple(alone), match, pending,
                 measured, trace if task.keep_trace else None)
+
+
+#: Kernels past which a rank's first pass, where a core is free, computes its trace-only part in a second process
+#: (below, the fork and the pickling cost more than they save).
+AHEAD_KERNELS = 20_000
+
+
+def _trace_only(trace: Trace, base: Trace | None) -> tuple[tuple[Shape, ...], Timed]:
+    """What a rank's first pass needs of its trace alone: the steps' shapes and what its times give."""
+    return tuple(shapes(trace)), timed(trace, base)
+
+
+class _Ahead:
+    """_trace_only computed in a process forked from this one while this one diagnoses the rank (0.4 s of a
+    1.3 s first pass at 157 MB, measured); done here where that process sent nothing."""
+
+    def __init__(self, trace: Trace, base: Trace | None):
+        self.trace, self.base = trace, base
+        self.forked = parallel.Forked(partial(_trace_only, trace, base))
+        self.got = None
+
+    def _get(self) -> tuple:
+        if self.got is None:
+            self.got = self.forked.result() or _trace_only(self.trace, self.base)
+        return self.got
+
+    def shapes(self) -> tuple[Shape, ...]:
+        return self._get()[0]
+
+    def timed(self) -> Timed:
+        return self._get()[1]
 
 
 class _Packed(NamedTuple):
@@ -172,20 +215,25 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     the doctor knows of that rank's process (what the launch interposer saw it launch, its variables; for ROOT's
     own traces). The traces record neither: without them NCCL's default cluster is assumed, and said.
     `jobs`: worker processes for the first passes (1: this process). A baseline, and traces kept, need every
-    rank's model in this process: with either, the first passes run here. `progress`: files done and MB/s on
+    rank's model in this process: with either, the first passes run here; so does one file's (a worker would
+    only pickle its part back). Where `jobs` gives two cores a file read at once, a large file's first pass
+    takes the second (Task.split). `progress`: files done and MB/s on
     stderr (util.output.Progress: a bar on a terminal, else a line every few seconds). `max_trace_mb`: the
     largest decompressed trace read (0: trace.trace_limit's share of the memory per worker).
     """
     classifier = _classifier(comm_regex)
     problems: list[Problem] = []
     found = discover(root, problems)
-    in_process = jobs <= 1 or baseline is not None or keep_traces
-    limit = trace_limit(1 if in_process else jobs, max_trace_mb)
+    files = [(name, path) for name, paths in found.items() for path in paths]
+    in_process = jobs <= 1 or len(files) == 1 or baseline is not None or keep_traces
+    split = jobs >= 2 * (1 if in_process else len(files))  # two cores for each file read at once
+    # the memory's share per core where jobs share it: a single file read here with a second core too
+    limit = trace_limit(1 if jobs <= 1 or baseline is not None or keep_traces else jobs, max_trace_mb)
     base, base_problems = (_baseline(baseline, found, classifier, limit) if baseline is not None else (None, []))
     read = {t.path: t for t in (base or {}).values()}  # a baseline folder that is also analysed is read once
     own = printable(root.name)
     tasks = [(name, Task(name, path, comm_regex, comm_cluster, processes if name == own else None, base, keep_traces,
-                         read.get(path), limit)) for name, files in found.items() for path in files]
+                         read.get(path), limit, split)) for name, path in files]
     with _Pace(len(tasks), progress) as pace:
         if in_process:
             parts = [pace(first(task)) for _, task in tasks]

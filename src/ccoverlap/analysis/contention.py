@@ -22,7 +22,7 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -238,9 +238,11 @@ def diagnose(traces: dict[int, Trace], comm_cluster: int | None = None,
     return across_ranks({rank: first_pass(t, comm_cluster, processes.get(rank)) for rank, t in traces.items()})
 
 
-def first_pass(trace: Trace, comm_cluster: int | None = None, process: Process | None = None) -> Pending:
-    """What one rank's diagnosis needs from its trace, compact: what the other ranks change comes later."""
-    return _Rank(trace, comm_cluster, process).pending()
+def first_pass(trace: Trace, comm_cluster: int | None = None, process: Process | None = None,
+               shapes: Callable[[], Sequence[Shape]] | None = None) -> Pending:
+    """What one rank's diagnosis needs from its trace, compact: what the other ranks change comes later.
+    `shapes`: gives the steps' shapes (steps.shapes of the trace), where another process computed them."""
+    return _Rank(trace, comm_cluster, process).pending(shapes)
 
 
 def across_ranks(pending: Mapping[int, Pending]) -> dict[int, RankDiagnosis]:
@@ -326,7 +328,7 @@ class _Rank:
     def _alone(self, k: KernelEvent) -> float | None:
         return None if self.alone is None else self.alone.get(self.alone_key(k))
 
-    def pending(self) -> Pending:
+    def pending(self, shapes: Callable[[], Sequence[Shape]] | None = None) -> Pending:
         """What finishes the diagnosis once the other ranks are in, without the trace: each collective's exposed
         time before it is split (each exposed instant counted for the earliest-started), the steps' replays
         (the SM-waits a replay removes do not depend on the other ranks), the compute kernels' times alone."""
@@ -341,9 +343,11 @@ class _Rank:
         compute_alone = {i: min(t, kernels[i].dur) for i in self.analysed
                          if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
                          and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
+        replays = tuple(self._replay(idx, held) for _, idx in self.windows)
         return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
-                       tuple(shape(name, [kernels[i] for i in idx]) for name, idx in self.windows),
-                       tuple(self._replay(idx, held) for _, idx in self.windows), compute_alone,
+                       tuple(shapes() if shapes else (shape(name, [kernels[i] for i in idx])
+                                                      for name, idx in self.windows)),
+                       replays, compute_alone,
                        any(self.beside_comm.values()), self._compute_beside(),
                        compute_slowed.slowed(kernels,
                                              [i for i in self.analysed if self.beside_comm.get(id(kernels[i]))],

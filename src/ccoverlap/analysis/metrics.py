@@ -347,14 +347,25 @@ class Measured:
                            judged.verdict, self.findings, self.alone_us)
 
 
-def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis) -> Measured:
-    """The trace's part of `rank_metrics`; `diagnosis` may be the rank's provisional one (contention.Pending): the
-    rules read only what the rank's own trace tells of its collectives."""
+Timed = tuple[dict[str, Value], tuple[KernelStats, ...], float]
+
+
+def timed(trace: Trace, baseline: Trace | None) -> Timed:
+    """What the rank's times give, which no diagnosis changes: the METRICS that are not judged, the padded kernels,
+    the overlap (us)."""
     times = RankTimes.of(trace, baseline)
-    return Measured(strategy, trace.rank, printable(trace.path),
-                    {m.key: m.value(times) for m in METRICS if not m.judged},
-                    times.padded, findings(trace, diagnosis, times.overlap_us,
-                                           diagnosis.process.env if diagnosis.process else None), trace.alone_us)
+    return {m.key: m.value(times) for m in METRICS if not m.judged}, times.padded, times.overlap_us
+
+
+def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: RankDiagnosis,
+            times: Timed | None = None) -> Measured:
+    """The trace's part of `rank_metrics`; `diagnosis` may be the rank's provisional one (contention.Pending): the
+    rules read only what the rank's own trace tells of its collectives. `times`: `timed`'s, where another process
+    computed it."""
+    values, padded, overlap_us = times or timed(trace, baseline)
+    return Measured(strategy, trace.rank, printable(trace.path), values, padded,
+                    findings(trace, diagnosis, overlap_us, diagnosis.process.env if diagnosis.process else None),
+                    trace.alone_us)
 
 
 def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:

@@ -4,12 +4,14 @@ A worker returns a compact Part (no trace model), so memory grows with the
 workers, not with the files; the parts come back in the files' order. The pool
 is this module's own (a pipe per worker), so that a worker that dies (killed by
 a signal, as an OOM killer or a scheduler does) is known by the task it held,
-and Ctrl-C in the parent stops every worker before it returns.
+and Ctrl-C in the parent stops every worker before it returns. `Forked` runs one function beside the caller, in
+a process forked from it (a worker's second core, for one large file).
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -123,3 +125,55 @@ def _stop(workers: dict) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join()
+
+
+class Forked:
+    """`fn()` run in a process forked from this one (its memory shared, not copied) while this one goes on; the
+    result comes back pickled through a pipe. The child ignores Ctrl-C (this process ends it) and leaves by
+    os._exit: nothing of the parent's (buffers, atexit handlers) runs twice. Works inside a pool's worker,
+    where multiprocessing refuses a daemon process children."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        read, write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.close(read)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                try:
+                    answer = (True, fn())
+                except Exception as exc:  # raised again by result()
+                    answer = (False, exc)
+                data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)  # whole, before the pipe blocks on it
+                with os.fdopen(write, "wb") as fh:
+                    fh.write(data)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.pipe = os.fdopen(read, "rb")
+
+    def result(self) -> Any:
+        """What fn returned (its exception raised here), or None where the child sent nothing whole (killed, out
+        of memory, an answer that would not pickle): the caller does the work itself."""
+        try:
+            ok, answer = pickle.load(self.pipe)
+        except Exception:
+            return None
+        finally:
+            self.cancel()
+        if not ok:
+            raise answer
+        return answer
+
+    def cancel(self) -> None:
+        """The child ended (killed where it still runs) and reaped; nothing where that was done."""
+        if self.pid:
+            self.pipe.close()
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0

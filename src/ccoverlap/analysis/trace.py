@@ -17,17 +17,20 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property, partial
+from itertools import starmap
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ccoverlap.analysis.parallel import Forked
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.inputs import open_regular
 from ccoverlap.util.text import shorten
@@ -113,6 +116,10 @@ class StreamWait:
     record_correlation: int  # the recording call's correlation; -1: unknown
 
 
+_KERNEL_FIELDS = attrgetter(*KernelEvent.__slots__)  # a kernel's fields, KernelEvent's arguments
+_WAIT_FIELDS = attrgetter(*StreamWait.__slots__)
+
+
 @dataclass(frozen=True)
 class Trace:
     """The GPU side of one rank's trace, plus what ties kernels to profiler steps."""
@@ -170,28 +177,9 @@ class Classifier:
         return KernelClass.COMPUTE
 
 
-class _Lane(msgspec.Struct, gc=False):
-    """The args that say what an event is: GPU work (a stream) or a CPU call with a correlation id."""
-
-    stream: Any = None
-    correlation: Any = None
-
-
-class _Event(msgspec.Struct, gc=False):
-    """One trace event, only the fields every event is judged by; msgspec skips the other keys (a cpu_op's shapes
-    among them) without building them."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = UNSET  # missing: not text, as a mistyped one
-    ts: Any = UNSET
-    dur: Any = UNSET
-    tid: Any = None
-    args: _Lane | None = None
-
-
 class _Args(msgspec.Struct, gc=False):
-    """The args of the events the model keeps in full (kernels, sync records), decoded for those events only."""
+    """The args read: what an event is (GPU work on a stream, or a CPU call with a correlation id), and the rest
+    of a kernel's or sync record's (the events the model keeps in full); other keys are skipped, never built."""
 
     stream: Any = None
     correlation: Any = None
@@ -212,23 +200,50 @@ class _Args(msgspec.Struct, gc=False):
     group: Any = msgspec.field(name="Process Group Name", default=None)
 
 
-class _Kept(msgspec.Struct, gc=False):
-    args: _Args = msgspec.field(default_factory=_Args)
+class _Event(msgspec.Struct, gc=False):
+    """One trace event, only the fields read; msgspec skips the other keys (a cpu_op's shapes among them) without
+    building them."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = UNSET  # missing: not text, as a mistyped one
+    ts: Any = UNSET
+    dur: Any = UNSET
+    tid: Any = None
+    args: _Args | None = None
 
 
 class _File(msgspec.Struct, gc=False):
-    """The top level: each event kept as its span of the text (msgspec.Raw), decoded one at a time, so the decoded
-    events never pile up in memory."""
+    """The top level: the events kept as their span of the text (msgspec.Raw, checked as JSON, nothing built),
+    decoded a batch at a time (_batches), so the decoded events never pile up in memory."""
 
-    traceEvents: list[msgspec.Raw] | UnsetType = UNSET
+    traceEvents: msgspec.Raw | UnsetType = UNSET
     distributedInfo: Any = None
     deviceProperties: Any = None
 
 
+class _Events(msgspec.Struct, gc=False):
+    """traceEvents typed as before: decoded only to say why a traceEvents that is not an array is refused."""
+
+    traceEvents: list[msgspec.Raw] | UnsetType = UNSET
+
+
 _FILE = msgspec.json.Decoder(_File)
+_EVENTS = msgspec.json.Decoder(_Events)
 _EVENT = msgspec.json.Decoder(_Event)
-_KEPT = msgspec.json.Decoder(_Kept)
-_NO_LANE = _Lane()
+_BATCH_OF = msgspec.json.Decoder(list[_Event])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_NO_ARGS = _Args()
+#: Where one event ends and the next begins, unless inside a string or a nested value: a batch cut there that
+#: decodes proves it (cut elsewhere, the text before the cut leaves a string or a bracket open).
+_CUT = re.compile(rb"\}\s*,\s*\{")
+#: Bytes of events decoded at once: small batches decode fastest (measured: 64 kB 0.26 s, 4 MB 0.6 s for 157 MB).
+_BATCH = 1 << 16
+#: Text past this (bytes) is read by two processes where a core is free (read_trace's `split`): each decodes
+#: and models half of the events, and the halves are merged in order.
+SPLIT_BYTES = 32 << 20
+#: The share of them this process reads: a little more than half, as the other also pickles what it sends.
+_FIRST_SHARE = 0.55
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 #: Kineto's categories of GPU activity: an event of one of them that cannot be read is left out, counted.
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
@@ -330,11 +345,16 @@ def read_document(path: Path) -> dict:
     return doc
 
 
-def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | None = None) -> Trace:
+def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | None = None,
+               split: bool = False) -> Trace:
     """Decode one trace file into a Trace (typed: only the fields read are built); a UsageError says why a file
-    is unusable. `limit`: the largest decompressed text read, in bytes (default: trace_limit())."""
+    is unusable. `limit`: the largest decompressed text read, in bytes (default: trace_limit()); `split`: a core
+    is free for this file, a large one's events are read in two processes (_events)."""
     try:
-        doc = _FILE.decode(_load(path, trace_limit() if limit is None else limit))
+        text = _load(path, trace_limit() if limit is None else limit)
+        doc = _FILE.decode(text)
+        if doc.traceEvents is not UNSET and memoryview(doc.traceEvents)[:1] != b"[":
+            _EVENTS.decode(text)  # raises what a traceEvents that is not an array is refused for
     except msgspec.ValidationError as exc:
         if " - at `$" not in str(exc):  # JSON, but not an object
             raise UsageError("not a Chrome trace: no traceEvents") from None
@@ -349,7 +369,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | N
         raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
     try:
         with no_cyclic_gc():
-            return _model(path, doc, classifier)
+            return _model(path, doc, classifier, split)
     except UsageError:  # a refused event, named
         raise
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
@@ -385,7 +405,8 @@ class LeftOut:
 
 
 class _Tally:
-    """Left-out events by reason: count, first example, readable GPU time."""
+    """Left-out events by reason: count, first example, readable GPU times (summed in trace order at the end, so
+    that a trace read in two halves gives the same sum)."""
 
     def __init__(self):
         self.gpu: dict[str, list] = {}
@@ -393,18 +414,29 @@ class _Tally:
         self.steps = self.calls = 0
 
     def __call__(self, ev: _Event, why: str, gpu: bool = True) -> None:
-        entry = (self.gpu if gpu else self.other).setdefault(why, [0, ev, 0.0])
+        entry = (self.gpu if gpu else self.other).setdefault(why, [0, ev, []])
         entry[0] += 1
         dur = ev.dur
         if gpu and (type(dur) is float or type(dur) is int) and 0 < dur <= MAX_SPAN_US:
-            entry[2] += dur
+            entry[2].append(dur)
+
+    def merge(self, later: _Tally) -> None:
+        """A later range's tally appended: counts added, first examples kept, reasons in order of first use."""
+        for mine, theirs in ((self.gpu, later.gpu), (self.other, later.other)):
+            for why, (n, ev, durs) in theirs.items():
+                entry = mine.setdefault(why, [0, ev, []])
+                entry[0] += n
+                entry[2] += durs
+        self.steps += later.steps
+        self.calls += later.calls
 
     def left_out(self, kernels: list[KernelEvent]) -> LeftOut:
         lines = []
         for table, what in ((self.other, "CPU event(s)"), (self.gpu, "GPU event(s)")):
             for why, (n, ev, _) in table.items():
                 lines.append(f"left out: {n} {what} {why} (first: {_name(ev, 60)} at ts {shorten(repr(ev.ts), 30)})")
-        return LeftOut(tuple(lines), sum(e[0] for e in self.gpu.values()), sum(e[2] for e in self.gpu.values()),
+        return LeftOut(tuple(lines), sum(e[0] for e in self.gpu.values()),
+                       sum(sum(e[2], 0.0) for e in self.gpu.values()),
                        len(kernels), math.fsum(k.dur for k in kernels), self.steps, self.calls)
 
 
@@ -427,102 +459,210 @@ def _dur_problem(dur) -> str | None:
     return None
 
 
-def _model(path: Path, doc: _File, classifier: Classifier) -> Trace:
-    """The Trace of a decoded file: what each event is, in one pass; what cannot be read is left out, counted."""
-    seen: dict[tuple, tuple] = {}
-    kernels: list[KernelEvent] = []
-    steps: list[tuple[str, float, _Event]] = []
-    launches: dict[int, Call] = {}
-    waits: list[StreamWait] = []
-    records: list[int] = []
-    wait_calls: list[int] = []
-    event_streams: dict[int, tuple[int, int]] = {}
-    graph_calls: list[int] = []
-    threads: dict[int, int] = {}
-    bad_calls: set[int] = set()  # correlations of launch calls that could not be read
-    tally = _Tally()
-    device_id = None
-    decode, kept, events = _EVENT.decode, _KEPT.decode, doc.traceEvents
-    for raw in events or ():
-        ev = decode(raw)
-        if type(cat := ev.cat) is not str:  # a mistyped one would not hash
-            cat = None
-        lane = ev.args or _NO_LANE
-        if ev.ph != "X" or ev.dur is UNSET:
-            if cat in _GPU_CATS or cat in _CALL_CATS or cat not in _SKIPPED_CATS and type(lane.correlation) is int:
-                _unreadable(ev, lane, cat, "that are not complete events (ph 'X' with a dur)", tally, bad_calls)
-            elif type(name := ev.name) is str and "ProfilerStep" in name:
-                tally(ev, "(ProfilerStep annotations) that are not complete events (ph 'X' with a dur)", gpu=False)
-                tally.steps += 1
-            continue
-        stream = lane.stream
-        if type(ev.name) is not str and (cat in _ANNOTATION_CATS or cat not in _SKIPPED_CATS and (
-                lane.correlation is not None or stream is not None)):  # a step, a call or GPU work: unknown which
-            _unreadable(ev, lane, cat, f"whose name is not text ({shorten(repr(ev.name), 30)})", tally, bad_calls)
-            continue
-        if cat is None and stream is not None:
-            tally(ev, f"on a GPU lane whose cat is not text ({shorten(repr(ev.cat), 30)})")
-            continue
-        if cat in _SKIPPED_CATS:
-            # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
-            # step start: the GPU-side annotation too, which Kineto writes without a stream.
-            if "ProfilerStep" in (name := str(ev.name)) and not (
-                    type(stream) is int and stream >= 0 and lane.correlation is not None):
-                _step(ev, name, steps, tally)
-            elif cat == "cuda_sync" and name == "Stream Wait Event" and type(stream) is int:
-                waits.append(_wait(ev, kept(raw).args, stream))
-            elif cat == "cuda_event" and type(stream) is int and type(lane.correlation) is int:
-                event_streams[lane.correlation] = (stream, _int(kept(raw).args.event_id))
-            continue
-        if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
-            args = kept(raw).args
-            if (kernel := _kernel(ev, args, stream, classifier, seen, tally)) is not None:
-                kernels.append(kernel)
-                device_id = args.device if type(args.device) is int else device_id
-        elif cat in _GPU_CATS:
-            tally(ev, "without a stream (args null or missing)" if ev.args is None or stream is None else
-                  f"whose stream is not a non-negative integer ({shorten(repr(stream), 30)})")
-        elif (corr := lane.correlation) is not None:
-            ts, dur, tid = _time(ev.ts), ev.dur, ev.tid
-            if type(corr) is not int or ts is None:
-                tally(ev, "(calls with a correlation) whose ts or correlation is not a number", gpu=False)
-                if type(corr) is int:
-                    bad_calls.add(corr)
-                else:
-                    tally.calls += 1
+class _Reading:
+    """The model's pieces from the events read so far, in trace order: `feed` takes batches of events, `merge`
+    appends what a later range of them gave (in another process: `_events`), as if this one had read them."""
+
+    def __init__(self, classifier: Classifier):
+        self.classifier = classifier
+        self.seen: dict[tuple, tuple] = {}  # shared names, footprints and collectives (see _kernel)
+        self.kernels: list[KernelEvent] = []
+        self.steps: list[tuple[str, float, _Event]] = []
+        self.launches: dict[int, Call] = {}
+        self.waits: list[StreamWait] = []
+        self.records: list[int] = []
+        self.wait_calls: list[int] = []
+        self.event_streams: dict[int, tuple[int, int]] = {}
+        self.graph_calls: list[int] = []
+        self.threads: dict[int, int] = {}
+        self.bad_calls: set[int] = set()  # correlations of launch calls that could not be read
+        self.tally = _Tally()
+        self.device_id = None
+
+    def sent(self) -> tuple:
+        """What another process sends back of its range (not the classifier: it holds a compiled regex): kernels,
+        calls and waits as plain tuples, which pickle in C (a dataclass's __reduce__ and a NamedTuple's
+        __getnewargs__ are Python calls, each object: 0.35 s for 210,000 calls, measured), and of each step's
+        event only what a tally names (the struct pickles slowly too)."""
+        launches = self.launches
+        return (list(map(_KERNEL_FIELDS, self.kernels)), [(n, t, e.name, e.ts, e.dur) for n, t, e in self.steps],
+                list(launches), list(map(tuple, launches.values())), list(map(_WAIT_FIELDS, self.waits)),
+                self.records, self.wait_calls, self.event_streams, self.graph_calls, self.bad_calls, self.tally,
+                self.device_id)
+
+    def merge(self, later: tuple) -> None:
+        """What a later range of the events gave (`sent`): appended, as one pass over both would have it."""
+        (kernels, steps, corrs, calls, waits, records, wait_calls, event_streams, graph_calls, bad_calls, tally,
+         device_id) = later
+        self.kernels += starmap(KernelEvent, kernels)
+        self.waits += starmap(StreamWait, waits)
+        self.steps += ((n, t, _Event(name=name, ts=ts, dur=dur)) for n, t, name, ts, dur in steps)  # as tallied
+        self.launches.update(zip(corrs, map(_call, calls)))
+        self.records += records
+        self.wait_calls += wait_calls
+        self.graph_calls += graph_calls
+        self.event_streams.update(event_streams)
+        self.bad_calls |= bad_calls
+        self.tally.merge(tally)
+        self.device_id = self.device_id if device_id is None else device_id
+
+    def feed(self, events: list[_Event]) -> None:
+        """What each event is, in one pass; what cannot be read is left out, counted."""
+        classifier, seen, kernels, steps, launches = (self.classifier, self.seen, self.kernels, self.steps,
+                                                      self.launches)
+        waits, records, wait_calls, event_streams, graph_calls = (self.waits, self.records, self.wait_calls,
+                                                                  self.event_streams, self.graph_calls)
+        threads, bad_calls, tally, device_id = self.threads, self.bad_calls, self.tally, self.device_id
+        for ev in events:
+            if type(cat := ev.cat) is not str:  # a mistyped one would not hash
+                cat = None
+            args = ev.args or _NO_ARGS
+            if ev.ph != "X" or ev.dur is UNSET:
+                if cat in _GPU_CATS or cat in _CALL_CATS or cat not in _SKIPPED_CATS and type(args.correlation) is int:
+                    _unreadable(ev, args, cat, "that are not complete events (ph 'X' with a dur)", tally, bad_calls)
+                elif type(name := ev.name) is str and "ProfilerStep" in name:
+                    tally(ev, "(ProfilerStep annotations) that are not complete events (ph 'X' with a dur)", gpu=False)
+                    tally.steps += 1
                 continue
-            finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
-            tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
-            launches[corr] = _call((ts, ts + dur if finite else ts, tid))
-            if (name := ev.name) in _WAIT_CALLS:
-                wait_calls.append(corr)
-            elif type(name) is str and name.startswith(_RECORD_CALLS):
-                records.append(corr)
-            elif type(name) is str and _GRAPH_CALL in name:
-                graph_calls.append(corr)
-        elif cat in _CALL_CATS:
-            tally(ev, "(runtime and driver calls) without a correlation", gpu=False)
-            tally.calls += 1
-        elif "ProfilerStep" in (name := str(ev.name)):
-            _step(ev, name, steps, tally)
+            stream = args.stream
+            if type(ev.name) is not str and (cat in _ANNOTATION_CATS or cat not in _SKIPPED_CATS and (
+                    args.correlation is not None or stream is not None)):  # a step, a call or GPU work: which?
+                _unreadable(ev, args, cat, f"whose name is not text ({shorten(repr(ev.name), 30)})", tally,
+                            bad_calls)
+                continue
+            if cat is None and stream is not None:
+                tally(ev, f"on a GPU lane whose cat is not text ({shorten(repr(ev.cat), 30)})")
+                continue
+            if cat in _SKIPPED_CATS:
+                # HTA takes every ProfilerStep that is not GPU work (a lane and a correlation) as a
+                # step start: the GPU-side annotation too, which Kineto writes without a stream.
+                if "ProfilerStep" in (name := str(ev.name)) and not (
+                        type(stream) is int and stream >= 0 and args.correlation is not None):
+                    _step(ev, name, steps, tally)
+                elif cat == "cuda_sync" and name == "Stream Wait Event" and type(stream) is int:
+                    waits.append(_wait(ev, args, stream))
+                elif cat == "cuda_event" and type(stream) is int and type(args.correlation) is int:
+                    event_streams[args.correlation] = (stream, _int(args.event_id))
+                continue
+            if type(stream) is int and stream >= 0:  # Kineto's GPU lanes; not bool, which is an int too
+                if (kernel := _kernel(ev, args, stream, classifier, seen, tally)) is not None:
+                    kernels.append(kernel)
+                    device_id = args.device if type(args.device) is int else device_id
+            elif cat in _GPU_CATS:
+                tally(ev, "without a stream (args null or missing)" if ev.args is None or stream is None else
+                      f"whose stream is not a non-negative integer ({shorten(repr(stream), 30)})")
+            elif (corr := args.correlation) is not None:
+                ts, dur, tid = _time(ev.ts), ev.dur, ev.tid
+                if type(corr) is not int or ts is None:
+                    tally(ev, "(calls with a correlation) whose ts or correlation is not a number", gpu=False)
+                    if type(corr) is int:
+                        bad_calls.add(corr)
+                    else:
+                        tally.calls += 1
+                    continue
+                finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
+                tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
+                launches[corr] = _call((ts, ts + dur if finite else ts, tid))
+                if (name := ev.name) in _WAIT_CALLS:
+                    wait_calls.append(corr)
+                elif type(name) is str and name.startswith(_RECORD_CALLS):
+                    records.append(corr)
+                elif type(name) is str and _GRAPH_CALL in name:
+                    graph_calls.append(corr)
+            elif cat in _CALL_CATS:
+                tally(ev, "(runtime and driver calls) without a correlation", gpu=False)
+                tally.calls += 1
+            elif "ProfilerStep" in (name := str(ev.name)):
+                _step(ev, name, steps, tally)
+        self.device_id = device_id
+
+
+def _batches(array: memoryview, start: int, stop: int) -> Iterator[tuple[list[_Event], int]]:
+    """The events of array[start:stop] (whole events and the commas and blanks between them), decoded about _BATCH
+    bytes at a time, each batch with where the next starts. A batch that does not decode (cut inside a string or
+    a nested value, or an event of the wrong type) and the rest of the range after it are decoded one event at a
+    time, as each is read: an error is raised at its event, after the events before it (a DecodeError: `stop`
+    is not where an event ends)."""
+    search, at = _CUT.search, start
+    while at < stop:
+        cut = search(array, at + _BATCH, stop) if at + _BATCH < stop else None
+        end = cut.start() + 1 if cut else stop
+        try:
+            events = _BATCH_OF.decode(b"[" + array[at:end] + b"]")
+        except msgspec.DecodeError:  # a ValidationError too
+            for raw in _RAWS.decode(b"[" + array[at:stop] + b"]"):
+                yield [_EVENT.decode(raw)], at
+            return
+        at = cut.end() - 1 if cut else stop
+        yield events, at
+
+
+def _events(reading: _Reading, array: msgspec.Raw, split: bool) -> None:
+    """Every event fed to `reading`, in order. `split` (and more than SPLIT_BYTES of them): the later half read
+    by a forked process (the text shared, not copied) while this one reads the first, its pieces sent back
+    pickled and merged; where the halves' cut turns out not to be between two events (the first half does not
+    decode up to it), or that process fails to answer, this one reads on past it itself."""
+    text = memoryview(array)
+    stop = len(text) - 1  # the closing bracket
+    cut = _CUT.search(text, int(stop * _FIRST_SHARE), stop) if split and stop > SPLIT_BYTES else None
+    if cut is None:
+        for events, _ in _batches(text, 1, stop):
+            reading.feed(events)
+        return
+    later = Forked(partial(_read, reading.classifier, text, cut.end() - 1, stop))
+    done = 1
+    try:
+        try:
+            for events, done in _batches(text, 1, cut.start() + 1):
+                reading.feed(events)
+        except msgspec.DecodeError as exc:  # the cut is inside an event: the rest read here
+            if isinstance(exc, msgspec.ValidationError):  # an event of the wrong type, raised where it is
+                raise
+            later.cancel()
+            for events, _ in _batches(text, done, stop):
+                reading.feed(events)
+            return
+        if (sent := later.result()) is None:
+            for events, _ in _batches(text, cut.end() - 1, stop):
+                reading.feed(events)
+        else:
+            reading.merge(sent)
+    finally:
+        later.cancel()
+
+
+def _read(classifier: Classifier, text: memoryview, start: int, stop: int) -> tuple:
+    """What the events of text[start:stop] give, as sent back by the process that read them."""
+    reading = _Reading(classifier)
+    for events, _ in _batches(text, start, stop):
+        reading.feed(events)
+    return reading.sent()
+
+
+def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) -> Trace:
+    """The Trace of a decoded file (see _Reading; `split`: see _events)."""
+    reading = _Reading(classifier)
+    if (events := doc.traceEvents) is not UNSET:
+        _events(reading, events, split)
+    kernels, launches, steps, tally = reading.kernels, reading.launches, reading.steps, reading.tally
     if not kernels and not tally.gpu:
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
                          if events is not UNSET else "not a Chrome trace: no traceEvents")
     kernels.sort(key=lambda k: k.ts)
-    kernels = _in_span(kernels, launches, bad_calls, steps, tally)
+    kernels = _in_span(kernels, launches, reading.bad_calls, steps, tally)
     left = tally.left_out(kernels)
     if not kernels:
         raise UsageError(f"no readable GPU kernel ({'; '.join(left.lines)})")
     meta = {"distributedInfo": doc.distributedInfo, "deviceProperties": doc.deviceProperties}
     rank, world, notes = _rank(meta, path)
-    device, device_note = _device(meta, device_id)
+    device, device_note = _device(meta, reading.device_id)
     notes = notes + left.lines + ((device_note,) if device_note else ())
     return Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
-                 tuple(waits), tuple(records), tuple(wait_calls), event_streams, frozenset(graph_calls),
-                 left_out=left)
+                 tuple(reading.waits), tuple(reading.records), tuple(reading.wait_calls), reading.event_streams,
+                 frozenset(reading.graph_calls), left_out=left)
 
 
-def _unreadable(ev: _Event, lane: _Lane, cat: str | None, why: str, tally: _Tally, bad_calls: set[int]) -> None:
+def _unreadable(ev: _Event, lane: _Args, cat: str | None, why: str, tally: _Tally, bad_calls: set[int]) -> None:
     """Count an event that cannot be read as what it would have been: GPU work, a CPU call (whose kernels are then
     left out too), or an annotation that may have been a profiler step."""
     if cat in _GPU_CATS or (cat not in _SKIPPED_CATS and lane.stream is not None):

@@ -1,0 +1,169 @@
+"""The reader's batches and its two-process read (trace._batches, trace._events) build the very model, and raise
+the very error, that one pass over one event at a time does: on every recorded trace, on traces whose text
+looks like a cut where there is none (strings holding '},{', nested arrays of objects, one event longer than a
+batch), and on damaged ones. Forced here: SPLIT_BYTES 0 and batches of a few hundred bytes."""
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from ccoverlap.analysis import trace as T
+from ccoverlap.analysis.trace import Classifier, read_trace
+from ccoverlap.util.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = sorted(p for p in (ROOT / "tests" / "data" / "traces").rglob("*")
+                  if p.is_file() and p.name.endswith((".json", ".json.gz")) and "trace" in p.name)
+CAPTURE = ROOT / "tests" / "data" / "traces" / "h200" / "default" / "rank0_trace.json.gz"
+
+
+def _one_at_a_time(text: memoryview, start: int, stop: int):
+    """The reader before batches: every event decoded on its own."""
+    for raw in T._RAWS.decode(b"[" + text[start:stop] + b"]"):
+        yield [T._EVENT.decode(raw)], start
+
+
+def _outcome(path: Path, classifier: Classifier = Classifier(), **kw):
+    try:
+        return read_trace(path, classifier, **kw)
+    except UsageError as exc:
+        return f"refused: {exc}"
+
+
+def _both(path: Path, monkeypatch, batch: int = 300, classifier: Classifier = Classifier()) -> tuple:
+    """What one pass one event at a time gives, and what the two processes with `batch`-byte batches give."""
+    with monkeypatch.context() as m:
+        m.setattr(T, "_batches", _one_at_a_time)
+        once = _outcome(path, classifier)
+    monkeypatch.setattr(T, "SPLIT_BYTES", 0)
+    monkeypatch.setattr(T, "_BATCH", batch)
+    return once, _outcome(path, classifier, split=True)
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[str(p.relative_to(ROOT)) for p in RECORDED])
+def test_batches_and_halves_give_the_model_of_one_pass(path, monkeypatch):
+    once, split = _both(path, monkeypatch)
+    assert split == once
+
+
+def _doc() -> dict:
+    return json.loads(gzip.decompress(CAPTURE.read_bytes()))
+
+
+def _write(tmp_path: Path, doc: dict, name: str = "rank0_trace.json", indent: int | None = None) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc, indent=indent))
+    return path
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+def test_text_that_looks_like_a_cut_is_not_taken_for_one(tmp_path, monkeypatch, indent):
+    """Names and args holding '},{' and '}, {', args with arrays of objects, and one cpu_op longer than a batch:
+    a cut inside them leaves the batch before it unbalanced, so it is not taken, and the rest is read right."""
+    doc = _doc()
+    events = doc["traceEvents"]
+    for n, ev in enumerate(events):
+        if ev.get("cat") == "cpu_op" and n % 3 == 0:
+            ev["name"] = 'aten::odd},{"ph": "X", "cat": "kernel"},{' + ev["name"]
+            ev.setdefault("args", {})["nested"] = [{"a": [{"b": "}, {"}]}, {"c": {"d": [{}, {}]}}]
+        elif ev.get("cat") == "cpu_op" and n % 3 == 1:
+            ev.setdefault("args", {})["Input Dims"] = [[{"x": i}, {"y": "},{"}] for i in range(200)]  # > a batch
+    path = _write(tmp_path, doc, indent=indent)
+    for batch in (64, 300, 4096):
+        once, split = _both(path, monkeypatch, batch)
+        assert not isinstance(once, str) and split == once
+
+
+def test_a_cut_inside_an_event_reads_the_rest_in_this_process(tmp_path, monkeypatch):
+    """Every candidate cut after the midpoint lies inside one huge event's string: the first half does not
+    decode up to it, the child's answer is dropped, and this process reads the rest."""
+    doc = _doc()
+    events = doc["traceEvents"]
+    middle = len(events) // 2
+    events[middle]["name"] = "},{" * 200_000
+    path = _write(tmp_path, doc)
+    monkeypatch.setattr(T, "_FIRST_SHARE", 0.5)
+    once, split = _both(path, monkeypatch, batch=1 << 20)
+    assert not isinstance(once, str) and split == once
+
+
+def test_a_silent_child_is_read_for_in_this_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(T.Forked, "result", lambda self: (self.cancel(), None)[1])
+    once, split = _both(CAPTURE, monkeypatch)
+    assert split == once
+
+
+def test_the_child_ends_with_the_read(monkeypatch):
+    """No child process is left behind, nor a zombie (each is reaped)."""
+    children = []
+    real = T.Forked.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        children.append(self.pid)
+
+    monkeypatch.setattr(T.Forked, "__init__", spy)
+    _both(CAPTURE, monkeypatch)
+    assert children
+    for pid in children:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+DAMAGE = [None, "x", [], {}, -1, 0, 1e30, True, [{"a": 1}, {"b": 2}]]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_damaged_trace_is_refused_or_read_alike(tmp_path, monkeypatch, seed):
+    """Fields dropped or mistyped (args a string: an event of the wrong type, which the batch does not decode),
+    events that are not objects, in either half: the same model, or the same error, as one pass."""
+    rng = random.Random(seed)
+    doc = copy.deepcopy(_doc())
+    events = doc["traceEvents"]
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(events))
+        ev = events[at]
+        what = rng.choice(["ts", "dur", "name", "ph", "cat", "args", "args.stream", "args.correlation", "event"])
+        value = rng.choice(DAMAGE + ["a string arg"])
+        if what == "event":
+            events[at] = value
+        elif what.startswith("args.") and isinstance(ev.get("args"), dict):
+            ev["args"][what[5:]] = value
+        elif rng.random() < 0.3:
+            ev.pop(what, None)
+        else:
+            ev[what] = value
+    path = _write(tmp_path, doc)
+    once, split = _both(path, monkeypatch, batch=rng.choice([128, 2048]))
+    assert split == once
+
+
+@pytest.mark.parametrize("events", ["[]", "[ ]", "[1, 2]", "{}", "null", '"x"', '[{"ph": "X"}]'])
+def test_odd_event_arrays_are_refused_alike(tmp_path, monkeypatch, events):
+    path = tmp_path / "rank0_trace.json"
+    path.write_text('{"distributedInfo": {"rank": 0}, "traceEvents": %s}' % events)
+    once, split = _both(path, monkeypatch)
+    assert isinstance(once, str) and split == once
+
+
+def _raises():
+    raise ValueError("bad value")
+
+
+def test_forked_sends_back_the_result_its_error_or_nothing():
+    """What fn returned; its exception, raised here; None where the child died before it answered."""
+    from ccoverlap.analysis.parallel import Forked
+
+    assert Forked(lambda: [1, 2.5, "x"]).result() == [1, 2.5, "x"]
+    with pytest.raises(ValueError, match="bad value"):
+        Forked(_raises).result()
+    assert Forked(lambda: os._exit(3)).result() is None
+    slow = Forked(lambda: __import__("time").sleep(60))
+    slow.cancel()  # killed and reaped at once
+    assert slow.pid == 0
