@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,34 @@ def test_forked_sends_back_the_result_its_error_or_nothing():
     slow = Forked(lambda: __import__("time").sleep(60))
     slow.cancel()  # killed and reaped at once
     assert slow.pid == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_forked_child_dies_with_the_process_that_forked_it(tmp_path):
+    """A parent killed mid-analysis (SIGKILL: no cleanup of its own) leaves no child computing for nobody."""
+    import signal
+    import subprocess
+    import time
+
+    pidfile = tmp_path / "child"
+    code = ("import os, sys, time\n"
+            "from ccoverlap.analysis.parallel import Forked\n"
+            f"f = Forked(lambda: (open({str(pidfile)!r}, 'w').write(str(os.getpid())), time.sleep(60)))\n"
+            "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    while time.monotonic() < deadline:
+        try:  # gone, or a zombie left for whoever reaps orphans here
+            if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail(f"the forked child {child} outlived its killed parent")

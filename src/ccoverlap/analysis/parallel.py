@@ -17,6 +17,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
+from ccoverlap.util.lifetime import die_with
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -135,10 +137,12 @@ class Forked:
 
     def __init__(self, fn: Callable[[], Any]):
         read, write = os.pipe()
+        parent = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
             code = 1
             try:
+                die_with(parent)  # a parent killed mid-analysis leaves no child computing for nobody
                 os.close(read)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 try:
