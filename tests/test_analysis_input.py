@@ -218,6 +218,27 @@ def test_a_special_file_named_as_a_trace_is_left_out_unopened(capsys, tmp_path, 
     assert "verdict cap: " in out
 
 
+@pytest.mark.parametrize("name", ["rank0_steps.jsonl", "interposer-7.stats"])
+def test_a_fifo_named_like_a_doctor_record_is_left_out_unopened(capsys, tmp_path, no_hang, name):
+    """The doctor's step records and the interposer's stats beside the traces are read too (analyze and whatif
+    on a doctor folder): a FIFO named like one is said and left out, never waited on."""
+    from ccoverlap.doctor import record
+
+    folder, _ = capture(tmp_path)
+    lines = [{"format": record.FORMAT, "rank": 0, "pid": 7},
+             {"window": "open", "cuda": True, "trace": "rank0_trace.json.gz", "t": 1.0},
+             {"window": "closed", "trace": "rank0_trace.json.gz", "recorded": 3, "complete": True, "t": 2.0}]
+    (folder / "rank0_steps.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (folder / name).unlink(missing_ok=True)
+    os.mkfifo(folder / name)  # the record itself, or the stats of the process it names (pid 7)
+    code, out, lines = analyze(capsys, folder)
+    assert code == 0 and "verdict cap: " in out
+    said = f"ccoverlap analyze: {folder / name}: a FIFO, not a ccoverlap doctor step record: left out"
+    assert any(line.startswith(said) for line in lines) == name.endswith(".jsonl")
+    main(["whatif", str(folder), "--lever", "priority"])  # whatever it concludes of this capture, at once
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ("a FIFO, not a ccoverlap doctor step record" in err) == name.endswith(".jsonl")
+
 def test_a_fifo_as_the_folder_is_one_line(capsys, tmp_path, no_hang):
     os.mkfifo(tmp_path / "f")
     code, _, lines = analyze(capsys, tmp_path / "f")

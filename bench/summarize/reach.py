@@ -55,7 +55,7 @@ def real_steps() -> dict[tuple[str, str], list[dict]]:
 
 
 def workload_row(workload: str, folder: Path, real: dict) -> dict:
-    report = session.run(WhatIfConfig(levers=STRATEGIES[1:]).validate(), folder, record.folder_processes(folder))
+    report = session.run(WhatIfConfig(levers=STRATEGIES[1:]).validate(), folder, record.folder_processes(folder)[0])
     check, own = report["validation"], report["unprofiled"]
     row = {"workload": workload, "refused": report["refused"], "measured_profiled_step_ms":
            check["measured_step_us"] / 1000, "simulated_default_ms": check["simulated_default_us"] / 1000,

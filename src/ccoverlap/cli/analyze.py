@@ -52,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = from_args(AnalyzeConfig, args).validate()
     check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto},
                   report_folder(cfg.report), inputs=(args.dir, cfg.baseline), force=args.force)
-    result = analyze(args.dir, cfg.baseline, cfg.comm_regex, processes=record.folder_processes(Path(args.dir)),
-                     jobs=cfg.workers,
+    processes, left_out = record.folder_processes(Path(args.dir))
+    for line in left_out:
+        print(f"ccoverlap analyze: {line}", file=sys.stderr)
+    result = analyze(args.dir, cfg.baseline, cfg.comm_regex, processes=processes, jobs=cfg.workers,
                      keep_traces=bool(cfg.report or cfg.perfetto), progress=True, max_trace_mb=cfg.max_trace_mb)
     if not result.ranks:
         return _cpu(args.dir, cfg, result.problems)

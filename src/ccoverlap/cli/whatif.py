@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
-from ccoverlap.util.output import STDOUT, check_outputs, print_table, print_text, write_json
+from ccoverlap.util.output import STDOUT, check_outputs, print_table, print_text, warn, write_json
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.doctor import record
 from ccoverlap.whatif import plots, session
@@ -90,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise UsageError(f"{root} is not a directory (give a `ccoverlap doctor` output folder)")
     check_outputs({"--json": cfg.json, "--plot": cfg.plot}, inputs=(root,), force=args.force)
-    report = session.run(cfg, root, record.folder_processes(root))
+    processes, left_out = record.folder_processes(root)
+    for line in left_out:
+        warn(line)
+    report = session.run(cfg, root, processes)
     if cfg.json:
         write_json(cfg.json, report, schema=True)
     if cfg.json != STDOUT:

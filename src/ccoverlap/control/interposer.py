@@ -20,10 +20,10 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from functools import cache
-from pathlib import Path
 
 from ccoverlap.model import _native
 from ccoverlap.util.errors import UsageError, check_range
+from ccoverlap.util.inputs import open_regular
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,9 +245,10 @@ class LaunchStats:
         when there is none."""
         docs = []
         for path in paths:
-            try:
-                doc = json.loads(Path(path).read_text())
-            except (OSError, ValueError):
+            try:  # a FIFO or a device named like a stats file is left out, never waited on
+                with open_regular(path, "the interposer's stats") as f:
+                    doc = json.loads(f.read())
+            except (OSError, ValueError, UsageError):
                 continue
             if isinstance(doc, dict) and isinstance(doc.get("kernels"), list):
                 docs.append(doc)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ccoverlap.util import timing
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.inputs import open_regular
 from ccoverlap.util.tracefiles import alone_trace
 
 if TYPE_CHECKING:
@@ -237,7 +238,10 @@ def read(path: Path) -> RankRecord:
 
     A last line without its newline is a write the process did not finish (it was killed): left out."""
     try:
-        text = path.read_text()
+        with open_regular(path, "a ccoverlap doctor step record") as f:  # a FIFO named like one: no wait
+            text = f.read().decode()
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     lines = text.split("\n")[:-1]  # what follows the last newline was never finished
@@ -319,11 +323,12 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     return out
 
 
-def folder_processes(folder: Path) -> dict | None:
+def folder_processes(folder: Path) -> tuple[dict | None, list[str]]:
     """The processes of a `ccoverlap doctor` folder (its records read), for `analyze` and `whatif` on it to see
-    what the doctor saw (launch stats, the captured graphs); None for any other path (a trace file, a folder of
-    strategies, a record that cannot be read: the analysis then goes by the traces alone)."""
+    what the doctor saw (launch stats, the captured graphs, the step times), and one line per file named like a
+    record that could not be read (a FIFO, a foreign file): left out, said. None for any other path (a trace
+    file, a folder of strategies: the analysis then goes by the traces alone)."""
     if not folder.is_dir():
-        return None
-    records, _ = read_all(folder)
-    return processes(folder, records) or None
+        return None, []
+    records, bad = read_all(folder)
+    return processes(folder, records) or None, [f"{e}: left out (what it records is unknown)" for e in bad]
