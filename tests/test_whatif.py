@@ -550,10 +550,11 @@ def test_a_profiler_that_slowed_the_steps_is_said_and_each_prediction_scaled_to_
     assert doc["predictions"][0]["unprofiled_step_us"] == pytest.approx(10000)
     assert main(["whatif", str(root), "--lever", "priority"]) == 0
     assert "unprofiled" in capsys.readouterr().out
-    # within the reproduction's tolerance: the figures kept, no note
+    # within the reproduction's tolerance on the GPU's step period, though the host ran ahead of the GPU in the
+    # profiled steps (its clock timed its enqueueing, 3 ms): the GPU's period is taken, no note
     (root / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(
-        json.dumps(line if "step" not in line or not line["profiled"] else line | {"ms": 10.2}) + "\n"
-        for line in lines))
+        json.dumps(line if "step" not in line or not line["profiled"] else line | {"ms": 3.0, "gpu_ms": 10.2})
+        + "\n" for line in lines))
     assert main(["whatif", str(root), "--lever", "priority", "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["unprofiled"]["profiled_step_ms"] == 10.2 and not any("profiler" in n for n in doc["notes"])

@@ -23,4 +23,4 @@ class Process:
     alone: Path | None = None
     graphs: tuple[dict, ...] = ()  # the CUDA graphs it captured, as the capture wrote them (analysis/graphs.py)
     graphs_skipped: tuple[str, ...] = ()  # why a graph it captured was not read
-    step_ms: tuple[float | None, float | None] = (None, None)  # median step, host clock: unprofiled, profiled
+    step_ms: tuple[float | None, float | None] = (None, None)  # median step unprofiled, profiled (GPU period)

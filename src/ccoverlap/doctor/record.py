@@ -226,6 +226,7 @@ class RankRecord:
             "outside_ms": stats([s.ms for s in outside if s.ms is not None]),
             "outside_gpu_ms": stats([s.gpu_ms for s in outside if s.gpu_ms is not None]),
             "profiled_ms": stats([s.ms for s in profiled if s.ms is not None]),
+            "profiled_gpu_ms": stats([s.gpu_ms for s in profiled if s.gpu_ms is not None]),
             "profiled_steps": [s.step for s in profiled],
             "alone_ms": stats([s.ms for s in self.steps if s.alone and s.ms is not None]),
             "alone_trace": str(self.alone_trace) if self.alone_trace else None, "alone_note": self.alone_note,
@@ -316,10 +317,14 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     out: dict[int, Process] = {}
     for r in records:
         if r.rank not in out and r.pid is not None:
-            times = r.summary()
+            t = r.summary()
+            # the GPU's step period where both sides have it: a host that runs ahead of the GPU (no sync in its
+            # step) times its enqueueing, not the step
+            pair = ("outside_gpu_ms", "profiled_gpu_ms") if t["outside_gpu_ms"] and t["profiled_gpu_ms"] else \
+                ("outside_ms", "profiled_ms")
             out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
                                   r.alone_trace, r.graphs, r.graphs_skipped,
-                                  tuple((times[k] or {}).get("median") for k in ("outside_ms", "profiled_ms")))
+                                  tuple((t[k] or {}).get("median") for k in pair))
     return out
 
 

@@ -78,9 +78,10 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
 
 
 def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
-    """What the profiler cost the captured steps (the doctor's step records: the same host clock inside and outside
-    its window), and a note where more than the reproduction's tolerance: the steps simulated are the profiled ones,
-    so each prediction is also given scaled to the program's own step, at the same share of profiler cost."""
+    """What the profiler cost the captured steps (the doctor's step records: the same clock inside and outside its
+    window, the GPU's step period where recorded), and a note where more than the reproduction's tolerance: the
+    steps simulated are the profiled ones, so each prediction is also given scaled to the program's own step, at
+    the same share of profiler cost."""
     if not cap.step_ms:
         return None, []
     plain, profiled = cap.step_ms
