@@ -2,7 +2,7 @@
 at 280 GB/s, the size of the 2 x H200 run), `ccoverlap whatif` predicts the step; set beside every recording of
 the same workloads on two H200s with real NCCL.
 
-  python bench/summarize/reach.py [--out bench/results/reach-2026-12-04-h200.json]
+  python bench/summarize/reach.py [--captures TGZ|DIR] [--out bench/results/reach-2026-12-04-h200.json]
   (docs/results.md's table: `render_reach`, through bench/summarize/results_md.py)
 
 Extracts bench/results/reach-2026-12-04-h200-files.tgz (the doctor folders `bash bench/device/reach.sh` captured)
@@ -21,12 +21,11 @@ import json
 import os
 import platform
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 from ccoverlap.doctor import record
 from ccoverlap.gpu.provenance import source_commit
+from ccoverlap.util.inputs import extracted
 from ccoverlap.util.output import write_json
 from ccoverlap.whatif import session
 from ccoverlap.whatif.config import WhatIfConfig
@@ -93,14 +92,12 @@ def render_reach(docs: list[dict]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--captures", type=Path, default=CAPTURES, help="the doctor folders: a .tgz or its folder")
     ap.add_argument("--out", type=Path, default=RESULTS / "reach-2026-12-04-h200.json")
     args = ap.parse_args()
-    real = real_steps()
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(CAPTURES) as tar:
-            tar.extractall(tmp, filter="data")
-        rows = [workload_row(w, Path(tmp) / w, real) for w in WORKLOADS]
-        captured = json.loads((Path(tmp) / "ddp-doctor.json").read_text())["provenance"]
+    with extracted(args.captures) as root:
+        rows = [workload_row(w, root / w, real_steps()) for w in WORKLOADS]
+        captured = json.loads((root / "ddp-doctor.json").read_text())["provenance"]
     for r in rows:
         d = r["strategies"].get("default", {})
         print(f"{r['workload']}: predicted {d.get('predicted_unprofiled_ms') or 0:.2f} ms unprofiled against "
@@ -110,7 +107,7 @@ def main() -> int:
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "provenance": {
             "captured": {k: captured.get(k) for k in ("gpu", "driver", "cuda", "torch", "nccl", "date", "commit")}
-            | {"command": "bash bench/device/reach.sh", "files": CAPTURES.name},
+            | {"command": "bash bench/device/reach.sh", "files": args.captures.name},
             "real_from": list(REAL),
             "analysed": {"command": "python bench/summarize/reach.py", "commit": source_commit(),
                          "machine": f"CPU ({platform.machine()}, {os.cpu_count()} cores), no GPU",

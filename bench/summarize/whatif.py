@@ -22,12 +22,11 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import tarfile
-import tempfile
 from pathlib import Path
 
 from ccoverlap.control import levers
 from ccoverlap.gpu.provenance import source_commit
+from ccoverlap.util.inputs import extracted
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.output import write_json
 from ccoverlap.whatif import calibration, predict, session
@@ -152,12 +151,7 @@ def main() -> int:
         ap.error("--lab, --capture, --traces and --out are needed (or --tables)")
     record, capture = json.loads(args.lab.read_text()), json.loads(args.capture.read_text())
     device = _device(capture)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.traces
-        if root.is_file():
-            with tarfile.open(root) as tar:
-                tar.extractall(tmp, filter="data")
-            root = Path(tmp)
+    with extracted(args.traces) as root:
         cases = session.lab_cases(record, capture, root, device)
     law = calibration.fit_law(capture["comm_sweep"])
     pace, errs = _fit(cases, law, None)

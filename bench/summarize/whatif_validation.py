@@ -25,11 +25,10 @@ import os
 import platform
 import statistics
 import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 from ccoverlap.gpu.provenance import source_commit
+from ccoverlap.util.inputs import extracted
 from ccoverlap.util.output import write_json
 from ccoverlap.whatif import anchor, duration, session
 from ccoverlap.whatif.config import WhatIfConfig
@@ -205,11 +204,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "whatif-validation-2026-12-04-h200.json")
     args = ap.parse_args()
     real = realized()
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(CAPTURES) as tar:
-            tar.extractall(tmp, filter="data")
-        captures, rows = validate_all(Path(tmp), real)
-        leaning = sensitivity(Path(tmp), real)
+    with extracted(CAPTURES) as root:
+        captures, rows = validate_all(root, real)
+        leaning = sensitivity(root, real)
     for c in captures:
         print(f"{c['program']}: measured {c['measured_default_ms']:.3f} ms, simulated "
               f"{c['simulated_default_ms']:.3f} ms: " + (c["refused"] or "reproduced"), file=sys.stderr)

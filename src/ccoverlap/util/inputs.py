@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 import stat
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import BinaryIO
 
 from ccoverlap.util.errors import UsageError
@@ -32,3 +37,17 @@ def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
     os.set_blocking(fd, True)
     return f
 
+
+
+@contextmanager
+def extracted(path: str | os.PathLike) -> Iterator[Path]:
+    """A folder as it is, or an archive of one (a recorded capture's .tgz) extracted to a temporary folder for the
+    time of the with-block: the summarizers read recorded captures either way. Members that would land outside
+    the folder (absolute paths, '..', devices) are refused by tarfile's data filter."""
+    path = Path(path)
+    if path.is_dir():
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(path) as tar:
+        tar.extractall(tmp, filter="data")
+        yield Path(tmp)
