@@ -1,0 +1,69 @@
+"""Issue 27's graph_dispatch headline, measured: with priority on, where do a typical step's kernels run in the CUDA
+graph's replay and in the plain launches of the same program (dispatch)? From `bash bench/device/graph_priority.sh`:
+the probe's line (does a captured kernel node keep its stream's priority) and the two doctor folders.
+
+  python bench/summarize/graph_priority.py DEVICE_OUT --out bench/results/graph-priority-2026-12-04-h200.json
+
+Per program, over the doctor's typical steps (medians, us from the step's first kernel): the step's span, the
+first kernel's end (when the collective is ready), the collective's start and duration, the 20-wave grid's
+duration. Nothing is fitted; the figures are the traces'.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from ccoverlap.analysis import read_trace
+from ccoverlap.analysis.steps import typical, windows
+from ccoverlap.analysis.trace import analysed_indices
+from ccoverlap.util.inputs import extracted
+from ccoverlap.util.output import write_json
+
+PROGRAMS = ("graph_dispatch", "dispatch")
+FIRST, GRID, COMM = "known_compute", "known_fat", "KnownAllReduce"
+
+
+def step_figures(trace, idx: list[int]) -> dict[str, float]:
+    ks = [trace.kernels[i] for i in idx]
+    t0 = min(k.ts for k in ks)
+    first = next(k for k in ks if k.name == FIRST)
+    grid = next(k for k in ks if k.name == GRID)
+    comm = next(k for k in ks if COMM in k.name)
+    return {"span_us": max(k.end for k in ks) - t0, "ready_us": first.end - t0, "comm_start_us": comm.ts - t0,
+            "comm_us": comm.dur, "grid_us": grid.dur, "grid_end_us": grid.end - t0}
+
+
+def program(folder: Path) -> dict:
+    trace = read_trace(folder / "rank0_trace.json.gz")
+    steps = windows(trace, analysed_indices(trace))
+    chosen = typical(trace).typical
+    rows = [step_figures(trace, steps[n][1]) for n in chosen]
+    return {"typical_steps": [steps[n][0] for n in chosen],
+            "median": {k: statistics.median(r[k] for r in rows) for k in rows[0]}, "steps": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("device_out", type=Path, help="the call's $OUT: graph-priority-probe.json, graph-priority-files.tgz")
+    ap.add_argument("--out", required=True, type=Path)
+    args = ap.parse_args()
+    probe = json.loads((args.device_out / "graph-priority-probe.json").read_text())
+    with extracted(args.device_out / "graph-priority-files.tgz") as root:
+        programs = {p: program(root / f"doctor-{p}") for p in PROGRAMS}
+        provenance = json.loads((root / "doctor-graph_dispatch.json").read_text())["provenance"]
+    doc = {"what": __doc__.split("\n\n")[0].replace("\n", " "), "provenance": provenance | {
+               "command": "TORCH_NCCL_HIGH_PRIORITY=1 ccoverlap doctor --skip 5 --steps 6 -- python3 "
+                          "bench/known/<program>.py (bash bench/device/graph_priority.sh)",
+               "summarized": "python bench/summarize/graph_priority.py"},
+           "probe": probe, "programs": programs}
+    write_json(str(args.out), doc)
+    for p, got in programs.items():
+        print(p, {k: round(v, 1) for k, v in got["median"].items()}, file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
