@@ -2,11 +2,13 @@
 graph's replay and in the plain launches of the same program (dispatch)? From `bash bench/device/graph_priority.sh`:
 the probe's line (does a captured kernel node keep its stream's priority) and the two doctor folders.
 
-  python bench/summarize/graph_priority.py DEVICE_OUT --out bench/results/graph-priority-2026-12-04-h200.json
+  python bench/summarize/graph_priority.py DEVICE_OUT --default bench/results/known-answers-2026-12-04-h200-files.tgz \
+      --out bench/results/graph-priority-2026-12-04-h200.json
 
 Per program, over the doctor's typical steps (medians, us from the step's first kernel): the step's span, the
 first kernel's end (when the collective is ready), the collective's start and duration, the 20-wave grid's
-duration. Nothing is fitted; the figures are the traces'.
+duration; the same of the programs' default runs (priority off) from an earlier recorded run's doctor folders
+(--default). Nothing is fitted; the figures are the traces'.
 """
 from __future__ import annotations
 
@@ -47,21 +49,26 @@ def program(folder: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("device_out", type=Path, help="the call's $OUT: graph-priority-probe.json, graph-priority-files.tgz")
+    ap.add_argument("device_out", type=Path,
+                    help="the call's $OUT: graph-priority-probe.json, graph-priority-files.tgz")
+    ap.add_argument("--default", required=True, type=Path, help="a recorded run's doctor folders (priority off)")
     ap.add_argument("--out", required=True, type=Path)
     args = ap.parse_args()
     probe = json.loads((args.device_out / "graph-priority-probe.json").read_text())
     with extracted(args.device_out / "graph-priority-files.tgz") as root:
         programs = {p: program(root / f"doctor-{p}") for p in PROGRAMS}
         provenance = json.loads((root / "doctor-graph_dispatch.json").read_text())["provenance"]
+    with extracted(args.default) as root:
+        default = {p: program(root / f"doctor-{p}") for p in PROGRAMS}
     doc = {"what": __doc__.split("\n\n")[0].replace("\n", " "), "provenance": provenance | {
                "command": "TORCH_NCCL_HIGH_PRIORITY=1 ccoverlap doctor --skip 5 --steps 6 -- python3 "
                           "bench/known/<program>.py (bash bench/device/graph_priority.sh)",
                "summarized": "python bench/summarize/graph_priority.py"},
-           "probe": probe, "programs": programs}
+           "probe": probe, "programs": programs, "default": default, "default_from": args.default.name}
     write_json(str(args.out), doc)
-    for p, got in programs.items():
-        print(p, {k: round(v, 1) for k, v in got["median"].items()}, file=sys.stderr)
+    for p in PROGRAMS:
+        for what, got in (("priority", programs[p]), ("default", default[p])):
+            print(p, what, {k: round(v, 1) for k, v in got["median"].items()}, file=sys.stderr)
     return 0
 
 
