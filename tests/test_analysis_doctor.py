@@ -274,6 +274,17 @@ def test_two_ranks_with_skew(tmp_path):
         {"launches": 1, "matched": 1, "unmatched": 0, "first_unmatched": None, "steps": [1, 1]}] * 2
 
 
+def test_the_exposed_parts_are_the_median_typical_steps_as_the_headroom_is(tmp_path):
+    """Four profiler steps, each a 500 us collective that nothing overlaps (dependency); the last is not analysed
+    (the profiler cuts it short): the verdict says 0.500 ms, the median step's, not the 1.500 ms of the three
+    (beside a per-step headroom, a part that grows with the steps profiled)."""
+    kernels = [ks.K(ks.NCCL, 2000 * n + 100, 500, launch_ts=2000 * n + 90, launch_dur=5, **NCCL) for n in range(4)]
+    _, d = one_rank(tmp_path, kernels, steps=[(2000 * n, 2000) for n in range(4)])
+    assert d.exposed_ms["dependency"] == pytest.approx(1.5)  # the rank's own record: every analysed step
+    v = verdict([d])
+    assert v.unrecoverable_ms["dependency"] == pytest.approx(0.5) and v.exposed_ms["dependency"] == pytest.approx(0.5)
+    assert "exposed beyond any lever: dependency 0.500 ms" in v.line
+
 def _slowed(tmp_path, alone):
     """A GEMM [100, 1100] and an all-reduce that took 1000 us beside it from 300 (it ended at 1300)."""
     kernels = [ks.K(ks.GEMM, 100, 1000, block=384, grid=132, regs=168, smem=213504, launch_ts=90),

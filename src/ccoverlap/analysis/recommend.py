@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ccoverlap.analysis import steps
 from ccoverlap.control import levers
-from ccoverlap.analysis.contention import CommWait, RankDiagnosis
+from ccoverlap.analysis.contention import PARTS, CommWait, RankDiagnosis
 from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
                                                 Mechanism, holds_every_sm)
@@ -193,6 +193,7 @@ class Verdict:
     lever_steps_ms: tuple[float, ...]  # lever_headroom_ms step by step, every analysed step (mean over the ranks)
     recommendations: tuple[Recommendation, ...]
     unrecoverable_ms: dict[str, float]  # skew and dependency: exposed time no lever on this rank changes
+    exposed_ms: dict[str, float | None]  # PARTS: the exposed communication by part (None: slowdown, no alone window)
     slowdown_known: bool
     line: str
     typical: tuple[str, ...] = ()  # the typical steps' names, the headline's
@@ -389,11 +390,22 @@ def _undiagnosed(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> tuple
     return (statistics.median(exposed) if exposed else 0.0), why
 
 
+def exposed_parts(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> dict[str, float | None]:
+    """The median typical step's exposed communication by part (ms, the mean over the ranks), in the headroom's
+    unit: a sum over the analysed steps beside a per-step headroom read as a part larger than the step. The
+    slowdown part is None where a rank had no alone window (its time is then in dependency)."""
+    def part(p: str) -> float | None:
+        if p == "slowdown" and not all(d.alone_measured for d in diagnoses):
+            return None
+        values = typical.values(diagnoses, lambda d: [s.exposed[p] / 1000 for s in d.steps]) or []
+        return statistics.median(values) if values else 0.0
+    return {p: part(p) for p in PARTS}
+
+
 def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     """The levers worth trying for these ranks (one rank, or a strategy's), ranked by the median typical step's
     replayed gain."""
     diagnoses = list(diagnoses)
-    n = max(len(diagnoses), 1)
     typical = _Typical.of(diagnoses)
     spans = typical.values(diagnoses, lambda d: [s.span_us / 1000 for s in d.steps]) or []
     heads = typical.values(diagnoses, lambda d: [s.headroom_us / 1000 for s in d.steps]) or []
@@ -407,7 +419,8 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     keys = sorted({k for d in diagnoses for k in d.mechanisms})
     by_mechanism = {k: None if (g := _gains(diagnoses, typical, lambda d, k=k: [d.mechanisms[k]] if k in d.mechanisms
                                             else [])) is None else g.median for k in keys}
-    parts = {p: sum(d.exposed_ms[p] or 0 for d in diagnoses) / n for p in ("skew", "dependency")}
+    exposed = exposed_parts(diagnoses, typical)
+    parts = {p: exposed[p] or 0.0 for p in ("skew", "dependency")}
     rest = ", ".join(f"{p} {ms:.3f} ms" for p, ms in parts.items() if ms > 0)
     unrecoverable = f"; exposed beyond any lever: {rest}" if rest else ""
     unknown = "" if known else ("; what communication and compute lose beside each other is unknown "
@@ -483,5 +496,5 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         line = (f"headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); "
                 f"try {top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
                 + (f"; beyond any lever: {beyond}" if beyond else "") + blind + unknown + unrecoverable)
-    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, known, line,
-                   typical.names, typical.left_out, spread)
+    return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, exposed,
+                   known, line, typical.names, typical.left_out, spread)

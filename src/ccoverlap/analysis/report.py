@@ -57,8 +57,7 @@ def _recommendations(analysis: Analysis) -> str:
     for name in dict.fromkeys(r.strategy for r in analysis.ranks):
         ranks = [r for r in analysis.ranks if r.strategy == name]
         v = verdict([r.diagnosis for r in ranks])
-        parts = {p: None if any(r.diagnosis.exposed_ms[p] is None for r in ranks)
-                 else sum(r.diagnosis.exposed_ms[p] for r in ranks) / len(ranks) for p in PARTS}
+        parts = v.exposed_ms  # the median typical step's, as the headroom and the mechanisms beside it
         mech = [[k, "unknown" if ms is None else f"{ms:.3f}"] for k, ms in v.by_mechanism_ms.items()]
         out.append(f"<h3>{html.escape(name)}</h3><p>{html.escape(v.line)}</p>"
                    + _table([f"exposed {p} ms" for p in PARTS],
