@@ -62,3 +62,18 @@ def test_stats_of_several_processes_merge(fake, tmp_path):
     assert seen.padded == two["padded"] > 0
     assert seen.comm_grid == (8, 132)  # the paths' comm launches use grid 132
     assert LaunchStats.read([]) is None
+
+
+def test_a_serialized_graph_replay_runs_its_registered_twin_until_its_executable_is_destroyed(fake, tmp_path):
+    stats = tmp_path / "s.json"
+    (row,), err = launch(fake, "twin", 8, 200, CCOVERLAP_STATS=stats)
+    assert err == ""
+    assert row["registered"] == 0 and row["refused"] == 5  # taken exec or twin, NULL either side, itself
+    assert row["plain"] == 1  # not serialized: the graph itself
+    assert row["twin_runs"] == 1 and row["graph_runs"] == 1  # serialized: the twin, not the graph again
+    assert row["failing_registered"] == 0 and row["failing_rc"] == 0 and row["failing_graph_runs"] == 1  # fallback
+    assert row["destroyed"] == 2  # the executable and its twin
+    assert row["after_destroy"] == 1  # a later executable at that address replays itself, no stale twin
+    assert row["threads_wrong"] == 0  # 8 threads x 200 rounds of register, replay, destroy: each its own twin
+    assert row["table"] == 256  # every slot free again, and a full table refuses
+    assert json.loads(stats.read_text())["serial"]["serialized_twins"] == 1 + 8 * 200

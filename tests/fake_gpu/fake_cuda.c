@@ -124,14 +124,19 @@ CUresult cuLaunchKernel_ptsz(void *h, unsigned gx, unsigned gy, unsigned gz, uns
 }
 
 /* A CUDA graph replay: its kernels run until the next cuCtxSynchronize, as a launch's. */
-_Atomic long fake_graph_launches;
+_Atomic long fake_graph_launches, fake_graph_runs[256], fake_graph_destroyed[256];
 CUresult cuGraphLaunch(void *g, void *s) {
-    (void)g;
+    if (g == FAKE_FAILING_GRAPH) return INVALID_VALUE;
     atomic_fetch_add(&fake_graph_launches, 1);
+    atomic_fetch_add(&fake_graph_runs[(uintptr_t)g & 0xff], 1);
     if (!is_capturing(s) && atomic_fetch_add(&outstanding, 1) > 0) atomic_fetch_add(&fake_busy_launches, 1);
     return SUCCESS;
 }
 CUresult cuGraphLaunch_ptsz(void *g, void *s) { return cuGraphLaunch(g, s); }
+CUresult cuGraphExecDestroy(void *g) {
+    atomic_fetch_add(&fake_graph_destroyed[(uintptr_t)g & 0xff], 1);
+    return SUCCESS;
+}
 
 CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long flags, int *status);
 CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
@@ -275,6 +280,7 @@ static void *lookup(const char *sym, int version, unsigned long long flags) {
     if (!strcmp(sym, "cuLaunchKernel")) return ptds ? (void *)cuLaunchKernel_ptsz : (void *)cuLaunchKernel;
     if (!strcmp(sym, "cuLaunchKernelEx")) return ptds ? (void *)cuLaunchKernelEx_ptsz : (void *)cuLaunchKernelEx;
     if (!strcmp(sym, "cuGraphLaunch")) return ptds ? (void *)cuGraphLaunch_ptsz : (void *)cuGraphLaunch;
+    if (!strcmp(sym, "cuGraphExecDestroy")) return (void *)cuGraphExecDestroy;
     if (!strcmp(sym, "cuGetProcAddress")) return version >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
     if (!strcmp(sym, "cuFuncGetName")) return (void *)cuFuncGetName;
     if (!strcmp(sym, "cuCtxGetDevice")) return (void *)cuCtxGetDevice;

@@ -52,7 +52,11 @@ typedef CUresult (*getproc_fn)(const char *, void **, int, unsigned long long);
 typedef CUresult (*getproc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
 CUresult cuGraphLaunch(void *, void *);
+CUresult cuGraphExecDestroy(void *);
 extern _Atomic long fake_graph_launches;
+/* Per graph executable, by the handle's low byte: replays run, and destroys. A replay of FAKE_FAILING_GRAPH fails. */
+extern _Atomic long fake_graph_runs[256], fake_graph_destroyed[256];
+#define FAKE_FAILING_GRAPH ((void *)0xEE)
 CUresult cuLaunchKernel_ptsz(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *, void *, void **, void **);

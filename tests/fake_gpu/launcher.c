@@ -23,6 +23,9 @@
  *   launcher serialize T N      T threads x N launches (compute, comm, graph, Ex) with ccoverlap_set_serialize(1), a
  *                               launch on a capturing stream, then 10 launches serialized off: busy launches
  *   launcher hip_serialize N    N HIP launches serialized: the device syncs they made
+ *   launcher twin T N           serial twins of graph executables (ccoverlap_graph_twin): who replays, refusals,
+ *                               a failing twin, destroys; then T threads x N rounds of register, serialized
+ *                               replay and destroy, each thread its own executable; then the table filled
  *   launcher observe            comm launches on streams of known priority and cluster, compute on a green
  *                               context's stream and elsewhere: what the stats must say */
 #define _GNU_SOURCE
@@ -522,6 +525,63 @@ static void hip(void) {
     report("hip_dlsym", "hipModuleLaunchKernel", mod, 2048, l(mod, 110, 1, 1, 256, 1, 1, 2048, NULL, NULL, NULL));
 }
 
+/* ---------- serial twins of CUDA graphs ---------- */
+
+typedef int (*twin_fn)(void *, void *);
+static twin_fn register_twin;
+#define G(x) ((void *)(uintptr_t)(x))
+
+static void *twin_worker(void *arg) {
+    long id = (long)arg;
+    for (long i = 0; i < per_thread; ++i) {
+        if (register_twin(G(0x20 + id), G(0xA0 + id)) != 0) atomic_fetch_add(&fake_busy_launches, 1000000);
+        cuGraphLaunch(G(0x20 + id), COMPUTE_STREAM);
+        cuGraphExecDestroy(G(0x20 + id));
+    }
+    return NULL;
+}
+
+static void twin(int t, long n) {
+    serialize_switch = (serialize_fn)dlsym(RTLD_DEFAULT, "ccoverlap_set_serialize");
+    register_twin = (twin_fn)dlsym(RTLD_DEFAULT, "ccoverlap_graph_twin");
+    if (!serialize_switch || !register_twin) { printf("{\"path\": \"no_twin\"}\n"); return; }
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, COMPUTE_STREAM, NULL, NULL); /* stats need a launch */
+    int ok = register_twin(G(0x10), G(0x90));
+    int refused = (register_twin(G(0x10), G(0x91)) != 0) + (register_twin(G(0x11), G(0x90)) != 0) +
+                  (register_twin(NULL, G(0x92)) != 0) + (register_twin(G(0x13), NULL) != 0) +
+                  (register_twin(G(0x14), G(0x14)) != 0);
+    cuGraphLaunch(G(0x10), COMPUTE_STREAM); /* not serialized: the graph itself */
+    long plain = atomic_load(&fake_graph_runs[0x10]);
+    serialize_switch(1);
+    cuGraphLaunch(G(0x10), COMPUTE_STREAM); /* serialized: its twin */
+    long twin_runs = atomic_load(&fake_graph_runs[0x90]), graph_runs = atomic_load(&fake_graph_runs[0x10]);
+    int failing = register_twin(G(0x12), FAKE_FAILING_GRAPH);
+    int rc = cuGraphLaunch(G(0x12), COMPUTE_STREAM); /* its twin fails: the graph itself */
+    cuGraphExecDestroy(G(0x10));
+    long destroyed = atomic_load(&fake_graph_destroyed[0x10]) + atomic_load(&fake_graph_destroyed[0x90]);
+    cuGraphLaunch(G(0x10), COMPUTE_STREAM); /* an executable at the same address: no stale twin */
+    long after = atomic_load(&fake_graph_runs[0x10]) - graph_runs;
+    cuGraphExecDestroy(G(0x12));
+    pthread_t tid[32];
+    per_thread = n;
+    t = t < 32 ? t : 32;
+    long busy = atomic_load(&fake_busy_launches);
+    for (long i = 0; i < t; ++i) pthread_create(&tid[i], NULL, twin_worker, (void *)i);
+    for (int i = 0; i < t; ++i) pthread_join(tid[i], NULL);
+    long wrong = atomic_load(&fake_busy_launches) - busy;
+    for (int i = 0; i < t; ++i)
+        wrong += (atomic_load(&fake_graph_runs[0x20 + i]) != 0) + (atomic_load(&fake_graph_runs[0xA0 + i]) != n) +
+                 (atomic_load(&fake_graph_destroyed[0xA0 + i]) != n) + (atomic_load(&fake_graph_destroyed[0x20 + i]) != n);
+    serialize_switch(0);
+    int held = 0;
+    while (held < 1000 && register_twin(G(0x1000 + held), G(0x100000 + held)) == 0) ++held;
+    printf("{\"registered\": %d, \"refused\": %d, \"plain\": %ld, \"twin_runs\": %ld, \"graph_runs\": %ld, "
+           "\"failing_registered\": %d, \"failing_rc\": %d, \"failing_graph_runs\": %ld, \"destroyed\": %ld, "
+           "\"after_destroy\": %ld, \"threads_wrong\": %ld, \"table\": %d}\n",
+           ok, refused, plain, twin_runs, graph_runs, failing, rc, atomic_load(&fake_graph_runs[0x12]), destroyed, after,
+           wrong, held);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     compute = fake_function("computeA_func", 0, 16, 0, 0);
@@ -545,6 +605,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "serialize") && argc > 3) serialize(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "observe")) observe();
     else if (!strcmp(cmd, "hip_serialize") && argc > 2) hip_serialize(atol(argv[2]));
+    else if (!strcmp(cmd, "twin") && argc > 3) twin(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "big")) {
         fake_fn *big = fake_function("big_smem_kernel", 0, 32, 200000, 30000);
         int rc = cuLaunchKernel_ptsz(big, 132, 1, 1, 256, 1, 1, 30000, NULL, NULL, NULL);

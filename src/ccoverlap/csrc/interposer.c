@@ -445,8 +445,10 @@ static int comm_in_flight(void) {
 
 static _Atomic int serialize_on;
 static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic unsigned long serial_counts[3]; /* drained, capturing, failed */
-static const char *const serial_names[3] = {"serialized", "serialize_capturing", "serialize_failed"};
+enum { SERIAL_COUNTS = 4 };
+static _Atomic unsigned long serial_counts[SERIAL_COUNTS]; /* drained, capturing, failed, graph twins replayed */
+static const char *const serial_names[SERIAL_COUNTS] = {"serialized", "serialize_capturing", "serialize_failed",
+                                                         "serialized_twins"};
 
 static void serial_begin(const ccov_backend *be, ccov_launch *l) {
     l->serialized = 0;
@@ -482,6 +484,70 @@ void ccov_serial_unit_begin(const ccov_backend *be, void *stream, ccov_launch *l
     serial_begin(be, l);
 }
 void ccov_serial_unit_end(ccov_launch *l) { serial_end(l); }
+
+/* ---------- serial twins of CUDA graphs ----------
+ *
+ * A graph replayed on several streams runs its branches at once, even in the
+ * alone window. The doctor (doctor/graph_capture.py) registers, for each such
+ * graph it captured, a twin executable: the same nodes chained in one
+ * topological order. A serialized replay of the graph (and only that) launches
+ * the twin, so each of its kernels runs alone; any other replay is the graph
+ * itself. The interposer owns a registered twin: it is destroyed when its
+ * graph's executable is (the front end's destroy hook calls ccov_twin_forget),
+ * so an executable made later at the same address never replays a stale twin. */
+
+enum { TWINS = 256 };
+static pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { void *exec, *twin; } twins[TWINS];
+static _Atomic int twins_held; /* registered now: none, no lock taken */
+
+/* Register `twin` for `exec`: 0 registered, -1 refused (NULL, already registered, TWINS held); a refused
+ * twin stays the caller's. */
+CCOV_EXPORT int ccoverlap_graph_twin(void *exec, void *twin) {
+    if (!exec || !twin || exec == twin) return -1;
+    int free_at = -1, rc = -1;
+    pthread_mutex_lock(&twin_lock);
+    for (int i = 0; i < TWINS; ++i) {
+        if (twins[i].exec == exec || twins[i].twin == twin || twins[i].exec == twin) goto out;
+        if (!twins[i].exec && free_at < 0) free_at = i;
+    }
+    if (free_at >= 0) {
+        twins[free_at].exec = exec;
+        twins[free_at].twin = twin;
+        atomic_fetch_add(&twins_held, 1);
+        rc = 0;
+    }
+out:
+    pthread_mutex_unlock(&twin_lock);
+    return rc;
+}
+
+void *ccov_twin_forget(void *exec) {
+    if (!exec || !atomic_load(&twins_held)) return NULL;
+    void *twin = NULL;
+    pthread_mutex_lock(&twin_lock);
+    for (int i = 0; i < TWINS; ++i)
+        if (twins[i].exec == exec) {
+            twin = twins[i].twin;
+            twins[i].exec = twins[i].twin = NULL;
+            atomic_fetch_sub(&twins_held, 1);
+            break;
+        }
+    pthread_mutex_unlock(&twin_lock);
+    return twin;
+}
+
+void *ccov_serial_twin(const ccov_launch *l, void *exec) {
+    if (!l->serialized || !exec || !atomic_load(&twins_held)) return NULL;
+    void *twin = NULL;
+    pthread_mutex_lock(&twin_lock);
+    for (int i = 0; i < TWINS && !twin; ++i)
+        if (twins[i].exec == exec) twin = twins[i].twin;
+    pthread_mutex_unlock(&twin_lock);
+    return twin;
+}
+
+void ccov_serial_twin_ran(void) { atomic_fetch_add(&serial_counts[3], 1); }
 
 /* 1 on, 0 off; the previous setting. Launches already started finish under the old one. */
 CCOV_EXPORT int ccoverlap_set_serialize(int on) { return atomic_exchange(&serialize_on, on != 0); }
@@ -854,10 +920,10 @@ static void write_counts(FILE *f, const unsigned long *n, const unsigned long *h
 
 /* The serialized launches and what communication launches showed (see "what launches showed"). */
 static void write_seen(FILE *f) {
-    unsigned long serial[3], prio[PRIORITIES], cluster[CLUSTERS];
-    for (int i = 0; i < 3; ++i) serial[i] = atomic_load(&serial_counts[i]);
+    unsigned long serial[SERIAL_COUNTS], prio[PRIORITIES], cluster[CLUSTERS];
+    for (int i = 0; i < SERIAL_COUNTS; ++i) serial[i] = atomic_load(&serial_counts[i]);
     fputs("\"serial\": ", f);
-    write_nonzero(f, serial_names, serial, 0, 3);
+    write_nonzero(f, serial_names, serial, 0, SERIAL_COUNTS);
     fprintf(f, ",\n  \"comm_launches\": {\"launches\": %lu, \"priority_unknown\": %lu, \"priority\": {",
             atomic_load(&seen.launches), atomic_load(&seen.priority_unknown));
     for (int i = 0, first = 1; i < PRIORITIES; ++i)

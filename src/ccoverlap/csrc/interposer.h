@@ -123,6 +123,12 @@ void ccov_end(ccov_launch *l, int launched);
 /* A graph replay serialized as one unit in the alone window (no pad, no decision): see interposer.c. */
 void ccov_serial_unit_begin(const ccov_backend *be, void *stream, ccov_launch *l);
 void ccov_serial_unit_end(ccov_launch *l);
+/* The twin registered for graph executable `exec` (ccoverlap_graph_twin), where `l` is serialized; else NULL.
+ * ccov_serial_twin_ran counts a twin replayed. ccov_twin_forget: `exec` is being destroyed; its twin, now the
+ * caller's to destroy, or NULL. See interposer.c. */
+void *ccov_serial_twin(const ccov_launch *l, void *exec);
+void ccov_serial_twin_ran(void);
+void *ccov_twin_forget(void *exec);
 
 void ccov_log_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -283,7 +283,8 @@ static const ccov_backend cuda = {"cuda", current_device, describe, device_limit
 
 /* ---------- hooks ---------- */
 
-enum { H_GETPROC, H_GETPROC_V2, H_LAUNCH, H_LAUNCH_PTSZ, H_LAUNCH_EX, H_LAUNCH_EX_PTSZ, H_GRAPH, H_GRAPH_PTSZ };
+enum { H_GETPROC, H_GETPROC_V2, H_LAUNCH, H_LAUNCH_PTSZ, H_LAUNCH_EX, H_LAUNCH_EX_PTSZ, H_GRAPH, H_GRAPH_PTSZ,
+       H_EXEC_DESTROY };
 static const char *const libcuda[] = {"libcuda.so.1", "libcuda.so", NULL};
 
 static int threads_of(unsigned x, unsigned y, unsigned z) {
@@ -365,19 +366,34 @@ CCOV_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f
     return launch_ex(&ccov_cuda_hooks[H_LAUNCH_EX_PTSZ], c, f, params, extra);
 }
 
-/* A CUDA graph replay: serialized as one unit in the alone window (its kernels are not decided one by one). */
+/* A CUDA graph replay: serialized as one unit in the alone window (its kernels are not decided one by one);
+ * there, a graph with a registered serial twin replays the twin (interposer.c), the graph itself where the twin
+ * fails to launch. */
 typedef CUresult (*graph_fn)(void *, CUstream);
 static CUresult graph_launch(ccov_hook *h, void *graph, CUstream s) {
     graph_fn real = (graph_fn)ccov_real(h);
     if (!real) return CUDA_ERROR_NOT_FOUND;
     ccov_launch l;
     ccov_serial_unit_begin(&cuda, h == &ccov_cuda_hooks[H_GRAPH_PTSZ] && !s ? CU_STREAM_PER_THREAD : s, &l);
-    CUresult rc = real(graph, s);
+    void *twin = ccov_serial_twin(&l, graph);
+    CUresult rc;
+    if (twin && (rc = real(twin, s)) == CUDA_SUCCESS) ccov_serial_twin_ran();
+    else rc = real(graph, s);
     ccov_serial_unit_end(&l);
     return rc;
 }
 CCOV_EXPORT CUresult cuGraphLaunch(void *g, CUstream s) { return graph_launch(&ccov_cuda_hooks[H_GRAPH], g, s); }
 CCOV_EXPORT CUresult cuGraphLaunch_ptsz(void *g, CUstream s) { return graph_launch(&ccov_cuda_hooks[H_GRAPH_PTSZ], g, s); }
+
+/* An executable destroyed: its serial twin, where one is registered, goes with it. */
+typedef CUresult (*exec_destroy_fn)(void *);
+CCOV_EXPORT CUresult cuGraphExecDestroy(void *exec) {
+    exec_destroy_fn real = (exec_destroy_fn)ccov_real(&ccov_cuda_hooks[H_EXEC_DESTROY]);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    void *twin = ccov_twin_forget(exec);
+    if (twin) real(twin);
+    return real(exec);
+}
 
 CCOV_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
     getproc_fn real = (getproc_fn)ccov_real(&ccov_cuda_hooks[H_GETPROC]);
@@ -405,6 +421,7 @@ ccov_hook ccov_cuda_hooks[] = {
     [H_LAUNCH_EX_PTSZ] = {"cuLaunchKernelEx_ptsz", (void *)cuLaunchKernelEx_ptsz, NULL, libcuda},
     [H_GRAPH] = {"cuGraphLaunch", (void *)cuGraphLaunch, NULL, libcuda},
     [H_GRAPH_PTSZ] = {"cuGraphLaunch_ptsz", (void *)cuGraphLaunch_ptsz, NULL, libcuda},
+    [H_EXEC_DESTROY] = {"cuGraphExecDestroy", (void *)cuGraphExecDestroy, NULL, libcuda},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -425,6 +442,10 @@ static void *ccov_cuda_proc(const char *symbol, void *p, int version, unsigned l
         ccov_hook *h = &ccov_cuda_hooks[ptsz ? H_GRAPH_PTSZ : H_GRAPH];
         ccov_remember(h, p);
         return h->wrapper;
+    }
+    if (strcmp(symbol, "cuGraphExecDestroy") == 0) {
+        ccov_remember(&ccov_cuda_hooks[H_EXEC_DESTROY], p);
+        return ccov_cuda_hooks[H_EXEC_DESTROY].wrapper;
     }
     int ex = strncmp(symbol, "cuLaunchKernelEx", 16) == 0;
     if (!ex && strncmp(symbol, "cuLaunchKernel", 14) != 0) return p;
