@@ -217,7 +217,7 @@ def test_install_keeps_the_graph_reads_it_and_instantiates_as_capture_end_would(
             calls.append("instantiate")
 
     class FakeDriver:
-        def topology(self, graph):
+        def topology(self, graph, executable=None, register=None):
             if graph != 1234:
                 raise ValueError("wrong graph")
             return TOPOLOGY
@@ -247,7 +247,7 @@ def test_a_graph_that_cannot_be_read_is_skipped_and_the_program_goes_on():
             self.instantiated = True
 
     class Opaque:
-        def topology(self, graph):
+        def topology(self, graph, executable=None, register=None):
             raise ValueError("it holds a child graph")
 
     sink = Sink()
@@ -341,3 +341,202 @@ def test_analyze_on_a_doctor_folder_reads_its_records_graphs(tmp_path, capsys):
     assert main(["analyze", str(tmp_path), "--json", "-"]) == 0
     assert "1 CUDA graph(s) the program captured were not read (first: ValueError: it holds a conditional node)" \
         in capsys.readouterr().err
+
+
+# -- serial twins: a branched graph's kernels alone (doctor/graph_capture.py, the interposer, analysis/alone.py) --
+
+TWIN = TOPOLOGY | {"serial": [0, 1, 2]}
+
+
+def twin_alone(tmp_path: Path, t0: float, order: tuple[str, ...] = ("first", "padded_kernel", "ncclDevKernel_SendRecv"),
+               durs: dict | None = None):
+    """The dispatch program's alone window, its graph replayed by its serial twin: the three nodes one after
+    another on one stream (the twin's), in `order`."""
+    durs = durs or {"first": 80, "padded_kernel": 5000, "ncclDevKernel_SendRecv": 900}
+    shape = {"first": {"block": 128, "grid": 132},
+             "padded_kernel": {"block": 256, "grid": 6 * 2 * 132, "regs": 16, "smem": 100000},
+             "ncclDevKernel_SendRecv": {"block": 256, "grid": 16, "smem": 16384}}
+    kernels, at = [ks.K("plain", t0 + 100, 90, launch_ts=t0 + 10)], t0 + 300
+    for name in order:
+        kernels.append(ks.K(name, at, durs[name], stream=21, launch_ts=t0 + 250, **shape[name]))
+        at += durs[name] + 5
+    return read_trace(graph_trace(tmp_path / "alone.json", kernels, [1, 2, 3], t0))
+
+
+def test_a_twin_topology_is_read_with_its_serial_order_and_a_bad_one_refused():
+    from ccoverlap.analysis.graphs import parse
+
+    (topo, no), bad = parse([TWIN, TOPOLOGY | {"no_twin": "it holds graph memory nodes"},
+                             TOPOLOGY | {"serial": [0, 1]}, TOPOLOGY | {"serial": [2, 0, 1]}])
+    assert bad == 2  # not every node once; the collective before the kernel it waits for
+    assert topo.serial == (0, 1, 2) and topo.no_twin is None
+    assert no.serial is None and no.no_twin == "it holds graph memory nodes"
+
+
+def test_a_branched_graphs_kernels_take_their_serial_twins_times_node_by_node(tmp_path):
+    """The window ran the grid and the collective at once on two streams; the alone window ran the twin, all
+    three on another stream one after another: each kernel gets its node's time, none is left unknown."""
+    import dataclasses
+
+    from ccoverlap.analysis.graphs import parse
+
+    trace = dataclasses.replace(dispatch_replay(tmp_path), graphs=parse([TWIN])[0])
+    trace, m = with_alone(trace, twin_alone(tmp_path, 20_000))
+    assert (m.launches, m.matched, m.unmatched) == (4, 4, 0), m.first
+    key = key_of(trace)
+    assert {k.name: trace.alone_us[key(k)] for k in trace.kernels} == {
+        "plain": 90, "first": 80, "padded_kernel": 5000, "ncclDevKernel_SendRecv": 900}
+
+
+def test_without_the_twins_order_the_branched_replay_stays_unknown(tmp_path):
+    """The same alone replay without "serial" in the topology (no twin made): matched by stream, as before, the
+    streams disagree (stream 7 has three launches there, one alone) and every launch stays unknown, counted; an
+    alone replay not in the twin's order is not taken for it either."""
+    import dataclasses
+
+    from ccoverlap.analysis.graphs import parse
+
+    trace = dataclasses.replace(dispatch_replay(tmp_path), graphs=parse([TOPOLOGY])[0])
+    _, m = with_alone(trace, twin_alone(tmp_path, 20_000))
+    assert (m.matched, m.unmatched) == (0, 4) and "stream 7: 3 launch(es), 1 in the alone window" in m.first
+    trace = dataclasses.replace(trace, graphs=parse([TWIN])[0])
+    _, m = with_alone(trace, twin_alone(tmp_path, 20_000, ("first", "ncclDevKernel_SendRecv", "padded_kernel")))
+    assert (m.matched, m.unmatched) == (0, 4)
+
+
+class FakeCuda:
+    """libcuda's graph calls over graphs of Python lists, as ctypes hands them their arguments."""
+
+    def __init__(self, kinds: list[int], edges: list[tuple[int, int]], register_ok: bool = True):
+        self.graphs = {1: {"nodes": [100 + i for i in range(len(kinds))], "edges": [(100 + a, 100 + b) for a, b in edges]}}
+        self.kinds = {100 + i: k for i, k in enumerate(kinds)} | {5000 + i: k for i, k in enumerate(kinds)}
+        self.instantiated: dict[int, list] = {}
+        self.destroyed: list[int] = []
+
+    @staticmethod
+    def _value(p):
+        return getattr(p, "value", p)
+
+    def cuGraphGetNodes(self, graph, out, n):
+        nodes = self.graphs[self._value(graph)]["nodes"]
+        if out is not None:
+            for i, node in enumerate(nodes):
+                out[i] = node
+        n._obj.value = len(nodes)
+        return 0
+
+    def cuGraphNodeGetType(self, node, kind):
+        kind._obj.value = self.kinds[self._value(node)]
+        return 0
+
+    def cuGraphGetEdges_v2(self, graph, src, dst, data, n):
+        edges = self.graphs[self._value(graph)]["edges"]
+        if src is not None:
+            for i, (a, b) in enumerate(edges):
+                src[i], dst[i] = a, b
+        n._obj.value = len(edges)
+        return 0
+
+    def cuGraphKernelNodeGetParams_v2(self, node, p):
+        p._obj.grid[0] = p._obj.block[0] = 1
+        return 0
+
+    def cuGraphClone(self, out, graph):
+        g = self.graphs[self._value(graph)]
+        self.graphs[2] = {"nodes": [n + 4900 for n in g["nodes"]], "edges": [(a + 4900, b + 4900) for a, b in g["edges"]]}
+        out._obj.value = 2
+        return 0
+
+    def cuGraphNodeFindInClone(self, out, node, clone):
+        out._obj.value = self._value(node) + 4900
+        return 0
+
+    def cuGraphRemoveDependencies_v2(self, graph, a, b, data, n):
+        edges = self.graphs[self._value(graph)]["edges"]
+        for i in range(n.value):
+            edges.remove((a[i], b[i]))
+        return 0
+
+    def cuGraphAddDependencies_v2(self, graph, a, b, data, n):
+        self.graphs[self._value(graph)]["edges"] += [(a[i], b[i]) for i in range(n.value)]
+        return 0
+
+    def cuGraphInstantiateWithFlags(self, out, graph, flags):
+        self.instantiated[77] = list(self.graphs[self._value(graph)]["edges"])
+        out._obj.value = 77
+        return 0
+
+    def cuGraphDestroy(self, graph):
+        del self.graphs[self._value(graph)]
+        return 0
+
+    def cuGraphExecDestroy(self, exe):
+        self.destroyed.append(self._value(exe))
+        return 0
+
+
+def test_a_branched_graph_gets_a_chained_twin_registered_for_its_executable():
+    """A kernel, two branches (a kernel and a memset), an empty node joining them: the twin is a clone whose
+    edges are one chain in the graph's order, instantiated and registered for the graph's executable; the clone
+    is destroyed (the executable does not need it) and the line says the twin's order of the work nodes."""
+    from ccoverlap.doctor.graph_capture import KERNEL, MEMSET, Driver
+
+    empty = 5
+    cuda = FakeCuda([KERNEL, KERNEL, MEMSET, empty], [(0, 1), (0, 2), (1, 3), (2, 3)])
+    registered = []
+    doc = Driver(cuda).topology(1, 9000, lambda exe, twin: registered.append((exe, twin)) or True)
+    assert registered == [(9000, 77)] and doc["serial"] == [0, 1, 2] and "no_twin" not in doc
+    assert cuda.instantiated[77] == [(5000, 5001), (5001, 5002), (5002, 5003)] and 2 not in cuda.graphs
+    assert doc["edges"] == [[0, 1], [0, 2]]  # the graph's own edges, as before
+
+
+def test_a_chain_needs_no_twin_and_a_refused_or_impossible_one_says_why():
+    from ccoverlap.doctor.graph_capture import KERNEL, Driver
+
+    chain = FakeCuda([KERNEL, KERNEL], [(0, 1)])
+    doc = Driver(chain).topology(1, 9000, lambda exe, twin: True)
+    assert "serial" not in doc and "no_twin" not in doc and not chain.instantiated
+    refused = FakeCuda([KERNEL, KERNEL], [])
+    doc = Driver(refused).topology(1, 9000, lambda exe, twin: None)  # no interposer loaded
+    assert "serial" not in doc and "did not take the twin" in doc["no_twin"] and refused.destroyed == [77]
+    memory = FakeCuda([KERNEL, KERNEL, 10], [])  # a graph memory allocation
+    doc = Driver(memory).topology(1, 9000, lambda exe, twin: True)
+    assert doc["no_twin"] == "it holds graph memory nodes" and not memory.instantiated
+    assert len(doc["nodes"]) == 2  # the topology itself still written
+
+
+@pytest.mark.gpu
+def test_the_twin_of_a_graph_torch_captured_on_two_streams_computes_what_the_graph_does():
+    """On the GPU: the serial twin of a real two-stream capture, made through the driver as the doctor makes it,
+    replayed on new inputs, gives the graph's results; its order puts each node after the node it waits for."""
+    import ctypes
+
+    import torch
+
+    from ccoverlap.analysis.graphs import Topology
+    from ccoverlap.doctor.graph_capture import Driver
+
+    x = torch.randn(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(g):
+        y = x * 2
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            z = y + 1
+        w = y * 3
+        torch.cuda.current_stream().wait_stream(side)
+    g.instantiate()
+    twins: list[int] = []
+    driver = Driver()
+    doc = driver.topology(g.raw_cuda_graph(), g.raw_cuda_graph_exec(), lambda exe, twin: twins.append(twin) or True)
+    assert "no_twin" not in doc and len(twins) == 1
+    topo = Topology.from_json(doc)
+    assert topo.serial is not None and topo.serial[0] == 0 and sorted(topo.serial) == [0, 1, 2]
+    x.copy_(torch.randn_like(x))
+    stream = torch.cuda.current_stream()
+    assert driver.lib.cuGraphLaunch(ctypes.c_void_p(twins[0]), ctypes.c_void_p(stream.cuda_stream)) == 0
+    torch.cuda.synchronize()
+    assert torch.equal(z, x * 2 + 1) and torch.equal(w, x * 2 * 3)
+    assert driver.lib.cuGraphExecDestroy(ctypes.c_void_p(twins[0])) == 0

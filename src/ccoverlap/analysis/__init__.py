@@ -125,12 +125,12 @@ def first(task: Task) -> Part:
         return Part(path, mb, trace.rank, trace.world_size, notes=notes, unlaunched=gap, empty=True)
     alone: list[Problem] = []
     process = (task.processes or {}).get(trace.rank)
-    trace, match = _with_alone(trace, classifier, alone, task.limit, process.alone if process else None)
-    if process and process.graphs:
+    if process and process.graphs:  # before the alone window: a graph's serial twin is matched by its topology
         topologies, bad = graphs.parse(process.graphs)
         trace = dataclasses.replace(trace, graphs=topologies)
         if bad:
             notes += (Problem(path, f"{bad} captured CUDA graph topolog(ies) malformed: left out"),)
+    trace, match = _with_alone(trace, classifier, alone, task.limit, process.alone if process else None)
     if process and process.graphs_skipped:
         notes += (Problem(path, f"{len(process.graphs_skipped)} CUDA graph(s) the program captured were not read "
                           f"(first: {process.graphs_skipped[0]}): a replay of one on several streams keeps its "

@@ -12,7 +12,11 @@ time (a CUDA graph's parallel branches, or a launch path the interposer does not
 A CUDA graph's kernels are matched as any others, by their streams' order in the graph's replay (its node
 order: the same graph replayed); where they ran one at a time in the alone window (the launches around the
 graph's drain the device, so a single-stream graph's kernels run with nothing beside them) each one's duration
-there is its time alone. The result is `Trace.alone_us`: window launch key (`key_of`: the correlation; a graph
+there is its time alone. A graph replayed on several streams ran its branches at once there too, unless the doctor
+made it a serial twin (its nodes chained; doctor/graph_capture.py, replayed by the interposer in the alone window
+only): a window replay matched to a captured topology (analysis/graphs.py) takes, node by node, the times of the
+next alone replay of that topology's twin in the same step (its activities in the twin's order), whatever streams
+either ran on. The result is `Trace.alone_us`: window launch key (`key_of`: the correlation; a graph
 kernel, which shares its replay's correlation, -1 - (correlation * 2**20 + its place in the replay)) ->
 microseconds alone.
 """
@@ -23,6 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ccoverlap.analysis import graphs
 from ccoverlap.analysis.steps import windows
 from ccoverlap.analysis.trace import KernelClass, KernelEvent, Trace, analysed_indices, short_name
 
@@ -56,15 +61,49 @@ class Match:
                 "first_unmatched": self.first, "steps": list(self.steps)}
 
 
-def _by_step(trace: Trace) -> list[dict[int, list[KernelEvent]]]:
-    """The analysed kernels (not memory) of each step, per stream in launch order (a stream runs in issue order)."""
+def _steps(trace: Trace) -> list[list[KernelEvent]]:
+    """The analysed activities of each step, by start."""
+    return [[trace.kernels[i] for i in idx] for _, idx in windows(trace, analysed_indices(trace))]
+
+
+def _by_stream(kernels: list[KernelEvent], claimed: set[int]) -> dict[int, list[KernelEvent]]:
+    """The kernels (not memory) not `claimed` (ids), per stream in launch order (a stream runs in issue order)."""
+    streams: dict[int, list[KernelEvent]] = defaultdict(list)
+    for k in kernels:
+        if k.kind is not KernelClass.MEMORY and id(k) not in claimed:
+            streams[k.stream].append(k)
+    return streams
+
+
+def _replays(kernels: list[KernelEvent], graph_calls: frozenset[int]) -> list[list[KernelEvent]]:
+    """A step's CUDA graph replays, each its activities by start, in the order they began."""
+    out: dict[int, list[KernelEvent]] = {}
+    for k in kernels:
+        if k.correlation in graph_calls:
+            out.setdefault(k.correlation, []).append(k)
+    return list(out.values())
+
+
+def _twin_pairs(mine: list[KernelEvent], theirs: list[KernelEvent], trace: Trace,
+                alone: Trace) -> list[list[tuple[KernelEvent, KernelEvent]]]:
+    """Per window replay matched to a topology with a serial twin, and paired with the next alone replay of that
+    twin in the step: its activities each with the alone activity of the same node."""
+    topologies = [t for t in trace.graphs if t.serial is not None]
+    if not topologies:
+        return []
+    twins: dict[int, list[list[KernelEvent]]] = defaultdict(list)  # topology -> its twin's alone replays, in order
+    for replay in _replays(theirs, alone.graph_calls):
+        for t, topo in enumerate(topologies):
+            if (nodes := graphs.serial_nodes(replay, topo)) is not None:
+                twins[t].append([replay[pos] for pos in sorted(range(len(nodes)), key=nodes.__getitem__)])
+                break
     out = []
-    for _, idx in windows(trace, analysed_indices(trace)):
-        streams: dict[int, list[KernelEvent]] = defaultdict(list)
-        for i in idx:
-            if (k := trace.kernels[i]).kind is not KernelClass.MEMORY:
-                streams[k.stream].append(k)
-        out.append(streams)
+    for replay in _replays(mine, trace.graph_calls):
+        for t, topo in enumerate(topologies):
+            if (nodes := graphs.nodes_of(replay, topo)) is not None and twins[t]:
+                by_node = twins[t].pop(0)
+                out.append([(k, by_node[n]) for k, n in zip(replay, nodes, strict=True)])
+                break
     return out
 
 
@@ -99,7 +138,7 @@ def _grid(k: KernelEvent) -> int | None:
 
 def match(trace: Trace, alone: Trace) -> Match:
     """The launches of `trace`'s analysed steps matched to `alone`'s (see the module)."""
-    mine, theirs = _by_step(trace), _by_step(alone)
+    mine, theirs = _steps(trace), _steps(alone)
     suspect = _not_alone(alone)
     key = key_of(trace)
     out: dict[int, float] = {}
@@ -111,30 +150,41 @@ def match(trace: Trace, alone: Trace) -> Match:
         unmatched += n
         first = first or why
 
-    for step, streams in enumerate(mine):
+    def pair(k: KernelEvent, a: KernelEvent, where: str) -> None:
+        if k.name != a.name or _grid(k) != _grid(a):
+            miss(1, f"{where}: {short_name(k.name)} grid {_grid(k)}, alone {short_name(a.name)} grid {_grid(a)}")
+        elif id(a) in suspect:
+            miss(1, f"{where}: {short_name(k.name)} did not run alone (it overlapped another kernel: a CUDA graph's "
+                    "parallel branches, or a launch the interposer does not see)")
+        elif k.correlation >= 0:
+            out[key(k)] = a.dur
+        else:
+            miss(1, f"{short_name(k.name)}: no correlation id")
+
+    for step, kernels in enumerate(mine):
         other = theirs[step] if step < len(theirs) else None
-        for stream, ks in streams.items():
+        claimed: set[int] = set()
+        claimed_alone: set[int] = set()
+        for n, pairs in enumerate(_twin_pairs(kernels, other, trace, alone) if other is not None else ()):
+            for k, a in pairs:
+                claimed.add(id(k))
+                claimed_alone.add(id(a))
+                if k.kind is not KernelClass.MEMORY:
+                    launches += 1
+                    pair(k, a, f"step {step + 1}, graph replay {n + 1} (its serial twin alone)")
+        streams = _by_stream(other, claimed_alone) if other is not None else {}
+        for stream, ks in _by_stream(kernels, claimed).items():
             launches += len(ks)
             if other is None:
                 miss(len(ks), f"step {step + 1}: the alone window recorded only {len(theirs)} step(s)")
                 continue
-            them = other.get(stream, [])
+            them = streams.get(stream, [])
             if len(them) != len(ks):
                 miss(len(ks), f"step {step + 1}, stream {stream}: {len(ks)} launch(es), "
                               f"{len(them)} in the alone window")
                 continue
             for n, (k, a) in enumerate(zip(ks, them, strict=True)):
-                if k.name != a.name or _grid(k) != _grid(a):
-                    miss(1, f"step {step + 1}, stream {stream}, launch {n + 1}: {short_name(k.name)} grid {_grid(k)}, "
-                            f"alone {short_name(a.name)} grid {_grid(a)}")
-                elif id(a) in suspect:
-                    miss(1, f"step {step + 1}, stream {stream}, launch {n + 1}: {short_name(k.name)} did not run alone "
-                            "(it overlapped another kernel: a CUDA graph's parallel branches, or a launch the "
-                            "interposer does not see)")
-                elif k.correlation >= 0:
-                    out[key(k)] = a.dur
-                else:
-                    miss(1, f"{short_name(k.name)}: no correlation id")
+                pair(k, a, f"step {step + 1}, stream {stream}, launch {n + 1}")
     return Match(out, launches, unmatched, first, (len(mine), len(theirs)))
 
 

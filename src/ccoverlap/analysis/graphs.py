@@ -9,12 +9,12 @@ A match whose activity starts before a predecessor's end is not one (the graph's
 stays unknown rather than guessed."""
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ccoverlap.analysis.trace import KernelClass, KernelEvent
+from ccoverlap.util.graph_order import topological
 
 #: a predecessor ending this long (us) after its successor started is not the graph's edge (as deps.PLAUSIBLE_US)
 PLAUSIBLE_US = 1.0
@@ -29,11 +29,16 @@ class Topology:
     names: tuple[str, ...]  # a kernel's name as the driver has it (mangled for C++, a C name as the trace's); ""
     shapes: tuple[tuple[int, int], ...]  # (blocks in the grid, threads per block); MEMORY_SHAPE for a memory node
     preds: tuple[tuple[int, ...], ...]
+    # The order its serial twin ran the nodes in the alone window (positions here; doctor/graph_capture.py), None
+    # where it had none: `no_twin` says why, None where the graph is one chain (its replay is serial already).
+    serial: tuple[int, ...] | None = None
+    no_twin: str | None = None
 
     @staticmethod
     def from_json(doc: dict) -> Topology:
         """From the capture's line (ValueError where it is malformed): nodes [{name, grid, block}] (a memory node:
-        grid and block 0), edges [[a, b]] between them, a before b."""
+        grid and block 0), edges [[a, b]] between them, a before b; "serial", the twin's order of the nodes (each
+        after its predecessors), or "no_twin", why none was made."""
         nodes, edges = doc["nodes"], doc["edges"]
         n = len(nodes)
         preds: list[list[int]] = [[] for _ in range(n)]
@@ -41,32 +46,21 @@ class Topology:
             if not (0 <= a < n and 0 <= b < n) or a == b:
                 raise ValueError(f"edge {a}->{b} outside {n} nodes")
             preds[b].append(a)
-        order = _topological(preds)
+        order = topological(preds)
         where = {node: i for i, node in enumerate(order)}
+        serial = doc.get("serial")
+        if serial is not None:
+            if sorted(serial) != list(range(n)):
+                raise ValueError(f"serial order {serial} is not one of the {n} nodes each")
+            at = {node: pos for pos, node in enumerate(serial)}
+            if any(at[a] > at[b] for a, b in edges):
+                raise ValueError("serial order breaks an edge")
+            serial = tuple(where[i] for i in serial)
+        no_twin = doc.get("no_twin")
         return Topology(tuple(str(nodes[i]["name"]) for i in order),
                         tuple((int(nodes[i]["grid"]), int(nodes[i]["block"])) for i in order),
-                        tuple(tuple(sorted(where[p] for p in preds[i])) for i in order))
-
-
-def _topological(preds: list[list[int]]) -> list[int]:
-    """Kahn's order, lowest index first among the ready (the capture's node order); ValueError on a cycle."""
-    waiting = [len(set(p)) for p in preds]
-    succs: dict[int, set[int]] = defaultdict(set)
-    for b, ps in enumerate(preds):
-        for a in ps:
-            succs[a].add(b)
-    ready = [i for i, w in enumerate(waiting) if w == 0]  # ascending: a heap already
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for b in succs[i]:
-            waiting[b] -= 1
-            if waiting[b] == 0:
-                heapq.heappush(ready, b)
-    if len(order) != len(preds):
-        raise ValueError("the edges make a cycle")
-    return order
+                        tuple(tuple(sorted(where[p] for p in preds[i])) for i in order), serial,
+                        None if no_twin is None else str(no_twin))
 
 
 def parse(docs: Sequence[dict]) -> tuple[tuple[Topology, ...], int]:
@@ -90,30 +84,48 @@ def edges(replay: Sequence[KernelEvent], topologies: Sequence[Topology]) -> list
     """For each kernel of one replay (sorted by start), the positions in `replay` of the kernels it waited for
     inside the graph; None where no topology matches the replay."""
     for topo in topologies:
-        if len(topo.shapes) == len(replay) and (found := _assign(replay, topo)) is not None:
+        if (found := _assign(replay, topo)) is not None:
             return found
     return None
 
 
-def _assign(replay: Sequence[KernelEvent], topo: Topology) -> list[tuple[int, ...]] | None:
+def _fits(k: KernelEvent, topo: Topology, node: int) -> bool:
+    """The activity can be the node: the same shape, and the same name where the node's is a C name (the trace's)."""
+    name = topo.names[node]
+    return _shape(k) == topo.shapes[node] and not (name and not name.startswith("_Z") and name != k.name)
+
+
+def nodes_of(replay: Sequence[KernelEvent], topo: Topology) -> list[int] | None:
+    """Each activity's node in a replay of `topo` (sorted by start; within one shape the earliest takes the first
+    node), None where the replay is not one of it (a shape or name that does not fit, an edge broken)."""
+    if len(replay) != len(topo.shapes):
+        return None
     by_shape: dict = defaultdict(list)
     for node, shape in enumerate(topo.shapes):
         by_shape[shape].append(node)
-    nodes_of = {shape: iter(nodes) for shape, nodes in by_shape.items()}
-    kernel_of = [-1] * len(topo.shapes)
-    for pos, k in enumerate(replay):  # by start: the earliest kernel of a shape takes its first node
-        node = next(nodes_of.get(_shape(k), iter(())), None)
-        if node is None:
-            return None
-        name = topo.names[node]
-        if name and not name.startswith("_Z") and name != k.name:  # a C name is the trace's name
-            return None
-        kernel_of[node] = pos
-    node_of = {pos: node for node, pos in enumerate(kernel_of)}
+    free = {shape: iter(nodes) for shape, nodes in by_shape.items()}
     out = []
-    for pos, k in enumerate(replay):
-        preds = tuple(sorted(kernel_of[p] for p in topo.preds[node_of[pos]]))
-        if any(replay[p].end > k.ts + PLAUSIBLE_US for p in preds):
+    for k in replay:
+        node = next(free.get(_shape(k), iter(())), None)
+        if node is None or not _fits(k, topo, node):
             return None
-        out.append(preds)
+        out.append(node)
+    kernel_of = {node: pos for pos, node in enumerate(out)}
+    if any(replay[kernel_of[p]].end > k.ts + PLAUSIBLE_US for k, node in zip(replay, out) for p in topo.preds[node]):
+        return None
     return out
+
+
+def serial_nodes(replay: Sequence[KernelEvent], topo: Topology) -> list[int] | None:
+    """Each activity's node in a replay of `topo`'s serial twin (sorted by start: the twin's order), None where the
+    replay is not one of it."""
+    if topo.serial is None or len(replay) != len(topo.serial):
+        return None
+    return list(topo.serial) if all(_fits(k, topo, n) for k, n in zip(replay, topo.serial)) else None
+
+
+def _assign(replay: Sequence[KernelEvent], topo: Topology) -> list[tuple[int, ...]] | None:
+    if (nodes := nodes_of(replay, topo)) is None:
+        return None
+    kernel_of = {node: pos for pos, node in enumerate(nodes)}
+    return [tuple(sorted(kernel_of[p] for p in topo.preds[node])) for node in nodes]

@@ -212,6 +212,14 @@ def set_serialize(on: bool) -> bool | None:
     return None if fn is None else bool(fn(int(on)))
 
 
+def register_graph_twin(executable: int, twin: int) -> bool | None:
+    """Register `twin` (a CUDA graph executable: the graph's nodes chained, doctor/graph_capture.py) to replay in
+    place of `executable` in serialized launches; the interposer then owns it. True registered, False refused,
+    None where the interposer is not preloaded."""
+    fn = _export("ccoverlap_graph_twin", (ctypes.c_void_p, ctypes.c_void_p), ctypes.c_int)
+    return None if fn is None else fn(executable, twin) == 0
+
+
 def write_stats() -> bool:
     """Write the interposer's stats now (a process that ends with os._exit skips the atexit that does it);
     False where it is not preloaded."""

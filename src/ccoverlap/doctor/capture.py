@@ -421,6 +421,13 @@ def _in_main(fn) -> bool:
     return True
 
 
+def _register_twin(executable: int, twin: int) -> bool | None:
+    """A captured graph's serial twin for the alone window, registered with the interposer (doctor/graph_capture.py)."""
+    from ccoverlap.control import interposer  # on use, as in open_alone
+
+    return interposer.register_graph_twin(executable, twin)
+
+
 def install(config: dict) -> None:
     """Called by the start-up hook, once torch is imported: time every optimizer step, open the window."""
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
@@ -430,7 +437,7 @@ def install(config: dict) -> None:
     register_optimizer_step_pre_hook(capture.pre_step)
     register_optimizer_step_post_hook(capture.post_step)
     atexit.register(capture.finish)
-    graph_capture.install(torch.cuda.CUDAGraph, capture.graphs)
+    graph_capture.install(torch.cuda.CUDAGraph, capture.graphs, register=_register_twin)
     os.register_at_fork(after_in_child=capture.forget)
     if cfg.seconds:
         threading.Thread(target=capture.run_timer, name="ccoverlap-doctor", daemon=True).start()
