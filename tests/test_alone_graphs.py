@@ -407,8 +407,9 @@ def test_without_the_twins_order_the_branched_replay_stays_unknown(tmp_path):
 class FakeCuda:
     """libcuda's graph calls over graphs of Python lists, as ctypes hands them their arguments."""
 
-    def __init__(self, kinds: list[int], edges: list[tuple[int, int]], register_ok: bool = True):
-        self.graphs = {1: {"nodes": [100 + i for i in range(len(kinds))], "edges": [(100 + a, 100 + b) for a, b in edges]}}
+    def __init__(self, kinds: list[int], edges: list[tuple[int, int]]):
+        nodes, pairs = [100 + i for i in range(len(kinds))], [(100 + a, 100 + b) for a, b in edges]
+        self.graphs = {1: {"nodes": nodes, "edges": pairs}}
         self.kinds = {100 + i: k for i, k in enumerate(kinds)} | {5000 + i: k for i, k in enumerate(kinds)}
         self.instantiated: dict[int, list] = {}
         self.destroyed: list[int] = []
@@ -443,7 +444,8 @@ class FakeCuda:
 
     def cuGraphClone(self, out, graph):
         g = self.graphs[self._value(graph)]
-        self.graphs[2] = {"nodes": [n + 4900 for n in g["nodes"]], "edges": [(a + 4900, b + 4900) for a, b in g["edges"]]}
+        self.graphs[2] = {"nodes": [n + 4900 for n in g["nodes"]],
+                          "edges": [(a + 4900, b + 4900) for a, b in g["edges"]]}
         out._obj.value = 2
         return 0
 
