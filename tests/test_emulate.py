@@ -91,6 +91,14 @@ def test_nccl_knobs_act_on_the_proxies_as_nccl_2_28_9_reads_them(env, allreduce,
     assert {s.dynamic_smem for s in got} == {82240}  # sized for 640 threads whatever NCCL_NTHREADS says
 
 
+def test_a_launchs_threads_say_its_protocol_where_nccls_rules_leave_one_reading():
+    # every launch observed on 2 x H200 is read as the protocol it ran
+    assert {k: nccl.protocol_of(fp.threads) for k, fp in nccl.OBSERVED_LAUNCHES.items()} == nccl.PROTOCOLS
+    assert [nccl.protocol_of(t) for t in (64, 256, 96, 160, 288)] == ["LL", "LL", "SIMPLE", "SIMPLE", "SIMPLE"]
+    # counts only a user's NCCL_NTHREADS makes (384 and 384 + a warp) or none makes: the trace does not say
+    assert [nccl.protocol_of(t) for t in (384, 416, 1024, 32, 600)] == [None] * 5
+
+
 def test_what_nccl_clamps_or_ignores_is_noted():
     knobs = nccl.Knobs.from_env({"NCCL_MAX_CTAS": "0", "NCCL_CGA_CLUSTER_SIZE": "12", "NCCL_NTHREADS": "100",
                                  "NCCL_CTA_POLICY": "7"})

@@ -139,8 +139,18 @@ def test_transformations_change_what_their_lever_changes():
     assert pad > 0 and shaped.footprint.dynamic_smem == pad and shaped.measured[0] == FULL.kernels[0].footprint
     c = strategy(FULL, "nccl-ctas=4").kernels[1]
     assert c.footprint.grid == 4 and c.alone_us == pytest.approx(500.0 * 16 / 4)
-    t = strategy(FULL, "nccl-threads=256").kernels[1]
-    assert t.footprint.threads == 288 and t.alone_us == pytest.approx(500.0 * 640 / 288)
+    # NCCL_NTHREADS as NCCL reads it for the protocol the launch's threads say (model/nccl.protocol_of)
+    assert strategy(FULL, "nccl-threads=256").kernels[1] == FULL.kernels[1]  # 640: point-to-point or LL128
+    for threads, now in ((544, 288), (512, 256), (256, 256), (160, 160)):  # Simple, LL, LL, Simple (128 + a warp)
+        step = FULL.with_kernels(lambda k: dataclasses.replace(
+            k, footprint=dataclasses.replace(k.footprint, threads=threads)) if k.comm else k)
+        t = strategy(step, "nccl-threads=256").kernels[1]
+        assert t.footprint.threads == now and t.alone_us == pytest.approx(500.0 * threads / now)
+    odd = FULL.with_kernels(lambda k: dataclasses.replace(
+        k, footprint=dataclasses.replace(k.footprint, threads=384)) if k.comm else k)
+    told = transforms.apply(odd, levers.strategy("nccl-threads=256"), LAW)
+    assert told.step.kernels[1].footprint.threads == 288
+    assert "fit no protocol's rule; ring Simple assumed" in told.notes[0]
     clustered = FULL.with_kernels(
         lambda k: dataclasses.replace(k, footprint=dataclasses.replace(k.footprint, cluster=4)) if k.comm else k)
     assert strategy(clustered, "nccl-cluster").kernels[1].footprint.cluster == 1
@@ -618,3 +628,73 @@ def test_a_step_whose_launches_ran_unalone_beyond_the_tolerance_is_not_predicted
     why = _unknown([small, big])
     assert why.startswith("cannot predict this capture: launches without a time alone (known_fat, "
                           "ncclDevKernel_KnownAllReduce) ran 2.900 ms of the 3.000 ms step ProfilerStep#3")
+
+
+# --- a pace the capture cannot tell ---------------------------------------------------------------------------
+
+SHARING = calibration.Calibration(Pace(sm_share=1.0, memory_share=0.0, saturation=0.25), LAW, 0.0, 0.0)
+
+
+def wide_capture(root):
+    """A doctor capture of one step: a grid of four waves of two 1024-thread blocks per SM (400 us) and, launched
+    beside it on its own stream, a 16-CTA collective of 512 threads (100 us alone) that fits beside none of the
+    grid's blocks: it waited for the grid's last wave to be dispatched and to retire, and ran alone (400-500 us).
+    Nothing in it ran beside anything: it cannot tell how much the collective would slow beside the grid."""
+    import kineto_synth as ks
+    from ccoverlap.util.tracefiles import alone_trace
+    from test_analysis_doctor import alone_window
+
+    kernels = [ks.K("wide", 100, 400, block=1024, grid=132 * 2 * 4, launch_ts=90),
+               ks.K(ks.NCCL, 500, 100, launch_ts=95, stream=13, block=512, grid=16, regs=32, smem=16384, driver=True,
+                    args=ks.collective())]
+    path = ks.write(root / "rank0_trace.json", 0, 1, kernels, [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, None, 20000), [])
+    return root
+
+
+def test_a_lever_that_makes_kernels_share_sms_as_the_capture_never_did_is_a_range_not_a_point(tmp_path, monkeypatch,
+                                                                                             capsys):
+    import json
+
+    from ccoverlap.whatif import session
+
+    monkeypatch.setattr(calibration, "load", lambda gpu: (SHARING, None))
+    cap = session.capture(wide_capture(tmp_path / "cap"))
+    assert session.validate(cap, SHARING).reproduced and session.pace_open(cap, SHARING) is not None
+    step = cap.step
+    shared = [run(transforms.apply(step, levers.strategy(n), LAW).step, SHARING.pace).step_us
+              for n in ("default", "priority")]
+    free = [run(transforms.apply(step, levers.strategy(n), LAW).step, STILL).step_us for n in ("default", "priority")]
+    assert shared[0] == pytest.approx(free[0]) == pytest.approx(500.0)  # the capture: nothing beside anything
+    ratios = sorted([shared[1] / shared[0], free[1] / free[0]])
+    assert ratios[1] - ratios[0] > predict.PACE_RESOLUTION  # under priority the collective runs beside the grid
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "shape", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    base, prio, _ = doc["predictions"]
+    assert base["status"] == "ok" and doc["pace"]["unshared_reproduces"]
+    assert prio["status"] == "range" and prio["step_us"] is None and prio["vs_capture"] is None
+    assert prio["ratio_range"] == [pytest.approx(r) for r in ratios]
+    assert prio["step_range_us"] == [pytest.approx(500.0 * r) for r in ratios]
+    assert session.PACE_NOTE in prio["notes"]
+    # the tuner prunes by the best end
+    gains = session.gains(tmp_path / "cap", None, ["priority"])
+    assert gains["priority"] == pytest.approx(1 - ratios[0])
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority"]) == 0
+    shown = capsys.readouterr().out
+    assert f"{ratios[0]:.3f}-{ratios[1]:.3f}x" in shown and "a range a-b: the capture cannot tell" in shown
+
+
+def test_a_capture_that_shows_kernels_slowed_beside_each_other_keeps_its_point():
+    from ccoverlap.whatif import session
+
+    # the collective (256 threads) ran beside the grid (one 1024-thread block per SM), slowed, and the step ended
+    # with it: no slowdown cannot reproduce that step
+    grid = Kernel("wide", F(1024, 32, 0, 0, 132), 400.0, 1)
+    coll = Kernel("comm", F(256, 32, 0, 0, 16), 300.0, 2, comm=True, release_us=5.0)
+    step = Step(H200, (grid, coll), name="s")
+    shared = run(step, SHARING.pace)
+    step = dataclasses.replace(step, measured_us=shared.step_us, kernels=(
+        grid, dataclasses.replace(coll, measured_start_us=shared.kernels[1].start_us)))
+    assert run(step, STILL).step_us < 0.95 * shared.step_us
+    cap = session.Captured((step,), (), "test")
+    assert session.validate(cap, SHARING).reproduced and session.pace_open(cap, SHARING) is None

@@ -4,6 +4,7 @@ on it (its headroom, what a lever reaches, its first lever, its alone window), a
 the time left allows (trials to the winner). One JSON with provenance and the raw samples.
 
   python bench/device/known_answers.py --out DIR [--budget-s S] [--programs a,b] [--doctor-only c,d] [--tune a,b]
+  python bench/device/known_answers.py --out DIR --programs a,b --levers l1,l2 --no-doctor --tune none
   python bench/device/known_answers.py --reanalyze RUN.json --folders DIR [DIR...] --out OUT.json
   python bench/device/known_answers.py --combine RUN.json OUT.json [DOCTOR.json...] --what TEXT --out RESULTS.json
   python bench/device/known_answers.py --rejudge DOCTOR_ONLY.json --realized RUN.json --out RESULTS.json
@@ -331,6 +332,9 @@ def main() -> int:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--budget-s", type=float, default=400.0, help="stop starting work after this long (default 400)")
     p.add_argument("--programs", default=",".join(CASES), help="comma-separated, or none (only --tune)")
+    p.add_argument("--levers", default="", help="comma-separated levers to realize the --programs under (default: "
+                   "every candidate here)")
+    p.add_argument("--no-doctor", action="store_true", help="realize the --programs only, without the doctor")
     p.add_argument("--doctor-only", default="", help="comma-separated programs to run the doctor on, not realized "
                    "(their realized gains recorded before: bench/results)")
     p.add_argument("--tune", default="carveout,same_name,threads,cluster,dispatch,persistent_gemm",
@@ -355,6 +359,11 @@ def main() -> int:
     cuda = torch.cuda.is_available()
     host = levers.Host.detect()
     here = candidates(host)
+    if a.levers:
+        unknown = sorted(set(a.levers.split(",")) - set(here))
+        if unknown:
+            raise SystemExit(f"--levers: {', '.join(unknown)} not a candidate here ({', '.join(here)})")
+        here = a.levers.split(",")
     doc = {"provenance": provenance.collect(), "command": sys.argv, "steps_per_run": STEPS, "warmup": WARMUP,
            "candidate_levers": here, "cuda": cuda, "programs": {}, "timing_s": {}}
     log(f"levers here: {', '.join(here)}; cuda {cuda}")
@@ -367,7 +376,8 @@ def main() -> int:
             continue
         t0 = time.monotonic()
         try:
-            entry["realized"] = realized(name, a.out, here, host, case["lever"] if not doc["timing_s"] else None)
+            entry["realized"] = realized(name, a.out, here, host,
+                                         case["lever"] if not doc["timing_s"] and not a.levers else None)
         except Broken as exc:
             entry["broken"] = str(exc)
             doc["programs"][name] = entry
@@ -377,6 +387,13 @@ def main() -> int:
                 return 1  # the first program does not run: stop before spending the device's time
             continue
         t1 = time.monotonic()
+        if a.no_doctor:
+            doc["timing_s"][name] = {"realized": t1 - t0}
+            doc["programs"][name] = entry
+            log(name, json.dumps({k: v["ratio"] for k, v in entry["realized"]["levers"].items()}),
+                f"realized {t1 - t0:.0f} s, left {left():.0f} s")
+            _write(a.out, doc)
+            continue
         entry["doctor"] = doctor(name, a.out)
         t2 = time.monotonic()
         entry["judged"] = judge(case, entry["realized"], entry["doctor"])

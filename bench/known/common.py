@@ -11,8 +11,10 @@ launch. Compute kernels hold their SMs for a set time from each block's start (%
 loss adds, so the losses say whether a lever changed what a kernel computed. The communication kernel is named as NCCL's
 kernels are (`ncclDevKernel_*`, so the doctor and the interposer class it as communication without
 --comm-regex) and its "library" honours the variables NCCL and torch's NCCL process groups read: NCCL_MAX_CTAS
-(fewer CTAs, each moving more), NCCL_NTHREADS (fewer threads per CTA, plus Simple's sync warp: each moving
-less), NCCL_CGA_CLUSTER_SIZE (clusters of 4 by default on sm_90, where they divide the grid) and
+(fewer CTAs, each moving more), NCCL_NTHREADS (fewer threads per CTA, read as NCCL reads it for the protocol
+its threads say, model/nccl.protocol_of: Simple's sync warp added, 640-thread launches untouched; each moving
+less; until 2026-12-04 it added the sync warp to every launch and shrank 640-thread ones too, which NCCL does
+not), NCCL_CGA_CLUSTER_SIZE (clusters of 4 by default on sm_90, where they divide the grid) and
 TORCH_NCCL_HIGH_PRIORITY (its stream at the device's greatest priority). Its CTAs each take a set time for a
 set share of the work, from their own start: a CTA that starts late ends late, as a collective waiting on a
 network does.
@@ -106,7 +108,10 @@ class Comm:
     def create(cls, kernel: CudaKernel, ctas: int, threads: int, smem: int, ms: float) -> Comm:
         knobs = nccl.Knobs.from_env(os.environ)
         mine = max(1, min(ctas, knobs.max_ctas))
-        nt = threads if knobs.nthreads is None or knobs.nthreads <= 0 else min(threads, knobs.nthreads + 32)
+        # NCCL_NTHREADS as NCCL reads it for the protocol these threads are (a sync warp for ring Simple only;
+        # 640, point-to-point or LL128, never set by it), never more threads than the launch had
+        nt = threads if knobs.nthreads is None else min(threads, knobs.threads(nccl.protocol_of(threads) or "SIMPLE",
+                                                                                 threads))
         # the same work on fewer CTAs, or with fewer threads each, takes each CTA longer
         cta_ns = int(ms * 1e6 * ctas / mine * threads / nt)
         high = os.environ.get("TORCH_NCCL_HIGH_PRIORITY") == "1"

@@ -67,19 +67,34 @@ def _path(path) -> str:
                        for name, stream, n, how in parts)
 
 
+def _span(us: list[float]) -> str:
+    return f"{us[0] / 1000:.3f}-{us[1] / 1000:.3f}"
+
+
+def _row(p: dict, own: bool) -> list[str]:
+    """One strategy's row: its figures; a range's ends where the capture cannot tell its pace (no other figure:
+    they hang on it too); else why there is none."""
+    if p["status"] == "ok":
+        return [p["strategy"], _ms(p["step_us"]), *([_ms(p["unprofiled_step_us"])] if own else []),
+                _span(p["interval"]), _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]),
+                _ms(p["critical_comm_us"]), f"{p['vs_capture']:.3f}x"]
+    if p["status"] == "range":
+        lo, hi = p["ratio_range"]
+        return [p["strategy"], _span(p["step_range_us"]), *([_span(p["unprofiled_range_us"])] if own else []),
+                _span(p["interval"]), "-", "-", "-", f"{lo:.3f}-{hi:.3f}x"]
+    return [p["strategy"], p["status"], *([""] * (6 + own))]
+
+
 def _table(report: dict) -> None:
     own = report.get("unprofiled") is not None  # the doctor's step records say what an unprofiled step took
     print_table(
         f"{report['source']}: {report['label']}",
         ["strategy", "step ms", *(["unprofiled ms"] if own else []), "interval ms", "comm start delay ms",
          "exposed comm ms", "critical comm ms", "vs capture"],
-        [[p["strategy"], _ms(p["step_us"]), *([_ms(p["unprofiled_step_us"])] if own else []),
-          f"{p['interval'][0] / 1000:.3f}-{p['interval'][1] / 1000:.3f}",
-          _ms(p["comm_start_delay_us"]), _ms(p["exposed_comm_us"]), _ms(p["critical_comm_us"]),
-          f"{p['vs_capture']:.3f}x"]
-         if p["status"] == "ok" else [p["strategy"], p["status"], *([""] * (6 + own))]
-         for p in report["predictions"]],
+        [_row(p, own) for p in report["predictions"]],
         caption="; ".join([report["anchored"], *report["notes"]]))
+    if any(p["status"] == "range" for p in report["predictions"]):
+        print_text(f"a range a-b: {session.PACE_NOTE}")
     if path := report["predictions"][0].get("critical_path"):
         print_text("critical path of the default: " + _path(path))
 

@@ -186,6 +186,21 @@ class Knobs:
         return max(nt + rule.extra, 3 * WARP)
 
 
+def protocol_of(threads: int) -> str | None:
+    """The protocol a launch of `threads` threads ran, where its count says by NCCL 2.28.9's rules (the launches
+    of OBSERVED_LAUNCHES fit them): 640 is point-to-point (NCCL_MAX_NTHREADS; ring LL128's default too, which
+    NCCL_NTHREADS does not set either); a power of two from 64 to 512 is ring LL (512, halved for small messages);
+    one warp more than that is ring Simple (its sync warp). None where the count fits no rule (a user's
+    NCCL_NTHREADS): the trace does not say."""
+    if threads == NCCL_THREADS:
+        return "P2P"
+    for protocol, rule in THREAD_RULES.items():
+        nt = threads - rule.extra
+        if rule.lo <= nt <= rule.hi and nt & (nt - 1) == 0:
+            return protocol
+    return None
+
+
 def _nthreads_note(nt: int) -> str | None:
     if nt <= 0:
         return "is not positive: NCCL uses each protocol's default"

@@ -26,7 +26,7 @@ fully dispatched.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ccoverlap.model.limits import DeviceLimits
@@ -59,6 +59,11 @@ class Pace:
         floor = self.saturation * device.max_warps_per_sm
         share = self.memory_share if memory_bound is None else min(self.memory_share, memory_bound)
         return (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
+
+    def unshared(self) -> Pace:
+        """The same model with no kernel slowed by what shares its SM or the memory system: the other end of what a
+        capture allows where its kernels never ran side by side as a lever would make them (`predict.pace_range`)."""
+        return replace(self, sm_share=0.0, memory_share=0.0)
 
     def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[tuple[int, float], ...]:
         """(CTAs simulated, work of each in us at full pace) for kernel `k`, in groups in dispatch order: its grid

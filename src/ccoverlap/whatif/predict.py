@@ -26,6 +26,7 @@ class Prediction:
     link_bound_step_us: float | None = None  # fewer or smaller comm CTAs: the step if collectives are link-bound
     critical_path: tuple[tuple[str, int, str], ...] = ()  # its launches in time order: (name, stream, after what)
     critical_comm_us: float | None = None  # the part of the step the critical path spends in communication
+    unshared_step_us: float | None = None  # the step with no kernel slowed by sharing (Pace.unshared)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vs(self, base: Prediction) -> float | None:
@@ -64,7 +65,11 @@ def critical(step: Step, result: Result) -> dict:
 
 
 _MEDIANS = ("step_us", "comm_done_us", "comm_start_delay_us", "exposed_comm_us", "link_bound_step_us",
-            "critical_comm_us")
+            "critical_comm_us", "unshared_step_us")
+#: Where a capture is reproduced both with the calibrated slowdown beside others and with none, a lever whose
+#: predicted ratios under the two differ by more than this (2% of the step: the doctor's "nothing to gain" scale and
+#: the validation's absolute target) is predicted as the range between them, not as a point.
+PACE_RESOLUTION = 0.02
 
 
 def median(per_step: Sequence[Prediction]) -> Prediction:
@@ -100,7 +105,21 @@ def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) 
         lo, hi = min(lo, link * (1 - err)), max(hi, link * (1 + err))
         notes += (f"collectives taken as bound by their CTAs; bound by their link they would keep their time "
                   f"and the step take {link / 1000:.3f} ms (the interval spans both)",)
-    return Prediction(strategy.name, "ok", **m, interval=(lo, hi), link_bound_step_us=link, notes=notes)
+    unshared = simulate(out.step, cal.pace.unshared(), gpcs).step_us
+    return Prediction(strategy.name, "ok", **m, interval=(lo, hi), link_bound_step_us=link, notes=notes,
+                      unshared_step_us=unshared)
+
+
+def pace_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
+    """The lever's ratio to the default with the calibrated slowdown beside others and with none (each over the
+    default simulated the same way), lower first, where they differ by more than PACE_RESOLUTION; None where the
+    prediction does not hang on how much kernels slow each other (or either is missing). Meaningful only where the
+    capture cannot tell the two apart (both reproduce it): a lever that makes kernels share SMs as they never did in
+    the capture is then predicted as a range, not as the calibration's guess."""
+    if p.status != "ok" or not (p.step_us and base.step_us and p.unshared_step_us and base.unshared_step_us):
+        return None
+    shared, free = p.step_us / base.step_us, p.unshared_step_us / base.unshared_step_us
+    return (min(shared, free), max(shared, free)) if abs(shared - free) > PACE_RESOLUTION else None
 
 
 def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8) -> list[Prediction]:

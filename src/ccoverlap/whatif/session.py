@@ -15,6 +15,7 @@ from ccoverlap.util.tracefiles import alone_trace
 from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
 from ccoverlap.whatif.dispatch import simulate
+from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
 from ccoverlap.analysis import (Analysis, KernelClass, Process, analysed_indices, analyze, device_limits, read_trace,
                                 short_name, windows)
@@ -158,10 +159,20 @@ def _gpcs(step: Step) -> int:
     return p.gpcs if p else presets.PEAKS["h200"].gpcs
 
 
-def validate(cap: Captured, cal: calibration.Calibration) -> anchor.Validation:
-    """The simulated default of every typical step against what was measured (`anchor`)."""
+def validate(cap: Captured, cal: calibration.Calibration, pace: Pace | None = None) -> anchor.Validation:
+    """The simulated default of every typical step (at `pace`, else the calibration's) against what was measured
+    (`anchor`)."""
     gpcs = _gpcs(cap.step)
-    return anchor.validate(cap.steps, [simulate(s, cal.pace, gpcs) for s in cap.steps])
+    return anchor.validate(cap.steps, [simulate(s, pace or cal.pace, gpcs) for s in cap.steps])
+
+
+def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation | None:
+    """The capture's default simulated with no kernel slowed by another (`Pace.unshared`), where that reproduces the
+    capture too: then the capture cannot tell how much its kernels slow each other, and a lever that makes them
+    share SMs more than they did is predicted as a range (`predict.pace_range`). None where the capture rules it
+    out (it shows the slowdown)."""
+    check = validate(cap, cal, cal.pace.unshared())
+    return check if check.reproduced else None
 
 
 def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration) -> list[predict.Prediction]:
@@ -170,17 +181,31 @@ def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration) ->
     return [predict.median(rows) for rows in zip(*per_step)]
 
 
-def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[predict.Prediction]) -> dict:
-    """A prediction as the measured step would become under it (`anchor`), the interval over every end."""
+def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[predict.Prediction],
+              base: predict.Prediction, open_pace: bool) -> dict:
+    """A prediction as the measured step would become under it (`anchor`), the interval over every end; where the
+    capture cannot tell how much kernels slow each other (`open_pace`) and the lever's step hangs on it, the range
+    between the two readings instead of a point (status "range")."""
     d = p.to_dict()
     if p.status != "ok":
         return d
     lo = min([p.interval[0]] + [q.interval[0] for q in ends])
     hi = max([p.interval[1]] + [q.interval[1] for q in ends])
-    return d | {"simulated_step_us": p.step_us, "step_us": check.anchor(p.step_us),
-                "interval": [check.anchor(lo), check.anchor(hi)],
-                "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
-                "vs_capture": p.step_us / check.simulated_us}
+    d |= {"simulated_step_us": p.step_us, "step_us": check.anchor(p.step_us),
+          "interval": [check.anchor(lo), check.anchor(hi)],
+          "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
+          "vs_capture": p.step_us / check.simulated_us}
+    if not open_pace or (span := predict.pace_range(p, base)) is None:
+        return d
+    steps = [check.measured_us * r for r in span]
+    return d | {"status": "range", "step_us": None, "vs_capture": None, "ratio_range": list(span),
+                "step_range_us": steps, "interval": [min(d["interval"][0], steps[0]), max(d["interval"][1], steps[1])],
+                "notes": d["notes"] + (PACE_NOTE,)}
+
+
+PACE_NOTE = ("the capture cannot tell this lever's step to a point: under it kernels share SMs as they never did in "
+             "the capture, which the simulator reproduces both with the calibrated slowdown beside others and with "
+             "none; the step lies between the two")
 
 
 def _unknown(steps: Sequence[Step]) -> str | None:
@@ -243,11 +268,18 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
         report |= {"unvalidated": True, "label": f"UNVALIDATED ({refused}); {label}"}
     strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
     rows, *ends = (_predict(v, strategies, cal) for v in variants)
-    report["predictions"] = [_anchored(p, check, [e[n] for e in ends]) for n, p in enumerate(rows)]
+    unshared = pace_open(cap, cal)
+    report["pace"] = {"unshared_reproduces": unshared is not None,
+                      "unshared_step_error": validate(cap, cal, cal.pace.unshared()).step_error,
+                      "resolution": predict.PACE_RESOLUTION}
+    report["predictions"] = [_anchored(p, check, [e[n] for e in ends], rows[0], unshared is not None)
+                             for n, p in enumerate(rows)]
     if own:  # the unprofiled step x simulated strategy / simulated default: the default is that step exactly
         for p in report["predictions"]:
             if p["status"] == "ok":
                 p["unprofiled_step_us"] = 1000 * own["step_ms"] * p["step_us"] / check.measured_us
+            elif p["status"] == "range":
+                p["unprofiled_range_us"] = [1000 * own["step_ms"] * r for r in p["ratio_range"]]
     return report
 
 
@@ -265,8 +297,9 @@ def unfitted(gpu: str, cal: calibration.Calibration) -> str | None:
 def gains(root: Path, comm_regex: str | None, names: list[str],
           analysis: Analysis | None = None) -> dict[str, float]:
     """Predicted gain (share of the step, positive is faster) of each named strategy over the capture, for the
-    tuner: at the better of the two ends where a trace cannot tell which binds (collectives bound by their CTAs
-    or by their link), so a lever is pruned only where even its best case gains too little; strategies without
+    tuner: at the best end where a trace cannot tell which binds (collectives bound by their CTAs or by their
+    link) or how much kernels slow each other (`pace_open`), so a lever is pruned only where even its best case
+    gains too little; strategies without
     a model are left out. UsageError where the capture cannot be simulated; Refused where its simulated
     default does not reproduce it (then no prediction may prune anything)."""
     cap = capture(root, comm_regex, analysis=analysis)
@@ -275,6 +308,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = _predict(cap.steps, known, cal)
-    base = rows[0].step_us
-    return {p.strategy: 1 - min(p.step_us, p.link_bound_step_us or p.step_us) / base
-            for p in rows[1:] if p.status == "ok" and base}
+    base, free = rows[0], pace_open(cap, cal) is not None
+    return {p.strategy: 1 - min(p.step_us / base.step_us, (p.link_bound_step_us or p.step_us) / base.step_us,
+                                *((span[0],) if free and (span := predict.pace_range(p, base)) else ()))
+            for p in rows[1:] if p.status == "ok" and base.step_us}

@@ -19,7 +19,8 @@ from ccoverlap.whatif.step import Kernel, Step
 
 #: cuBLAS/cuBLASLt and CUTLASS GEMM kernels: what torch's SM carveout reaches
 GEMM = re.compile(r"gemm|cutlass|xmma|nvjet|cublas", re.IGNORECASE)
-#: the protocol NCCL_NTHREADS is read for when a trace does not say (ring Simple: the large messages' protocol)
+#: the protocol NCCL_NTHREADS is read for where a launch's threads do not say (nccl.protocol_of; ring Simple:
+#: the large messages' protocol)
 PROTOCOL = "SIMPLE"
 
 
@@ -127,17 +128,24 @@ def green(step: Step, value: str, _law: CommLaw) -> Transformed:
 
 def _nccl_shape(step: Step, env: dict[str, str], law: CommLaw) -> Transformed:
     knobs = nccl.Knobs.from_env(env)
+    notes = list(knobs.notes)
 
     def reshape(k: Kernel) -> Kernel:
         fp = k.footprint
         ctas = knobs.channels(fp.grid) if "NCCL_MAX_CTAS" in env or "NCCL_MIN_CTAS" in env else fp.grid
-        threads = knobs.threads(PROTOCOL, fp.threads) if "NCCL_NTHREADS" in env else fp.threads
+        threads = fp.threads
+        if "NCCL_NTHREADS" in env:
+            if (protocol := nccl.protocol_of(fp.threads)) is None:
+                protocol = PROTOCOL
+                notes.append(f"{k.name[:40]}: {fp.threads} threads fit no protocol's rule; ring Simple assumed")
+            threads = knobs.threads(protocol, fp.threads)
         cluster = nccl.cluster_dim(knobs.cluster if "NCCL_CGA_CLUSTER_SIZE" in env else fp.cluster, ctas)
         ratio = law.time_ratio((fp.grid, fp.threads), (ctas, threads))
         new = dataclasses.replace(fp, grid=ctas, threads=threads, cluster=cluster)
         return dataclasses.replace(k, footprint=new, alone_us=k.alone_us * ratio, basis=None)
 
-    return Transformed(_comm(step, reshape), knobs.notes)
+    step = _comm(step, reshape)
+    return Transformed(step, tuple(dict.fromkeys(notes)))
 
 
 def _env_lever(name: str) -> Transform:
