@@ -151,6 +151,9 @@ def test_transformations_change_what_their_lever_changes():
     told = transforms.apply(odd, levers.strategy("nccl-threads=256"), LAW)
     assert told.step.kernels[1].footprint.threads == 288
     assert "fit no protocol's rule; ring Simple assumed" in told.notes[0]
+    # where the source says the protocol (the lab's 640-thread proxy takes the variable as ring Simple), it wins
+    said = FULL.with_kernels(lambda k: dataclasses.replace(k, protocol="SIMPLE") if k.comm else k)
+    assert strategy(said, "nccl-threads=256").kernels[1].footprint.threads == 288
     clustered = FULL.with_kernels(
         lambda k: dataclasses.replace(k, footprint=dataclasses.replace(k.footprint, cluster=4)) if k.comm else k)
     assert strategy(clustered, "nccl-cluster").kernels[1].footprint.cluster == 1

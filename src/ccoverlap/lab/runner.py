@@ -199,6 +199,7 @@ class Lab:
         shape = workloads.CommShape(threads, ctas, nccl.cluster_dim(cluster, ctas))
         setup = Setup(concurrent=not strategy.no_overlap, comm=shape)
         info |= {"comm_threads": shape.threads, "comm_ctas": shape.ctas, "comm_cluster": shape.cluster,
+                 "comm_protocol": proxy.protocol,
                  "comm_priority": setup.priority}
         cell = Cell(self, phase, proxy, setup, info, levers.comm_sms(shape.ctas, self.device.sm_count))
         for name, mechanism in LAB_SETUP.items():  # in the table's order: the first lever that cannot run says why

@@ -108,6 +108,12 @@ def _compute_streams(trace) -> set[int]:
     return streams - {flush} if streams - {flush} else streams
 
 
+#: how NCCL_NTHREADS acted on the lab's proxy in records whose rows do not say (before 2026-12-04): its default
+#: proxy, the only one they ran, is shaped as NCCL's 640-thread kernel and takes the variable as ring Simple does
+#: (lab/runner.py), where a real 640-thread launch would not take it (model/nccl.protocol_of)
+LAB_PROTOCOL = "SIMPLE"
+
+
 def lab_case(trace_path: Path, row: dict, sweep_row: dict, device: DeviceLimits) -> Step:
     """One lab case as a Step: its compute family's launches alone (the profiler trace of the compute phase by
     itself: each launch's duration is its time alone, scaled so the phase spans the lab's compute-alone time:
@@ -125,7 +131,8 @@ def lab_case(trace_path: Path, row: dict, sweep_row: dict, device: DeviceLimits)
     fp = KernelFootprint(row["comm_threads"], sweep_row["regs"], sweep_row["static_smem"], sweep_row["dynamic_smem"],
                          row["comm_ctas"], row["comm_cluster"], "comm_proxy")
     kernels.append(Kernel("comm_proxy", fp, row["comm_alone_ms"] * 1000, stream=-1, comm=True,
-                          release_us=len(kernels) * LAUNCH_US))
+                          release_us=len(kernels) * LAUNCH_US,
+                          protocol=row.get("comm_protocol", LAB_PROTOCOL)))
     return step.replace(kernels=tuple(kernels))
 
 

@@ -135,7 +135,7 @@ def _nccl_shape(step: Step, env: dict[str, str], law: CommLaw) -> Transformed:
         ctas = knobs.channels(fp.grid) if "NCCL_MAX_CTAS" in env or "NCCL_MIN_CTAS" in env else fp.grid
         threads = fp.threads
         if "NCCL_NTHREADS" in env:
-            if (protocol := nccl.protocol_of(fp.threads)) is None:
+            if (protocol := k.protocol or nccl.protocol_of(fp.threads)) is None:
                 protocol = PROTOCOL
                 notes.append(f"{k.name[:40]}: {fp.threads} threads fit no protocol's rule; ring Simple assumed")
             threads = knobs.threads(protocol, fp.threads)
