@@ -60,3 +60,69 @@ def test_capacity_is_the_occupancy_models():
     comm = KernelFootprint(threads=544, regs=96, dynamic_smem=103808, grid=24)
     assert compute_slowed.capacity(device, gemm, []) == 132
     assert compute_slowed.capacity(device, gemm, [comm]) == 108
+
+
+# --- what priority costs the compute beside the collective it starts (compute_slowed.landing) ---
+
+FAT = KernelFootprint(threads=256, regs=16, dynamic_smem=100 * 1024, grid=132 * 2 * 20)  # 2 an SM, 20 waves
+SMALL_COMM = KernelFootprint(threads=256, regs=16, dynamic_smem=8 * 1024, grid=16)  # its SM takes 100 KB alone
+
+
+def _waiting(blocker_fp, comm_fp, *, ready, blocker_ts, blocker_dur, comm_dur, same_launch):
+    """A rank with one collective that waited behind one grid (only what `landing` reads)."""
+    from types import SimpleNamespace
+
+    from ccoverlap.analysis.contention import CommWait
+    from ccoverlap.analysis.mechanisms.base import Cause
+    from ccoverlap.analysis.trace import KernelClass, KernelEvent
+    grid = KernelEvent("known_fat", KernelClass.COMPUTE, 7, blocker_ts, blocker_dur, 352, blocker_fp, None)
+    comm = KernelEvent(ks.NCCL, KernelClass.COMMUNICATION, 13, ready + 2000, comm_dur, 352 if same_launch else 361,
+                       comm_fp, None)
+    c = CommWait(comm, "ProfilerStep#2", ready, "event", 2000, ("known_fat",), Cause.DISPATCH_ORDER, comm_dur, (),
+                 index=5, blocker=grid, blocker_index=3)
+    return SimpleNamespace(device=PRESETS["h200"], comm=(c,))
+
+
+def test_priority_lands_a_collective_first_on_idle_sms_inside_one_graph_launch():
+    """The collective and the 20-wave grid released at one moment by one graph launch: its 16 CTAs take idle SMs
+    first, which take its 100 KB configuration; the grid's 100 KB blocks start there only after the collective's
+    1 ms: 16 SMs x 2 slots x 1000 us over the grid's 264 slots = 121.2 us more (measured on the H200: the graph's
+    grid ran 200 us longer, whole waves of 100 us)."""
+    d = _waiting(FAT, SMALL_COMM, ready=1000, blocker_ts=1000.26, blocker_dur=2000, comm_dur=1000, same_launch=True)
+    assert compute_slowed.landing(d, frozenset({5})) == {3: pytest.approx(2000 + 16 * 2 * 1000 / 264)}
+    assert compute_slowed.landing(d, frozenset()) == {}  # a collective the lever does not start costs nothing
+
+
+def test_priority_costs_nothing_where_the_collective_lands_beside_the_grids_blocks():
+    """Plain launches: the grid, queued behind the producer on its stream, dispatched first; the collective's CTA
+    joins an SM configured for the grid's two blocks and fits beside both (measured: 2011 us either way)."""
+    d = _waiting(FAT, SMALL_COMM, ready=1000, blocker_ts=1001, blocker_dur=2000, comm_dur=1000, same_launch=False)
+    assert compute_slowed.landing(d, frozenset({5})) == {}
+    # in one graph launch too, where the grid was already dispatching when the collective became ready
+    d = _waiting(FAT, SMALL_COMM, ready=1000, blocker_ts=900, blocker_dur=2000, comm_dur=1000, same_launch=True)
+    assert compute_slowed.landing(d, frozenset({5})) == {}
+
+
+def test_a_grid_of_one_block_an_sm_loses_the_sms_its_retiring_blocks_leave_to_the_collective():
+    """200 KB blocks, one an SM: each retiring block empties its SM, the collective's CTA takes it at its own 100 KB
+    configuration, and no 200 KB block starts there until it ends: 16 x 1 x 500 us over 132 slots."""
+    big = KernelFootprint(threads=256, regs=16, dynamic_smem=200 * 1024, grid=132 * 4)
+    d = _waiting(big, SMALL_COMM, ready=1000, blocker_ts=500, blocker_dur=3000, comm_dur=500, same_launch=False)
+    assert compute_slowed.landing(d, frozenset({5})) == {3: pytest.approx(3000 + 16 * 500 / 132)}
+
+
+def test_priority_is_named_at_its_net_where_its_ctas_take_room_from_the_grid(tmp_path):
+    """A 3-wave grid of 1,024-thread blocks (two an SM by threads) and a 256-thread collective that waited for its
+    threads: under priority the collective starts at 200 beside one block on each of its 16 SMs, which lose one of
+    their two slots for its 500 us: the grid runs 16 x 1 x 500 / 264 = 30.3 us longer, so the step ends 500 - 30.3
+    us sooner, not 500."""
+    grid = ks.K("wide_kernel", 100, 3000, block=1024, grid=3 * 2 * 132, regs=16, launch_ts=90, launch_dur=5)
+    comm = ks.K("ncclDevKernel_SendRecv", 3100, 500, stream=13, block=256, grid=16, regs=32, launch_ts=190,
+                launch_dur=10)
+    _, d = one_rank(tmp_path, [grid, comm])
+    (c,) = d.comm
+    assert c.cause.value == "threads" and c.blocker_index == 0
+    v = verdict([d])
+    assert d.headroom_ms == pytest.approx(0.5)
+    assert v.recommendations[0].lever == "priority"
+    assert v.recommendations[0].gain_ms == pytest.approx(0.5 - 16 * 500 / 264 / 1000, abs=1e-6)

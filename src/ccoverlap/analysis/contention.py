@@ -71,12 +71,14 @@ class CommWait(Slotted):
     exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
     index: int = -1  # in trace.kernels: its node in the replay
     blocker: KernelEvent | None = None  # the compute kernel that overlapped its wait longest
+    blocker_index: int = -1  # the blocker's index in trace.kernels: its node in the replay (-1: none)
 
     def across_ranks(self, uncontended_us: float | None, skew_us: float, exposed: dict[str, float]) -> CommWait:
         """This wait with what the other ranks tell (the ranks' fewest time alone, skew, its exposed time split):
         built directly, as dataclasses.replace looks the fields up for each of a rank's thousands."""
         return CommWait(self.kernel, self.step, self.ready_us, self.ready_by, self.sm_wait_us, self.blocked_by,
-                        self.cause, uncontended_us, self.unresolved, skew_us, exposed, self.index, self.blocker)
+                        self.cause, uncontended_us, self.unresolved, skew_us, exposed, self.index, self.blocker,
+                        self.blocker_index)
 
     @property
     def waited(self) -> bool:
@@ -303,7 +305,8 @@ class _Rank:
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
-        running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE])
+        running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE],
+                           [i for i, k in enumerate(kernels) if k.kind is KernelClass.COMPUTE])
         self.running_comm = _Running([k for k in kernels if k.kind is KernelClass.COMMUNICATION])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
@@ -320,7 +323,8 @@ class _Rank:
                                         self.comm_cluster or sm_wait.nccl_cluster(k, self.device), sm_limits))
             self.comm.append(CommWait(k, step_of[i], ready, by, wait, tuple(dict.fromkeys(b.name for b in blockers)),
                                       cause, self._alone(k), unresolved, index=i,
-                                      blocker=blockers[0] if blockers else None))
+                                      blocker=blockers[0] if blockers else None,
+                                      blocker_index=running.index(blockers[0]) if blockers else -1))
         self.comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
         self.notes = list(self.graph.notes) + sm_wait.assumptions({c.cause for c in self.comm},
                                                                   comm_cluster or observed, self.device, self.comm)
@@ -495,10 +499,18 @@ def split_exposed(exposed: float, c: CommWait, skew_us: float, uncontended_us: f
 class _Running:
     """Kernels (compute, or communication) by start, to find those running in an interval."""
 
-    def __init__(self, kernels: list[KernelEvent]):
+    def __init__(self, kernels: list[KernelEvent], indices: list[int] | None = None):
         self.kernels = kernels
+        self.indices = indices  # each kernel's index in trace.kernels, where the caller needs them back
         self.starts = [k.ts for k in kernels]
         self.longest = max((k.dur for k in kernels), default=0.0)
+
+    def index(self, k: KernelEvent) -> int:
+        """`k`'s index in trace.kernels (it is one of these kernels; `indices` given)."""
+        j = bisect_left(self.starts, k.ts)
+        while self.kernels[j] is not k:
+            j += 1
+        return self.indices[j]
 
     def __call__(self, lo: float, hi: float, stream: int) -> list[KernelEvent]:
         """Those on other streams than `stream` running at some time in [lo, hi), longest overlap first."""

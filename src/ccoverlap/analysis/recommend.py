@@ -15,6 +15,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from ccoverlap.analysis import steps
 from ccoverlap.control import levers
@@ -48,6 +49,8 @@ class Remedy:
     nccl: bool = False  # one of NCCL's own knobs: it reaches NCCL's kernels only
     price: Callable[[RankDiagnosis], Mechanism | None] | None = None  # the lever's whole effect, both sides, where
     # it costs the other side too (compute_slowed.CommLever): replayed for its net, named only where that is a gain
+    cost: Callable[[RankDiagnosis, frozenset[int]], dict[int, float]] | None = None  # what removing these waits
+    # costs the compute beside them (kernel index -> its duration under the lever), replayed with the waits removed
 
     def applies(self, c: CommWait | None, device: DeviceLimits | None) -> bool:
         if self.nccl and c is not None and not _is_nccl(c):
@@ -111,16 +114,19 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 #: lever known to remove it (sm-carveout does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does
 #: an SM-wait behind a kernel no lever can make room beside: those are headroom beyond any lever.
 FIRST = Remedy("max-connections", _launched_first)
+#: priority starts a collective beside its blocker, and its CTAs take room from the blocker's blocks
+#: (compute_slowed.landing: most where they land first on idle SMs, which take the collective's configuration)
+PRIORITY = partial(Remedy, "priority", cost=compute_slowed.landing)
 LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"), FIRST),
     SM_WAIT + Cause.REGISTERS.value: (Remedy("nccl-threads", _smaller_cta_fits, nccl=True), Remedy("shape", _pad_fits),
                                       FIRST),
-    SM_WAIT + Cause.THREADS.value: (Remedy("priority", _blocks_retire), Remedy("shape", _pad_fits),
+    SM_WAIT + Cause.THREADS.value: (PRIORITY(_blocks_retire), Remedy("shape", _pad_fits),
                                     Remedy("nccl-threads", _smaller_cta_fits, nccl=True), FIRST),
     SM_WAIT + Cause.SHARED_MEMORY.value: (Remedy("shape", _pad_fits), FIRST),
     SM_WAIT + Cause.BLOCKS.value: (Remedy("shape", _pad_fits), FIRST),
     SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
-    SM_WAIT + Cause.DISPATCH_ORDER.value: (Remedy("priority"), FIRST),
+    SM_WAIT + Cause.DISPATCH_ORDER.value: (PRIORITY(), FIRST),
     COMM_SLOWED: (),
     COMPUTE_SLOWED: tuple(Remedy(lv.lever, price=lv.price)
                           for lv in [*map(compute_slowed.fewer_ctas, levers.BY_NAME["nccl-ctas"].candidates),
@@ -221,7 +227,9 @@ def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
             return None
         return replace(m, key=remedy.lever)
     waits = frozenset(c.index for c in d.comm if c.index in m.waits and remedy.applies(c, d.device))
-    return Mechanism(remedy.lever, waits) if waits else None
+    if not waits:
+        return None
+    return Mechanism(remedy.lever, waits, remedy.cost(d, waits) if remedy.cost else {})
 
 
 @dataclass(frozen=True)

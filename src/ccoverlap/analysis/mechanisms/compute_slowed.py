@@ -160,6 +160,47 @@ def smaller_ctas(value: str) -> CommLever:
                      lambda fp: dataclasses.replace(fp, threads=threads) if fp.threads > threads else None)
 
 
+def landing(d: RankDiagnosis, waits: frozenset[int]) -> dict[int, float]:
+    """What starting the collectives of `waits` at their ready time (priority) costs the compute beside them: blocker
+    index -> its duration under the lever, for the blockers that lose room.
+
+    Each collective's CTAs (one an SM, as `capacity` counts them) take SMs from its blocker while both run. Where a
+    CTA lands beside blocks of the grid (a grid of several blocks an SM, already dispatching), the SM keeps the
+    grid's shared-memory configuration and the grid keeps the blocks that fit beside the CTA there. Where it lands
+    on an idle SM (the collective and the grid released at one moment inside one CUDA graph launch, the collective
+    first by priority; or a grid of one block an SM, whose retiring blocks leave their SM empty), the SM takes the
+    collective's configuration and the grid keeps only the blocks that fit beside the CTA under it (the occupancy
+    model's carveout rule read with the collective as the resident: an 8 KB CTA's SM takes 100 KB, where 100 KB
+    blocks do not start; measured on an H200, bench/device/comm_hint.sh). The slots lost, spread evenly over the
+    grid's slots, lengthen it: a lower bound, as a grid of equal blocks loses whole waves.
+    """
+    out: dict[int, float] = {}
+    dev = d.device
+    for c in d.comm:
+        b, comm = c.blocker, c.kernel.footprint
+        if dev is None or c.index not in waits or b is None or c.blocker_index < 0 or b.footprint is None \
+                or comm is None or not (per_sm := resident(dev, b.footprint)):
+            continue
+        idle = per_sm == 1 or (b.correlation == c.kernel.correlation != -1 and b.ts >= c.ready_us)
+        room = (lambda n: _fits(dev, comm, b.footprint, n)) if idle else (lambda n: _joins(dev, b.footprint, n, comm))
+        lost = per_sm - next((n for n in range(per_sm, 0, -1) if room(n)), 0)
+        overlap = min(c.kernel.dur, b.end - max(c.ready_us, b.ts))
+        if lost and overlap > 0:
+            held = min(comm.grid, dev.sm_count)
+            out[c.blocker_index] = (out.get(c.blocker_index, b.dur)
+                                    + held * lost * overlap / (per_sm * dev.sm_count))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _joins(device: DeviceLimits, k: KernelFootprint, n: int, comm: KernelFootprint) -> bool:
+    """Does one CTA of `comm` start on an SM where `n` blocks of `k` run (under `k`'s configuration)?"""
+    try:
+        return beside(device, k, comm, resident_per_sm=n).fits
+    except (UsageError, ValueError):  # a footprint the model cannot place: no room claimed
+        return False
+
+
 def wave_tail(d: RankDiagnosis) -> Mechanism:
     """Only the wave tails removed: each spilled grid at its time alone (its cost in the step, replayed)."""
     return Mechanism(COMPUTE_SLOWED + ":" + WAVE_TAIL,
