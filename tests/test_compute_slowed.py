@@ -126,3 +126,19 @@ def test_priority_is_named_at_its_net_where_its_ctas_take_room_from_the_grid(tmp
     assert d.headroom_ms == pytest.approx(0.5)
     assert v.recommendations[0].lever == "priority"
     assert v.recommendations[0].gain_ms == pytest.approx(0.5 - 16 * 500 / 264 / 1000, abs=1e-6)
+
+
+def test_one_hardware_queue_is_named_at_its_net_where_the_collective_then_takes_a_one_wave_grids_sms(tmp_path):
+    """The collective (24 NCCL CTAs) launched before a one-wave GEMM (one 200 KB block an SM) waited for its end
+    (1,400 us): one hardware queue dispatches it first, and its CTAs then hold 24 SMs where no GEMM block fits beside
+    them for its 1,000 us: 24 x 1 x 1000 / 132 = 181.8 us more GEMM, so the step ends 1000 - 181.8 us sooner, not
+    1000 (NOTES: the known-answer wave_tail, 0.901 ms named before, 0.667 realized)."""
+    comm = ks.K(ks.NCCL, 1500, 1000, launch_ts=80, launch_dur=4, **NCCL)
+    gemm = ks.K("nvjet_sm90_tst_gemm", 100, 1400, launch_ts=88, launch_dur=4, **GEMM)
+    _, d = one_rank(tmp_path, [comm, gemm])
+    (c,) = d.comm
+    assert c.cause.value == "shared_memory" and c.ready_us == 84
+    assert compute_slowed.landing(d, frozenset({c.index}), first=True) == {c.blocker_index: pytest.approx(
+        1400 + 24 * 1000 / 132)}
+    top = verdict([d]).recommendations[0]
+    assert top.lever == "max-connections" and top.gain_ms == pytest.approx(1.0 - 24 / 132, abs=1e-6)

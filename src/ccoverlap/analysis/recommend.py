@@ -113,10 +113,11 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 #: whatever held it back (known-answer carveout program: 1.0 ms, as the hint). A collective slowed beside compute has no
 #: lever known to remove it (sm-carveout does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does
 #: an SM-wait behind a kernel no lever can make room beside: those are headroom beyond any lever.
-FIRST = Remedy("max-connections", _launched_first)
 #: priority starts a collective beside its blocker, and its CTAs take room from the blocker's blocks
-#: (compute_slowed.landing: most where they land first on idle SMs, which take the collective's configuration)
+#: (compute_slowed.landing: most where they land first on idle SMs, which take the collective's configuration); one
+#: hardware queue dispatches the collective ahead of its blocker, on the SMs free then
 PRIORITY = partial(Remedy, "priority", cost=compute_slowed.landing)
+FIRST = Remedy("max-connections", _launched_first, cost=partial(compute_slowed.landing, first=True))
 LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"), FIRST),
     SM_WAIT + Cause.REGISTERS.value: (Remedy("nccl-threads", _smaller_cta_fits, nccl=True), Remedy("shape", _pad_fits),

@@ -160,15 +160,17 @@ def smaller_ctas(value: str) -> CommLever:
                      lambda fp: dataclasses.replace(fp, threads=threads) if fp.threads > threads else None)
 
 
-def landing(d: RankDiagnosis, waits: frozenset[int]) -> dict[int, float]:
-    """What starting the collectives of `waits` at their ready time (priority) costs the compute beside them: blocker
-    index -> its duration under the lever, for the blockers that lose room.
+def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False) -> dict[int, float]:
+    """What starting the collectives of `waits` at their ready time (priority; with `first`, dispatched ahead of their
+    blocker: one hardware queue in launch order) costs the compute beside them: blocker index -> its duration under
+    the lever, for the blockers that lose room.
 
     Each collective's CTAs (one an SM, as `capacity` counts them) take SMs from its blocker while both run. Where a
     CTA lands beside blocks of the grid (a grid of several blocks an SM, already dispatching), the SM keeps the
     grid's shared-memory configuration and the grid keeps the blocks that fit beside the CTA there. Where it lands
-    on an idle SM (the collective and the grid released at one moment inside one CUDA graph launch, the collective
-    first by priority; or a grid of one block an SM, whose retiring blocks leave their SM empty), the SM takes the
+    on an idle SM (dispatched ahead of the grid; the collective and the grid released at one moment inside one CUDA
+    graph launch, the collective first by priority; or a grid of one block an SM, whose retiring blocks leave their
+    SM empty), the SM takes the
     collective's configuration and the grid keeps only the blocks that fit beside the CTA under it (the occupancy
     model's carveout rule read with the collective as the resident: an 8 KB CTA's SM takes 100 KB, where 100 KB
     blocks do not start; measured on an H200, bench/device/comm_hint.sh). The slots lost, spread evenly over the
@@ -179,9 +181,9 @@ def landing(d: RankDiagnosis, waits: frozenset[int]) -> dict[int, float]:
     for c in d.comm:
         b, comm = c.blocker, c.kernel.footprint
         if dev is None or c.index not in waits or b is None or c.blocker_index < 0 or b.footprint is None \
-                or comm is None or not (per_sm := resident(dev, b.footprint)):
-            continue
-        idle = per_sm == 1 or (b.correlation == c.kernel.correlation != -1 and b.ts >= c.ready_us)
+                or comm is None or not (per_sm := min(resident(dev, b.footprint), -(-b.footprint.grid // dev.sm_count))):
+            continue  # per_sm: the blocks of the grid an SM holds (fewer than its residency where the grid is small)
+        idle = first or per_sm == 1 or (b.correlation == c.kernel.correlation != -1 and b.ts >= c.ready_us)
         room = (lambda n: _fits(dev, comm, b.footprint, n)) if idle else (lambda n: _joins(dev, b.footprint, n, comm))
         lost = per_sm - next((n for n in range(per_sm, 0, -1) if room(n)), 0)
         overlap = min(c.kernel.dur, b.end - max(c.ready_us, b.ts))
