@@ -26,8 +26,8 @@ from test_analysis import good_trace_files
 from test_analysis_doctor import NCCL, _random_traces, alone_window
 
 STATS = dict(files=1, launches=10, comm_launches=2, comm_priorities=frozenset({0}), comm_clusters=frozenset({4}),
-             comm_grid=(16, 16), comm_threads=(640, 640), padded=0, carveout_set=0, cooperative=frozenset(),
-             sm_limits={}, serialized=0)
+             comm_grid=(16, 16), comm_threads=(640, 640), padded=0, carveout_set=0, comm_carveout_set=0,
+             cooperative=frozenset(), sm_limits={}, serialized=0)
 
 
 def stats(**kw) -> LaunchStats:
@@ -268,6 +268,8 @@ def test_no_rule_fires_behind_unresolved_waits():
     ("shape", stats(padded=3), True),
     ("shape", stats(), False),
     ("carveout-hint", stats(carveout_set=2), True),
+    ("comm-carveout-hint", stats(comm_carveout_set=1), True),
+    ("comm-carveout-hint", stats(carveout_set=2), False),  # compute hinted: not this lever's mark
     ("sm-carveout", stats(), None),  # no mark the interposer can see
     ("max-connections", stats(), None),
 ])
@@ -279,14 +281,15 @@ def test_a_levers_mark_is_read_off_the_launches(lever, seen, expected):
 
 def test_the_doctor_says_which_levers_are_in_effect():
     seen = levers.marks_seen(stats(comm_priorities=frozenset({-5}), comm_clusters=frozenset({1}), padded=2))
-    assert seen == {"priority": True, "shape": True, "carveout-hint": False, "green": False, "nccl-cluster": True,
-                    "nccl-ctas": False, "nccl-threads": False}
+    assert seen == {"priority": True, "shape": True, "carveout-hint": False, "comm-carveout-hint": False,
+                    "green": False, "nccl-cluster": True, "nccl-ctas": False, "nccl-threads": False}
     assert levers.marks_seen(None) == dict.fromkeys(seen)
 
 
 def test_every_lever_with_a_mark_says_what_it_is():
     marked = {lv.name for lv in levers.LEVERS if lv.mark}
-    assert marked == {"priority", "shape", "carveout-hint", "green", "nccl-cluster", "nccl-ctas", "nccl-threads"}
+    assert marked == {"priority", "shape", "carveout-hint", "comm-carveout-hint", "green", "nccl-cluster", "nccl-ctas",
+                      "nccl-threads"}
     assert all(lv.mark.what for lv in levers.LEVERS if lv.mark)
 
 

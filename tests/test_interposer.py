@@ -210,6 +210,12 @@ BAD_POLICIES = [
     ({"CCOVERLAP_GATE": "sometimes"}, "CCOVERLAP_GATE=sometimes is not a gate: valid comm, always"),
     ({"policy": '{"mode": "auto", "drain": 1.5}'}, '"drain" must be a whole number or "auto"'),
     ({"policy": '{"mode": "auto", "gate": 1}'}, '"gate" must be a string'),
+    ({"CCOVERLAP_COMM_CARVEOUT": "-1"}, "CCOVERLAP_COMM_CARVEOUT=-1 is out of range: valid 0..100"),
+    ({"CCOVERLAP_COMM_CARVEOUT": "101"}, "CCOVERLAP_COMM_CARVEOUT=101 is out of range: valid 0..100"),
+    ({"CCOVERLAP_COMM_CARVEOUT": "x"}, "CCOVERLAP_COMM_CARVEOUT=x is not a whole number"),
+    ({"policy": '{"comm_carveout": -1}'}, "CCOVERLAP_COMM_CARVEOUT=-1 is out of range: valid 0..100"),
+    ({"policy": '{"comm_carveout": 101}'}, "CCOVERLAP_COMM_CARVEOUT=101 is out of range: valid 0..100"),
+    ({"policy": '{"comm_carveout": "x"}'}, '"comm_carveout" must be a whole number'),
 ]
 
 

@@ -1,5 +1,6 @@
-"""The carveout hint (policy `carveout`): compute kernels get CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-once per handle and device, in every mode. CPU only, against tests/fake_gpu (see test_interposer.py).
+"""The carveout hints (policy `carveout`, `comm_carveout`): compute kernels, and communication kernels, get
+CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, each side its own field's value, once per handle and device, in
+every mode. CPU only, against tests/fake_gpu (see test_interposer.py).
 
 `launcher carveout T N` runs T threads (thread i on device i % 2) launching the CUfunction computeA_func (device 0
 only: a CUfunction belongs to one context), the CUkernel computeK_cudart_kernel (on both devices), the NCCL kernel
@@ -14,7 +15,8 @@ import pytest
 from test_interposer import clean_env, launch
 from test_interposer_gpu import gpu
 
-from ccoverlap.control.interposer import BY_KEY, Policy
+from ccoverlap.control import levers
+from ccoverlap.control.interposer import BY_KEY, LaunchStats, Policy
 from ccoverlap.control.levers import LEVERS
 
 COMPUTE, KERNEL, COMM, COOP = ("computeA_func", "computeK_cudart_kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
@@ -141,21 +143,99 @@ def test_hip_ignores_the_field_and_says_so_once(fake, tmp_path):
     assert {r["shared"] - r["requested"] for r in rows if "rccl" not in r["kernel"]} == {4096}
 
 
-def test_ccoverlap_run_passes_it_and_refuses_bad_values(fake, tmp_path):
+@pytest.mark.parametrize(("option", "key", "hinted"), [
+    ("--carveout", "carveout", ONCE),
+    ("--comm-carveout", "comm_carveout", {COMPUTE: 0, KERNEL: 0, COMM: 1, COOP: 0}),  # a CUfunction: once, one device
+], ids=["carveout", "comm_carveout"])
+def test_ccoverlap_run_passes_it_and_refuses_bad_values(fake, tmp_path, option, key, hinted):
     stats = tmp_path / "s.json"
     out = subprocess.run(
-        [sys.executable, "-m", "ccoverlap", "run", "--carveout", "100", "--stats", str(stats), "--",
+        [sys.executable, "-m", "ccoverlap", "run", option, "100", "--stats", str(stats), "--",
          str(fake / "launcher"), "carveout", "2", "1"],
         env=clean_env(), capture_output=True, text=True, timeout=120, check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert calls({json.loads(line)["kernel"]: json.loads(line) for line in out.stdout.splitlines()}) == ONCE
-    assert json.loads(stats.read_text())["carveout"] == 100
-    for bad, message in [("101", "CCOVERLAP_CARVEOUT=101 is out of range: valid 0..100"),
-                         ("max", "CCOVERLAP_CARVEOUT=max is not a whole number")]:
-        refused = subprocess.run([sys.executable, "-m", "ccoverlap", "run", "--carveout", bad, "--", "true"],
+    got = calls({json.loads(line)["kernel"]: json.loads(line) for line in out.stdout.splitlines()})
+    assert got == hinted if key == "carveout" else {k: sum(n) for k, n in got.items()} == hinted
+    assert json.loads(stats.read_text())[key] == 100
+    env = BY_KEY[key].env
+    for bad, message in [("101", f"{env}=101 is out of range: valid 0..100"),
+                         ("max", f"{env}=max is not a whole number")]:
+        refused = subprocess.run([sys.executable, "-m", "ccoverlap", "run", option, bad, "--", "true"],
                                  env=clean_env(), capture_output=True, text=True, timeout=60, check=False)
         assert refused.returncode == 2 and refused.stderr == f"ccoverlap run: error: {message}\n"
+
+
+# --- comm_carveout: the same hint on the communication side ---------------------------------------------------
+
+def test_comm_carveout_hints_communication_kernels_once_and_compute_not(fake, tmp_path):
+    """One thread on device 0: the NCCL kernel (a CUfunction) gets the attribute once, with the field's value; no
+    compute kernel gets any; the stats count it apart from the compute side's hints."""
+    stats = tmp_path / "s.json"
+    rows, err = run_carveout(fake, 1, 5, CCOVERLAP_COMM_CARVEOUT=100, CCOVERLAP_STATS=stats)
+    assert err == ""
+    assert calls(rows) == NEVER | {COMM: [1, 0]} and rows[COMM]["value"][0] == 100
+    assert {k: r["launches"] for k, r in rows.items()} == launches_of(1, 5)  # every launch went out
+    data = json.loads(stats.read_text())
+    assert (data["carveout"], data["comm_carveout"]) == (None, 100)
+    assert (data["carveout_set"], data["carveout_skipped"]) == (0, {})
+    assert (data["comm_carveout_set"], data["comm_carveout_skipped"]) == (1, {})
+    kernels = {k["name"]: k for k in data["kernels"]}
+    assert {name: (kernels[name]["carveout_set"], kernels[name]["comm_carveout_set"]) for name in ONCE} == {
+        COMPUTE: (0, 0), KERNEL: (0, 0), COMM: (0, 1), COOP: (0, 0)}
+    seen = LaunchStats.read([stats])
+    assert (seen.carveout_set, seen.comm_carveout_set) == (0, 1)
+    assert levers.took_effect([("comm-carveout-hint", "100"), ("carveout-hint", "100")], seen) == {
+        "comm-carveout-hint": True, "carveout-hint": False}
+
+
+@pytest.mark.parametrize("mode", [{"CCOVERLAP_MODE": "off"}, {"CCOVERLAP_MODE": "auto"}, {"CCOVERLAP_PAD_BYTES": 512}],
+                         ids=lambda m: "-".join(map(str, m.values())))
+def test_with_both_fields_each_side_gets_its_own_value(fake, tmp_path, mode):
+    stats = tmp_path / "s.json"
+    rows, err = run_carveout(fake, 1, 3, CCOVERLAP_CARVEOUT=60, CCOVERLAP_COMM_CARVEOUT=90, CCOVERLAP_STATS=stats,
+                             **mode)
+    assert err == ""
+    assert calls(rows) == {COMPUTE: [1, 0], KERNEL: [1, 0], COMM: [1, 0], COOP: [0, 0]}
+    assert (rows[COMPUTE]["value"][0], rows[KERNEL]["value"][0], rows[COMM]["value"][0]) == (60, 60, 90)
+    data = json.loads(stats.read_text())
+    assert (data["carveout"], data["comm_carveout"], data["carveout_set"], data["comm_carveout_set"]) == (60, 90, 2, 1)
+    assert data["carveout_skipped"] == {"cooperative": 1} and data["comm_carveout_skipped"] == {}
+
+
+def test_comm_carveout_from_many_threads_on_two_devices_is_set_once(fake, tmp_path):
+    """8 threads on two devices: the CUfunction NCCL kernel is one entry, hinted once, on whichever device first
+    launched it; the compute side as before."""
+    stats = tmp_path / "s.json"
+    threads, rounds = 8, 3000
+    rows, err = run_carveout(fake, threads, rounds, CCOVERLAP_CARVEOUT=100, CCOVERLAP_COMM_CARVEOUT=100,
+                             CCOVERLAP_STATS=stats)
+    assert err == ""
+    assert {k: v for k, v in calls(rows).items() if k != COMM} == {k: v for k, v in ONCE.items() if k != COMM}
+    assert sorted(rows[COMM]["calls"]) == [0, 1] and max(rows[COMM]["value"]) == 100
+    assert {k: r["launches"] for k, r in rows.items()} == launches_of(threads, rounds)
+    data = json.loads(stats.read_text())
+    assert (data["carveout_set"], data["comm_carveout_set"]) == (3, 1)
+
+
+def test_a_refused_comm_hint_logs_once_and_is_counted_on_its_side(fake, tmp_path):
+    stats = tmp_path / "s.json"
+    rows, err = run_carveout(fake, 1, 20, CCOVERLAP_COMM_CARVEOUT=100, CCOVERLAP_STATS=stats,
+                             FAKE_CUDA_FAIL_CARVEOUT=1)
+    assert calls(rows) == NEVER | {COMM: [1, 0]}  # one attempt
+    assert err.count("\n") == 1 and f"carveout of {COMM} to 100% failed" in err and "(comm_carveout)" in err
+    data = json.loads(stats.read_text())
+    assert data["comm_carveout_set"] == 0 and data["comm_carveout_skipped"] == {"attribute_failed": 1}
+    assert data["carveout_skipped"] == {}
+
+
+def test_hip_ignores_comm_carveout_and_says_so_once(fake, tmp_path):
+    stats = tmp_path / "s.json"
+    rows, err = launch(fake, "hip", CCOVERLAP_COMM_CARVEOUT=100, CCOVERLAP_STATS=stats)
+    assert err.count("\n") == 1 and "comm_carveout: n/a on HIP (" in err
+    assert all(r["rc"] == 0 and r["set_calls"] == 0 for r in rows)
+    data = json.loads(stats.read_text())
+    assert data["comm_carveout_skipped"] == {"n/a": 1} and data["carveout_skipped"] == {}  # rccl: the one comm kernel
 
 
 def test_every_levers_policy_is_a_policy_the_interposer_takes():
@@ -165,6 +245,7 @@ def test_every_levers_policy_is_a_policy_the_interposer_takes():
         parsed = Policy.from_environ({BY_KEY[key].env: value for key, value in policy.items()})
         assert {key: str(getattr(parsed, key)) for key in policy} == dict(policy), lever.name
     assert Policy.from_environ({"CCOVERLAP_CARVEOUT": "100"}).carveout == 100 and Policy().carveout is None
+    assert Policy.from_environ({"CCOVERLAP_COMM_CARVEOUT": "90"}).comm_carveout == 90 and Policy().comm_carveout is None
 
 
 PROBE = """

@@ -58,6 +58,8 @@ FMA = KernelFootprint(256, 16, grid=132 * 8 * 6)
     ("green", dict(green_sms=16)),
     ("green=24+priority", dict(green_sms=24, priority=True)),
     ("carveout-hint=60", dict(hint=60)),
+    ("comm-carveout-hint", dict(comm_hint=100, hint=None)),
+    ("carveout-hint=60+comm-carveout-hint=80", dict(hint=60, comm_hint=80)),
 ])
 def test_each_lever_has_its_lab_mechanism(name, expect):
     from ccoverlap.lab.runner import Setup

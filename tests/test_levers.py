@@ -31,6 +31,8 @@ def test_issue_levers_are_registered():
     ("max-connections", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, {}, {}),
     ("priority+shape", {"TORCH_NCCL_HIGH_PRIORITY": "1"}, {"mode": "auto"}, {}),
     ("carveout-hint=60", {}, {"carveout": "60"}, {}),
+    ("comm-carveout-hint", {}, {"comm_carveout": "100"}, {}),
+    ("carveout-hint=60+comm-carveout-hint=80", {}, {"carveout": "60", "comm_carveout": "80"}, {}),
     ("sm-carveout=24+priority", {"TORCH_NCCL_HIGH_PRIORITY": "1"}, {}, {"sm_carveout": "24"}),
 ])
 def test_settings(text, env, policy, startup):
@@ -53,6 +55,7 @@ def test_names_are_derived_and_round_trip():
     ("nccl-cluster=9", "nccl-cluster=9: valid 0..8"),
     ("nccl-cluster=-1", "nccl-cluster=-1: valid 0..8"),
     ("carveout-hint=abc", "carveout-hint=abc: valid 0..100"),
+    ("comm-carveout-hint=101", "comm-carveout-hint=101: valid 0..100"),
     ("nccl-cta-policy=FAST", "nccl-cta-policy=FAST: valid EFFICIENCY, ZERO"),
     ("priority+priority", "lever priority named twice"),
     ("sm-carveout=x", "sm-carveout=x: valid 1..128 or auto"),
@@ -108,6 +111,32 @@ def test_cli_json_lists_every_lever_with_applicability():
     for row in data["levers"]:
         assert set(row["applies"]) == {"process", "lab"}
         assert all(v == "yes" or v for v in row["applies"].values())
+
+
+def test_comm_carveout_hint_is_the_mirror_of_carveout_hint():
+    """comm-carveout-hint: the communication kernels' carveout (policy comm_carveout), marked by the interposer's
+    count of communication kernels it hinted; listed by `ccoverlap levers`, not among the default strategies."""
+    from ccoverlap.control.interposer import LaunchStats
+    lv = levers.BY_NAME["comm-carveout-hint"]
+    assert (lv.domain.describe(), lv.default) == ("0..100", "100")
+    assert lv.setting(lv.value(None)) == levers.Setting(policy={"comm_carveout": "100"})
+    assert lv.applies(H200) is None and lv.applies(H200, "lab") is None and lv.applies(ROCM) == "needs CUDA"
+    assert lv.applies(levers.Host("cuda", (2, 28, 9), (9, 0), interposer=False)) == (
+        "the launch interposer is not built (pip install -e .)")
+    stats = LaunchStats(files=1, launches=4, comm_launches=2, comm_priorities=frozenset({0}),
+                        comm_clusters=frozenset({1}), comm_grid=(16, 16), comm_threads=(256, 256), padded=0,
+                        carveout_set=0, comm_carveout_set=1, cooperative=frozenset(), sm_limits={}, serialized=0)
+    assert levers.took_effect([("comm-carveout-hint", "100")], stats) == {"comm-carveout-hint": True}
+    assert levers.took_effect([("carveout-hint", "100")], stats) == {"carveout-hint": False}  # the other side's
+    unhinted = dataclasses.replace(stats, comm_carveout_set=0, carveout_set=3)
+    assert levers.took_effect([("comm-carveout-hint", "100")], unhinted) == {"comm-carveout-hint": False}
+    assert "comm-carveout-hint" not in {name for s in levers.STRATEGIES for name, _ in s.levers}
+    out = _cli("--json", "-")
+    assert out.returncode == 0, out.stderr
+    row, = (r for r in json.loads(out.stdout)["levers"] if r["name"] == "comm-carveout-hint")
+    assert (row["values"], row["default"], row["mark"]) == (
+        "0..100", "100", "the carveout hint set on communication kernels")
+    assert row["summary"].startswith("communication kernels ask for the largest shared-memory carveout")
 
 
 def test_cli_strategy_and_bad_input():

@@ -161,6 +161,26 @@ def test_transformations_change_what_their_lever_changes():
     assert strategy(FULL, "green=16").kernels[0].sms == (0, 116) and strategy(FULL, "green=16").kernels[1].sms is None
 
 
+def test_a_collective_first_on_idle_sms_configures_them_against_the_grid_unless_it_asks_for_the_largest_carveout():
+    """bench/device/comm_hint.sh's case: a high-priority collective (16 CTAs x 256 threads, 8 KB) released with a
+    20-wave grid of 100 KB blocks takes 16 idle SMs first; each is configured for the collective (100 KB, its
+    `hinted_config`), so no 100 KB block starts there until its CTA ends: the grid runs a wave late. With
+    comm-carveout-hint the collective's SMs take the largest configuration and the grid's blocks join it; the
+    compute side's hint (carveout-hint) reaches no SM the collective configured."""
+    collective = Kernel("ncclDevKernel_KnownAllReduce", F(256, 32, 0, 8 * 1024, 16), 500.0, 2, comm=True)
+    grid = compute(20 * 2 * 132, 2000.0)  # 2 blocks of 100 KB per SM: 20 waves of 100 us
+    grid = dataclasses.replace(grid, footprint=dataclasses.replace(grid.footprint, dynamic_smem=100 * 1024))
+    step = Step(H200, (grid, collective), priorities={2: H200.stream_priority_range[1]})
+    default = run(step)
+    assert default.kernels[1].start_us == 0 and default.step_us == pytest.approx(2100.0)  # one wave late
+    hinted = strategy(step, "comm-carveout-hint")
+    assert [k.hint for k in hinted.kernels] == [None, 100]
+    assert hinted.kernels[1].measured == (collective.footprint, None)  # its time alone was measured unhinted
+    assert run(hinted).step_us == pytest.approx(2000.0)  # shorter: no wave late
+    assert run(strategy(step, "carveout-hint")).step_us == pytest.approx(default.step_us)
+    assert run(strategy(step, "comm-carveout-hint+carveout-hint")).step_us == pytest.approx(2000.0)
+
+
 def test_the_sm_carveout_reaches_gemms_only():
     gemm = Kernel("sm90_xmma_gemm_bf16", F(384, 168, 0, 188636, 132), 1400.0, 1)
     out = strategy(Step(H200, (gemm, comm())), "sm-carveout=16").kernels[0]

@@ -138,6 +138,8 @@ NO_REMEDY = {
     "sm-carveout": levers.NotApplicable("it does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13 (NOTES)"),
     "green": levers.NotApplicable("an SM partition: named where a blocker holds every SM, as beyond any lever"),
     "nccl-cta-policy": levers.NotApplicable("no mechanism the diagnosis finds is known to yield to it"),
+    "comm-carveout-hint": levers.NotApplicable(
+        "priced where priority lands a collective first on idle SMs (recommend.py's priority cost)"),
 }
 
 

@@ -242,7 +242,8 @@ class LaunchStats:
     comm_grid: tuple[int, int] | None  # fewest and most CTAs of a communication launch
     comm_threads: tuple[int, int] | None  # fewest and most threads per CTA
     padded: int  # launches padded
-    carveout_set: int  # kernels given the carveout hint
+    carveout_set: int  # compute kernels given the carveout hint (policy carveout)
+    comm_carveout_set: int  # communication kernels given the carveout hint (policy comm_carveout)
     cooperative: frozenset[str]  # kernels launched cooperatively (every block resident at once)
     sm_limits: Mapping[str, int]  # kernel name -> the fewest SMs its launches' context allowed (a green context)
     serialized: int  # launches made alone (the doctor's alone window)
@@ -280,6 +281,7 @@ class LaunchStats:
             comm_clusters=frozenset(int(n) for c in comm for n in c.get("cluster", {})),
             comm_grid=span("grid"), comm_threads=span("threads"),
             padded=sum(d.get("padded", 0) for d in docs), carveout_set=sum(d.get("carveout_set", 0) for d in docs),
+            comm_carveout_set=sum(d.get("comm_carveout_set", 0) for d in docs),
             cooperative=frozenset(k["name"] for d in docs for k in d["kernels"]
                                   if k.get("skipped", {}).get("cooperative")),
             sm_limits=limits, serialized=sum((d.get("serial") or {}).get("serialized", 0) for d in docs),

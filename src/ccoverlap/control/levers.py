@@ -244,6 +244,19 @@ LEVERS: tuple[Lever, ...] = (
         mark=Mark("the carveout hint set on compute kernels", lambda s, _v: s.carveout_set > 0),
     ),
     Lever(
+        "comm-carveout-hint",
+        "communication kernels ask for the largest shared-memory carveout, so an SM that takes a collective's CTA "
+        "first keeps room for compute's blocks",
+        "interposer policy comm_carveout=PERCENT (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT on communication "
+        "kernels)",
+        Domain(lo=0, hi=100), "100", lambda v: Setting(policy={"comm_carveout": v}),
+        cost="L1 cache given up to shared memory on SMs running communication kernels",
+        planner="fixes cause carveout where the comm CTA is the SM's first resident: occupancy.beside with the "
+                "collective as the resident, its hint set (what-if: comm_carveout_hint)",
+        needs=_needs_interposer,
+        mark=Mark("the carveout hint set on communication kernels", lambda s, _v: s.comm_carveout_set > 0),
+    ),
+    Lever(
         "sm-carveout", "cuBLAS GEMMs leave N SMs free for communication",
         "torch._C._set_sm_carveout_experimental(N) at start-up",
         Domain(lo=1, hi=128, auto=True), "auto", lambda v: Setting(startup={"sm_carveout": v}),

@@ -184,7 +184,7 @@ struct ccov_entry {
     _Atomic unsigned long counts[CCOV_NREASONS];
     _Atomic int last_pad;
     _Atomic int sm_limit; /* the fewest SMs a launch's context allowed (a green context), 0: the whole device */
-    int hint; /* HINT_*: the carveout hint, decided at insert */
+    int hint; /* HINT_*: the carveout hint of its side (hint_side), decided at insert */
     char *name;
 };
 
@@ -223,22 +223,40 @@ static int role_of(const char *name) {
 enum { HINT_NONE, HINT_SET, HINT_FAILED, HINT_NA, HINT_COOPERATIVE, HINT_STATES };
 static const char *const hint_names[HINT_STATES] = {"none", "set", "attribute_failed", "n/a", "cooperative"};
 
-/* Set the compute kernel's preferred shared-memory carveout, once per handle and device (under
- * the lock, before the entry is published), in every mode: the SM then configures room for a
- * comm CTA's shared memory beside it. The attribute is sticky, so no gate. Not on a handle first
- * seen in a cooperative launch: a carveout below the kernel's own need could lower the resident
- * blocks its grid was sized to. */
+/* The two sides a hint is set on, each by its own policy field, counted apart in the stats (prefix). */
+enum { SIDE_COMPUTE, SIDE_COMM, SIDES };
+static const struct { int field, role, log_na, log_failed; const char *prefix; } hint_sides[SIDES] = {
+    [SIDE_COMPUTE] = {CCOV_F_CARVEOUT, ROLE_COMPUTE, 46, 47, ""},
+    [SIDE_COMM] = {CCOV_F_COMM_CARVEOUT, ROLE_COMM, 51, 52, "comm_"},
+};
+
+/* The side a kernel of `role` is hinted on; SIDES for none (excluded, unknown). */
+static int hint_side(int role) {
+    int side = 0;
+    while (side < SIDES && hint_sides[side].role != role) side++;
+    return side;
+}
+
+/* Set the kernel's preferred shared-memory carveout, once per handle and device (under the lock,
+ * before the entry is published), in every mode: `carveout` on compute kernels, so the SM
+ * configures room for a comm CTA's shared memory beside them; `comm_carveout` on communication
+ * kernels, so an SM that takes a comm CTA first keeps room for compute's blocks. The attribute is
+ * sticky, so no gate. Not on a handle first seen in a cooperative launch: a carveout below the
+ * kernel's own need could lower the resident blocks its grid was sized to. */
 static int hint(ccov_entry *e, void *handle, int cooperative) {
-    int percent = pol.value[CCOV_F_CARVEOUT];
-    if (percent == CCOV_NONE || e->role != ROLE_COMPUTE) return HINT_NONE;
+    int side = hint_side(e->role);
+    if (side == SIDES || pol.value[hint_sides[side].field] == CCOV_NONE) return HINT_NONE;
+    int percent = pol.value[hint_sides[side].field];
+    const char *key = ccov_fields[hint_sides[side].field].key;
     if (e->be->carveout_na) {
-        ccov_log_once(46, "carveout: %s", e->be->carveout_na);
+        ccov_log_once(hint_sides[side].log_na, "%s: %s", key, e->be->carveout_na);
         return HINT_NA;
     }
     if (cooperative) return HINT_COOPERATIVE;
     int rc = e->be->set_attribute ? e->be->set_attribute(handle, e->per_device, e->device, CCOV_ATTR_CARVEOUT, percent) : -1;
     if (rc == 0) return HINT_SET;
-    ccov_log_once(47, "setting the shared-memory carveout of %s to %d%% failed (%d): its launches go out without it", e->name, percent, rc);
+    ccov_log_once(hint_sides[side].log_failed, "setting the shared-memory carveout of %s to %d%% failed (%d): its "
+                  "launches go out without it (%s)", e->name, percent, rc, key);
     return HINT_FAILED;
 }
 
@@ -909,13 +927,22 @@ static void write_nonzero(FILE *f, const char *const *names, const unsigned long
     fputc('}', f);
 }
 
-static void write_counts(FILE *f, const unsigned long *n, const unsigned long *hints) {
+static void write_counts(FILE *f, const unsigned long *n, unsigned long (*hints)[HINT_STATES]) {
     unsigned long total = 0;
     for (int r = 0; r < CCOV_NREASONS; ++r) total += n[r];
     fprintf(f, "\"launches\": %lu, \"padded\": %lu, \"skipped\": ", total, n[CCOV_PADDED]);
     write_nonzero(f, reason_names, n, 1, CCOV_NREASONS);
-    fprintf(f, ", \"carveout_set\": %lu, \"carveout_skipped\": ", hints[HINT_SET]);
-    write_nonzero(f, hint_names, hints, HINT_SET + 1, HINT_STATES);
+    for (int side = 0; side < SIDES; ++side) {
+        const char *prefix = hint_sides[side].prefix;
+        fprintf(f, ", \"%scarveout_set\": %lu, \"%scarveout_skipped\": ", prefix, hints[side][HINT_SET], prefix);
+        write_nonzero(f, hint_names, hints[side], HINT_SET + 1, HINT_STATES);
+    }
+}
+
+/* A hint's state, counted on its kernel's side (none: nothing to count). */
+static void count_hint(unsigned long (*hints)[HINT_STATES], const ccov_entry *e) {
+    int side = hint_side(e->role);
+    if (side < SIDES) hints[side][e->hint]++;
 }
 
 /* The serialized launches and what communication launches showed (see "what launches showed"). */
@@ -946,13 +973,13 @@ static void write_seen(FILE *f) {
 
 static void write_stats(void) {
     static ccov_entry *sorted[CACHE_SIZE];
-    unsigned long totals[CCOV_NREASONS] = {0}, hints[HINT_STATES] = {0}, launched = 0;
+    unsigned long totals[CCOV_NREASONS] = {0}, hints[SIDES][HINT_STATES] = {{0}}, launched = 0;
     unsigned n = 0;
     for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] = atomic_load(&loose[r]);
     for (unsigned i = 0; i < CACHE_SIZE; ++i) {
         if (!atomic_load(&cache[i].key) || !cache[i].name) continue;
         sorted[n++] = &cache[i];
-        hints[cache[i].hint]++;
+        count_hint(hints, &cache[i]);
         for (int r = 0; r < CCOV_NREASONS; ++r) totals[r] += atomic_load(&cache[i].counts[r]);
     }
     for (int r = 0; r < CCOV_NREASONS; ++r) launched += totals[r];
@@ -977,8 +1004,11 @@ static void write_stats(void) {
     if (pol.value[CCOV_F_DRAIN] == CCOV_NONE) fputs("\"drain\": \"auto\", ", f);
     else fprintf(f, "\"drain\": %d, ", pol.value[CCOV_F_DRAIN]);
     fprintf(f, "\"keep\": %d, ", pol.value[CCOV_F_KEEP]);
-    if (pol.value[CCOV_F_CARVEOUT] == CCOV_NONE) fputs("\"carveout\": null, ", f);
-    else fprintf(f, "\"carveout\": %d, ", pol.value[CCOV_F_CARVEOUT]);
+    for (int side = 0; side < SIDES; ++side) {
+        int field = hint_sides[side].field;
+        if (pol.value[field] == CCOV_NONE) fprintf(f, "\"%s\": null, ", ccov_fields[field].key);
+        else fprintf(f, "\"%s\": %d, ", ccov_fields[field].key, pol.value[field]);
+    }
     fprintf(f, "\"gate\": \"%s\", \"gate_fallback\": %s, \"policy_changes\": %lu,\n  ",
             ccov_fields[CCOV_F_GATE].choices[gated(mode) ? CCOV_GATE_COMM : CCOV_GATE_ALWAYS],
             atomic_load(&gate_broken) ? "true" : "false", atomic_load(&policy_changes));
@@ -998,11 +1028,11 @@ static void write_stats(void) {
     qsort(sorted, n, sizeof *sorted, by_name);
     for (unsigned i = 0, first = 1; i < n;) { /* one row per name: handles of one kernel on several devices merge */
         ccov_entry *e = sorted[i];
-        unsigned long counts[CCOV_NREASONS] = {0}, kernel_hints[HINT_STATES] = {0};
+        unsigned long counts[CCOV_NREASONS] = {0}, kernel_hints[SIDES][HINT_STATES] = {{0}};
         int pad = 0, sm_limit = 0;
         for (; i < n && strcmp(sorted[i]->name, e->name) == 0; ++i) {
             for (int r = 0; r < CCOV_NREASONS; ++r) counts[r] += atomic_load(&sorted[i]->counts[r]);
-            kernel_hints[sorted[i]->hint]++;
+            count_hint(kernel_hints, sorted[i]);
             if (atomic_load(&sorted[i]->last_pad)) pad = atomic_load(&sorted[i]->last_pad);
             int limit = atomic_load(&sorted[i]->sm_limit);
             if (limit > 0 && (sm_limit == 0 || limit < sm_limit)) sm_limit = limit;

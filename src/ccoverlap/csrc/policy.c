@@ -38,6 +38,10 @@ const ccov_field ccov_fields[CCOV_NFIELDS] = {
     [CCOV_F_CARVEOUT] = {"carveout", "CCOVERLAP_CARVEOUT", "--carveout", "PERCENT", CCOV_KIND_INT, 0, 100, NULL, NULL,
                          NULL, "CUDA: compute kernels prefer this % of the maximum shared memory per SM (a carveout hint set "
                          "once per kernel, in every mode), so comm CTAs find theirs; unset: untouched"},
+    [CCOV_F_COMM_CARVEOUT] = {"comm_carveout", "CCOVERLAP_COMM_CARVEOUT", "--comm-carveout", "PERCENT", CCOV_KIND_INT, 0,
+                              100, NULL, NULL, NULL, "CUDA: communication kernels prefer this % of the maximum shared "
+                              "memory per SM (a carveout hint set once per kernel, in every mode), so an SM that takes "
+                              "a comm CTA first keeps room for compute's blocks; unset: untouched"},
     [CCOV_F_INCLUDE] = {"include", "CCOVERLAP_INCLUDE", "--include", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,
                         "pad or hint only kernels whose name matches"},
     [CCOV_F_EXCLUDE] = {"exclude", "CCOVERLAP_EXCLUDE", "--exclude", "REGEX", CCOV_KIND_REGEX, 0, 0, NULL, NULL, NULL,

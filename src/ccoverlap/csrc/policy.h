@@ -21,7 +21,7 @@ extern "C" {
 /* Index of each field in ccov_fields (the table's order). */
 enum {
     CCOV_F_MODE, CCOV_F_PAD_BYTES, CCOV_F_BLOCKS, CCOV_F_COMM_PER_SM, CCOV_F_DRAIN, CCOV_F_GATE, CCOV_F_KEEP,
-    CCOV_F_CARVEOUT, CCOV_F_INCLUDE, CCOV_F_EXCLUDE, CCOV_F_COMM, CCOV_F_STATS, CCOV_NFIELDS
+    CCOV_F_CARVEOUT, CCOV_F_COMM_CARVEOUT, CCOV_F_INCLUDE, CCOV_F_EXCLUDE, CCOV_F_COMM, CCOV_F_STATS, CCOV_NFIELDS
 };
 
 /* Values of the enum fields: index into their choices. */

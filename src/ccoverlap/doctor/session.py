@@ -171,7 +171,8 @@ def _marks(s) -> str:
         f"{_set(s.comm_clusters)}, " + (f"{s.comm_grid[0]}-{s.comm_grid[1]} CTAs of " if s.comm_grid else "")
         + (f"{s.comm_threads[0]}-{s.comm_threads[1]} threads" if s.comm_threads else ""))
     green = f"; compute in green contexts of {min(s.sm_limits.values())} SMs" if s.sm_limits else ""
-    return f"{comm}; {s.padded} padded launch(es), carveout hint on {s.carveout_set} kernel(s){green}"
+    return (f"{comm}; {s.padded} padded launch(es), carveout hint on {s.carveout_set} compute and "
+            f"{s.comm_carveout_set} communication kernel(s){green}")
 
 
 def _set(values) -> str:

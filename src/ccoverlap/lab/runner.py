@@ -41,6 +41,7 @@ class Setup:
     sm_carveout: int | None = None  # cuBLAS leaves this many SMs free
     green_sms: int | None = None  # compute confined to a green context without this many SMs
     hint: int | None = None  # carveout-hint: the compute kernels' preferred carveout, percent
+    comm_hint: int | None = None  # comm-carveout-hint: the comm proxy's preferred carveout, percent
 
 
 class Lab:
@@ -220,6 +221,7 @@ class Lab:
                 return {"info": info, "status": f"n/a: green contexts failed: {exc}"}
         if samples is None:
             phase.hint(setup.hint)
+            proxy.kernel.prefer_carveout(setup.comm_hint)
             try:
                 samples = self._measure(lambda: self._rep(phase, proxy, streams, setup, order))
                 if self.cfg.trace_dir:  # the cell as the doctor sees it: known waits to check it against
@@ -228,6 +230,7 @@ class Lab:
                                      where / "rank0_trace.json.gz", cuda=True, warmup=1, active=2)
             finally:
                 phase.hint(None)
+                proxy.kernel.prefer_carveout(None)
         info["outputs_match"] = _same(reference, phase.snapshot(), phase.exact)
         info["comm_wrong"] = proxy.wrong()
         timeline = self.timelines[(phase.name, proxy.name, strategy.name, order)] = _timeline(phase, proxy)
@@ -274,6 +277,10 @@ def _carveout_hint(c: Cell, value: str) -> str | None:
     return None
 
 
+def _comm_carveout_hint(c: Cell, value: str) -> None:
+    c.setup.comm_hint = c.info["comm_carveout_hint"] = int(value)
+
+
 def _shape(c: Cell, _value: str) -> str | None:
     phase, proxy, setup, info = c.phase, c.proxy, c.setup, c.info
     if phase.footprint is None:
@@ -296,7 +303,8 @@ _REFUSED = levers.NotApplicable("refused in the lab before a Setup is made (its 
 #: applied in this order (the first that cannot run says why)
 LAB_SETUP: Mapping[str, Callable[[Cell, str], str | None] | levers.NotApplicable] = levers.mechanisms("lab set-up", {
     "priority": _priority, "nccl-cluster": _nccl_knob, "nccl-ctas": _nccl_knob, "nccl-threads": _nccl_knob,
-    "sm-carveout": _sm_carveout, "green": _green, "carveout-hint": _carveout_hint, "shape": _shape,
+    "sm-carveout": _sm_carveout, "green": _green, "carveout-hint": _carveout_hint,
+    "comm-carveout-hint": _comm_carveout_hint, "shape": _shape,
     "nccl-cta-policy": _REFUSED, "max-connections": _REFUSED,
 })
 if _astray := [lv.name for lv in levers.LEVERS

@@ -89,8 +89,21 @@ def shape(step: Step, _value: str, _law: CommLaw) -> Transformed:
     return Transformed(_compute(step, pad), tuple(dict.fromkeys(notes)))
 
 
+def _hinted(value: str) -> Callable[[Kernel], Kernel]:
+    """A kernel with its preferred carveout set to `value`; its time alone stays the one measured without it.
+    An SM a hinted kernel finds idle takes the hinted configuration (whatif/residency.py: `hinted_config`), and a
+    block of another kernel starts there only where `beside`, with the hinted kernel as the resident, lets it."""
+    return lambda k: dataclasses.replace(k, hint=int(value), basis=k.measured[0])
+
+
 def carveout_hint(step: Step, value: str, _law: CommLaw) -> Transformed:
-    return Transformed(_compute(step, lambda k: dataclasses.replace(k, hint=int(value), basis=k.measured[0])))
+    return Transformed(_compute(step, _hinted(value)))
+
+
+def comm_carveout_hint(step: Step, value: str, _law: CommLaw) -> Transformed:
+    """The communication kernels hinted: an SM whose first CTA is a collective's (priority dispatches it first onto
+    idle SMs) is configured for the hint, not for the collective's own need, so compute's blocks fit beside it."""
+    return Transformed(_comm(step, _hinted(value)))
 
 
 def _sms(step: Step, value: str) -> int:
@@ -160,7 +173,8 @@ def max_connections(step: Step, value: str, _law: CommLaw) -> Transformed:
 
 
 TRANSFORMS: Mapping[str, Transform | levers.NotApplicable] = levers.mechanisms("what-if transform", {
-    "priority": priority, "shape": shape, "carveout-hint": carveout_hint, "sm-carveout": sm_carveout,
+    "priority": priority, "shape": shape, "carveout-hint": carveout_hint,
+    "comm-carveout-hint": comm_carveout_hint, "sm-carveout": sm_carveout,
     "green": green, "nccl-ctas": _env_lever("nccl-ctas"), "nccl-threads": _env_lever("nccl-threads"),
     "nccl-cluster": _env_lever("nccl-cluster"), "max-connections": max_connections,
     "nccl-cta-policy": levers.NotApplicable("no model: it acts only on collectives with registered or symmetric-window "
