@@ -258,6 +258,17 @@ def test_ordering_puts_the_recommended_value_first():
     assert got == ["nccl-ctas=8", "nccl-ctas", "X=1", "priority"]
 
 
+def test_a_recommended_combination_is_an_arm_of_its_own_at_its_rank():
+    """The doctor names priority+comm-carveout-hint first where the hint alone gains nothing (so the combination
+    stage, which pairs arms that each helped, would never try it): it is screened first, as one arm; not where one of
+    its levers does not apply here."""
+    arms = [P("priority"), P("comm-carveout-hint"), P("nccl-ctas=4"), P("default", X="1")]
+    got = [a.name for a in space.ordered(arms, ("priority+comm-carveout-hint", "priority"))]
+    assert got == ["priority+comm-carveout-hint", "priority", "X=1", "comm-carveout-hint", "nccl-ctas"]
+    got = [a.name for a in space.ordered(arms[:1], ("priority+comm-carveout-hint", "priority"))]
+    assert got == ["priority"]
+
+
 def test_combining_two_settings_of_one_lever_or_variable_is_refused():
     assert space.combine(P("priority"), P("nccl-ctas=8")).name == "priority+nccl-ctas=8"
     assert space.combine(P("nccl-ctas=8"), P("nccl-ctas=16")) is None

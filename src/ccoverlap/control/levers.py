@@ -217,7 +217,8 @@ LEVERS: tuple[Lever, ...] = (
         "priority", "communication on high-priority streams, so its blocks are dispatched first",
         "env TORCH_NCCL_HIGH_PRIORITY=1 (every NCCL group); lab: comm on the greatest-priority stream",
         FLAG, "on", lambda _v: Setting(env={"TORCH_NCCL_HIGH_PRIORITY": "1"}),
-        cost="none measured: compute waits only where comm blocks take SMs it would have used",
+        cost="compute loses the room the comm CTAs take beside it, most where they land first on idle SMs "
+             "(their shared-memory configuration: comm-carveout-hint keeps it; docs/doctor.md)",
         planner="fixes dispatch_order (a later grid of equal priority waits for the earlier one's dispatch)",
         platforms=("cuda", "rocm"),
         mark=Mark("communication launched on streams of raised priority (< 0)",

@@ -42,11 +42,19 @@ def _lever(term: str) -> str:
 
 def ordered(arms: Sequence[TunedPolicy], recommended: Sequence[str]) -> list[TunedPolicy]:
     """The doctor's recommended levers first (in its order of expected gain; the recommended value of a lever
-    before its others), then the user's knobs, then the rest in registry order."""
+    before its others), then the user's knobs, then the rest in registry order. A recommended combination
+    (priority+comm-carveout-hint: its part alone may gain nothing, so the combination stage would never pair it)
+    is an arm of its own at its rank, where every lever of it is an arm here."""
+    here = {a.levers[0][0] for a in arms if not a.knobs}
+    combos = [levers.strategy(t) for t in recommended if "+" in t]
+    arms = [*arms, *(TunedPolicy.of(c) for c in combos if {name for name, _ in c.levers} <= here)]
+
     def key(i_arm):
         i, arm = i_arm
         if arm.knobs:
             return (len(recommended), 0, i)
+        if len(arm.levers) > 1:
+            return (recommended.index(levers.Strategy(arm.levers).name), 0, i)
         name, value = arm.levers[0]
         for rank, term in enumerate(recommended):
             if _lever(term) == name:

@@ -69,10 +69,10 @@ def capacity(device: DeviceLimits, k: KernelFootprint, comm: Sequence[KernelFoot
 
 
 @lru_cache(maxsize=4096)
-def _fits(device: DeviceLimits, comm: KernelFootprint, k: KernelFootprint, n: int) -> bool:
-    """Do `n` blocks of `k` start on an SM where one CTA of `comm` runs?"""
+def _fits(device: DeviceLimits, comm: KernelFootprint, k: KernelFootprint, n: int, hint: int | None = None) -> bool:
+    """Do `n` blocks of `k` start on an SM where one CTA of `comm` (its carveout hint `hint`) runs?"""
     try:
-        return beside(device, comm, k, resident_per_sm=1, comm_per_sm=n).fits
+        return beside(device, comm, k, resident_per_sm=1, comm_per_sm=n, resident_hint=hint).fits
     except (UsageError, ValueError):  # a footprint the model cannot place: no room claimed
         return False
 
@@ -160,10 +160,12 @@ def smaller_ctas(value: str) -> CommLever:
                      lambda fp: dataclasses.replace(fp, threads=threads) if fp.threads > threads else None)
 
 
-def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False) -> dict[int, float]:
+def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False, hint: int | None = None
+            ) -> dict[int, float]:
     """What starting the collectives of `waits` at their ready time (priority; with `first`, dispatched ahead of their
     blocker: one hardware queue in launch order) costs the compute beside them: blocker index -> its duration under
-    the lever, for the blockers that lose room.
+    the lever, for the blockers that lose room. `hint`: the collective's own carveout hint under the lever
+    (comm-carveout-hint), the configuration an idle SM then takes for it.
 
     Each collective's CTAs (one an SM, as `capacity` counts them) take SMs from its blocker while both run. Where a
     CTA lands beside blocks of the grid (a grid of several blocks an SM, already dispatching), the SM keeps the
@@ -187,8 +189,8 @@ def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False) -> 
         if not per_sm:
             continue
         idle = first or per_sm == 1 or (b.correlation == c.kernel.correlation != -1 and b.ts >= c.ready_us)
-        room = (lambda n: _fits(dev, comm, b.footprint, n)) if idle else (lambda n: _joins(dev, b.footprint, n, comm))
-        lost = per_sm - next((n for n in range(per_sm, 0, -1) if room(n)), 0)
+        fit = _fits if idle else _joins
+        lost = per_sm - next((n for n in range(per_sm, 0, -1) if fit(dev, comm, b.footprint, n, hint)), 0)
         overlap = min(c.kernel.dur, b.end - max(c.ready_us, b.ts))
         if lost and overlap > 0:
             held = min(comm.grid, dev.sm_count)
@@ -198,8 +200,9 @@ def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False) -> 
 
 
 @lru_cache(maxsize=4096)
-def _joins(device: DeviceLimits, k: KernelFootprint, n: int, comm: KernelFootprint) -> bool:
-    """Does one CTA of `comm` start on an SM where `n` blocks of `k` run (under `k`'s configuration)?"""
+def _joins(device: DeviceLimits, comm: KernelFootprint, k: KernelFootprint, n: int, _hint: int | None = None) -> bool:
+    """Does one CTA of `comm` start on an SM where `n` blocks of `k` run (under `k`'s configuration: the collective's
+    own hint changes nothing there, measured)? `_fits`'s arguments, the other way round on the SM."""
     try:
         return beside(device, k, comm, resident_per_sm=n).fits
     except (UsageError, ValueError):  # a footprint the model cannot place: no room claimed
