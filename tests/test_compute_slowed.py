@@ -158,6 +158,24 @@ def test_the_collectives_own_carveout_hint_keeps_room_on_the_idle_sms_it_lands_o
 def test_a_combination_is_named_only_where_it_gains_beyond_the_lever_it_adds_to():
     from ccoverlap.analysis.recommend import Recommendation, _beyond_parts
     both, alone = Recommendation("priority+comm-carveout-hint", 0.9, ""), Recommendation("priority", 0.778, "")
-    assert _beyond_parts([both, alone], floor_ms=0.015) == [both, alone]
+    named = _beyond_parts([both, alone], floor_ms=0.015)
+    assert [r.lever for r in named] == ["priority+comm-carveout-hint", "priority"]
+    assert named[0].evidence.endswith("; priority alone: 0.778 ms") and named[1] == alone
     same = Recommendation("priority+comm-carveout-hint", 0.79, "")
     assert _beyond_parts([same, alone], floor_ms=0.015) == [alone]  # within the naming floor: the part alone
+
+
+def test_priority_with_the_collectives_hint_is_named_first_where_its_ctas_would_take_the_grids_sms(tmp_path):
+    """A 3-wave grid of one 120 KB block an SM; the 8 KB collective fits beside a block (the SM configured for the
+    grid) but waits for the grid's dispatch. Under priority it takes SMs as their blocks retire, empty, at its own
+    100 KB configuration, where no 120 KB block starts for its 500 us: 16 x 500 / 132 us of grid more. With its own
+    hint at 100 the SMs keep room: the whole 500 us, and that is what levers reach."""
+    grid = ks.K("big_kernel", 100, 3000, block=256, grid=3 * 132, regs=16, smem=120 * 1024, launch_ts=90)
+    comm = ks.K("ncclDevKernel_SendRecv", 3100, 500, stream=13, block=256, grid=16, regs=16, smem=8192,
+                launch_ts=190, launch_dur=10)
+    _, d = one_rank(tmp_path, [grid, comm])
+    assert d.comm[0].cause.value == "dispatch_order"
+    v = verdict([d])
+    assert [(r.lever, round(r.gain_ms, 6)) for r in v.recommendations] == [
+        ("priority+comm-carveout-hint", 0.5), ("priority", round(0.5 - 16 * 500 / 132 / 1000, 6))]
+    assert v.lever_headroom_ms == pytest.approx(0.5)

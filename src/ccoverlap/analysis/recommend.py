@@ -328,8 +328,10 @@ def _beyond_parts(recs: list[Recommendation], floor_ms: float) -> list[Recommend
     """A combination (priority+comm-carveout-hint) only where it gains beyond a lever it adds to by the naming floor,
     as `tune` keeps a combination only where it is faster than its best part."""
     terms = {r.lever: {name for name, _ in levers.strategy(r.lever).levers} for r in recs}
-    return [r for r in recs if not any(terms[s.lever] < terms[r.lever] and s.gain_ms >= r.gain_ms - floor_ms
+    kept = [r for r in recs if not any(terms[s.lever] < terms[r.lever] and s.gain_ms >= r.gain_ms - floor_ms
                                        for s in recs)]
+    return [replace(r, evidence=r.evidence + "".join(f"; {s.lever} alone: {s.gain_ms:.3f} ms" for s in kept
+                                                     if terms[s.lever] < terms[r.lever])) for r in kept]
 
 
 def _gains(diagnoses: Sequence[RankDiagnosis], typical: _Typical,
@@ -475,6 +477,9 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
 
     named = {r.lever for r in recs}
     counted = [lv for lv in levers_of if lv in named or not any(r.price for _, r in levers_of[lv])]
+    terms = {lv: {name for name, _ in levers.strategy(lv).levers} for lv in counted}
+    # a lever that a counted combination holds is that combination's part: its cost is the combination's to say
+    counted = [lv for lv in counted if not any(terms[lv] < terms[other] for other in counted)]
 
     def everything(d: RankDiagnosis) -> list[Mechanism]:  # a priced lever only where its net is a gain
         return [m for lever in counted for m in shares_of(d, lever)]
