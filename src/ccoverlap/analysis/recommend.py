@@ -324,10 +324,15 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
     return f"the replay without it ends {ms:.3f} ms sooner"
 
 
+def _levers_in(term: str) -> frozenset[str]:
+    """The registry levers a strategy term sets (priority+comm-carveout-hint: two)."""
+    return frozenset(name for name, _ in levers.strategy(term).levers)
+
+
 def _beyond_parts(recs: list[Recommendation], floor_ms: float) -> list[Recommendation]:
     """A combination (priority+comm-carveout-hint) only where it gains beyond a lever it adds to by the naming floor,
     as `tune` keeps a combination only where it is faster than its best part."""
-    terms = {r.lever: {name for name, _ in levers.strategy(r.lever).levers} for r in recs}
+    terms = {r.lever: _levers_in(r.lever) for r in recs}
     kept = [r for r in recs if not any(terms[s.lever] < terms[r.lever] and s.gain_ms >= r.gain_ms - floor_ms
                                        for s in recs)]
     return [replace(r, evidence=r.evidence + "".join(f"; {s.lever} alone: {s.gain_ms:.3f} ms" for s in kept
@@ -477,7 +482,7 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
 
     named = {r.lever for r in recs}
     counted = [lv for lv in levers_of if lv in named or not any(r.price for _, r in levers_of[lv])]
-    terms = {lv: {name for name, _ in levers.strategy(lv).levers} for lv in counted}
+    terms = {lv: _levers_in(lv) for lv in counted}
     # a lever that a counted combination holds is that combination's part: its cost is the combination's to say
     counted = [lv for lv in counted if not any(terms[lv] < terms[other] for other in counted)]
 
