@@ -119,6 +119,7 @@ class StreamWait:
 
 _KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields, KernelEvent's arguments
 _WAIT_FIELDS = attrgetter(*StreamWait.__slots__)
+_TS = attrgetter("ts")
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,7 @@ _DEVICE_FIELDS = {"numSms": (1, 4096), "maxThreadsPerMultiprocessor": (32, 1 << 
 #: and the decoder's buffers take about as much again as the text).
 MEMORY_SHARE = 0.25
 _CHUNK = 1 << 20
+_INF = math.inf
 
 
 def trace_limit(jobs: int = 1, mb: float = 0.0) -> int:
@@ -553,7 +555,9 @@ class _Reading:
                 tally(ev, "without a stream (args null or missing)" if ev.args is None or stream is None else
                       f"whose stream is not a non-negative integer ({shorten(repr(stream), 30)})")
             elif (corr := args.correlation) is not None:
-                ts, dur, tid = _time(ev.ts), ev.dur, ev.tid
+                ts, dur, tid = ev.ts, ev.dur, ev.tid
+                if not (type(ts) is float and -_INF < ts < _INF):  # _time's check inline where it passes
+                    ts = _time(ts)
                 if type(corr) is not int or ts is None:
                     tally(ev, "(calls with a correlation) whose ts or correlation is not a number", gpu=False)
                     if type(corr) is int:
@@ -561,7 +565,7 @@ class _Reading:
                     else:
                         tally.calls += 1
                     continue
-                finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
+                finite = (type(dur) is float or type(dur) is int) and 0 <= dur < _INF
                 tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
                 launches[corr] = _call((ts, ts + dur if finite else ts, tid))
                 if (name := ev.name) in _WAIT_CALLS:
@@ -649,7 +653,7 @@ def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) 
     if not kernels and not tally.gpu:
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
                          if events is not UNSET else "not a Chrome trace: no traceEvents")
-    kernels.sort(key=lambda k: k.ts)
+    kernels.sort(key=_TS)
     kernels = _in_span(kernels, launches, reading.bad_calls, steps, tally)
     left = tally.left_out(kernels)
     if not kernels:
@@ -744,11 +748,12 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
     once per distinct launch shape and shared, and so is each distinct collective (`seen` holds both: a launch
     shape's key has six items, a collective five), which every rank's diagnosis keeps for each of its
     communication kernels (a parent process holds them for every rank)."""
-    ts, dur, corr = _time(ev.ts), ev.dur, args.correlation
-    if ts is None:
+    ts, dur, corr = ev.ts, ev.dur, args.correlation
+    # _time's and _dur_problem's checks inline where they pass: two calls fewer per kernel
+    if not (type(ts) is float and -_INF < ts < _INF) and (ts := _time(ts)) is None:
         tally(ev, f"whose ts is not a finite number ({shorten(repr(ev.ts), 30)})")
         return None
-    if why := _dur_problem(dur):
+    if not ((type(dur) is float or type(dur) is int) and 0 < dur <= MAX_SPAN_US) and (why := _dur_problem(dur)):
         tally(ev, why)
         return None
     if type(corr) is not int:  # Kineto gives every GPU activity its launch's: without it, the launch is unknown
@@ -788,17 +793,8 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
         args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group))
     if collective is not None:
         collective = seen.setdefault(collective, collective)
-    return KernelEvent(
-        name=name,
-        kind=kind,
-        stream=stream,
-        ts=ts,
-        dur=float(dur),
-        correlation=-1 if corr is None else corr,
-        footprint=footprint,
-        blocks_per_sm=float(bps) if type(bps) is float or type(bps) is int else None,
-        collective=collective,
-    )
+    return KernelEvent(name, kind, stream, ts, float(dur), corr, footprint,
+                       float(bps) if type(bps) is float or type(bps) is int else None, collective)
 
 
 def _scalar(value):
