@@ -291,6 +291,7 @@ class _Rank:
         launches = process.launches if process else None
         self.graph: Graph = graph(trace)
         kernels = trace.kernels
+        self.ends = [k.ts + k.dur for k in kernels]  # each kernel's end (KernelEvent.end), read by every replay
         self.analysed = analysed_indices(trace)
         self.windows = windows(trace, self.analysed)
         self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
@@ -370,8 +371,9 @@ class _Rank:
         earlier then moves it earlier too."""
         kernels, prev, events, unresolved, releases = (self.trace.kernels, self.graph.prev, self.graph.events,
                                                        self.graph.unresolved, self.graph.release)
+        end_of = self.ends.__getitem__
         pos = dict(zip(idx, range(len(idx))))
-        ends = sorted((kernels[i].end, n) for n, i in enumerate(idx))
+        ends = sorted(zip(map(end_of, idx), range(len(idx))))
         end_at = [e for e, _ in ends]
         nodes = []
         for n, i in enumerate(idx):
@@ -383,7 +385,7 @@ class _Rank:
             for j in (prev[i], *events[i]) if i in events else (prev[i],):
                 if j < 0:
                     continue
-                end = kernels[j].end
+                end = end_of(j)
                 if (at := pos.get(j, n)) >= n:  # outside the step: as measured
                     release = max(release, ts if end > ts else end)
                     base = max(base, release)
@@ -401,7 +403,7 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
-        return StepReplay.of(idx, tuple(nodes), max(kernels[i].end for i in idx))
+        return StepReplay.of(idx, tuple(nodes), max(map(end_of, idx)))
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:
         """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
