@@ -269,8 +269,10 @@ class _Typical:
             row = per_step(d)
             if row is None:
                 return None
-            rows.append(dict(zip((s.name for s in d.steps), row, strict=False)))
-        return [sum(r.get(n, 0.0) for r in rows) / len(rows) for n in self.names] if rows else []
+            by_name = dict(zip((s.name for s in d.steps), row, strict=False))
+            rows.append([by_name.get(n, 0.0) for n in self.names])
+        # summed over the ranks in their order, as a sum over each step's ranks: one C-level sum a step (thousands)
+        return [sum(values) / len(rows) for values in zip(*rows)] if rows else []
 
     def line(self) -> str:
         left = "; ".join(f"{n}: {why}" for n, why in self.left_out)

@@ -91,10 +91,11 @@ def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]
     order = sorted(starts.items(), key=lambda s: s[1])
     bounds = [ts for _, ts in order]
     groups: dict[int, list[int]] = defaultdict(list)
-    kernels, launches = trace.kernels, trace.launches
-    for i in analysed:
-        call = launches.get(kernels[i].correlation)
-        groups[max(bisect_right(bounds, call.ts if call else kernels[i].ts) - 1, 0)].append(i)
+    kernels, call_of = trace.kernels, trace.launches.get
+    for i in analysed:  # once per kernel: no call but the lookups
+        k = kernels[i]
+        n = bisect_right(bounds, call.ts if (call := call_of(k.correlation)) else k.ts) - 1
+        groups[n if n > 0 else 0].append(i)
     return [(order[n][0], groups[n]) for n in sorted(groups)]
 
 
