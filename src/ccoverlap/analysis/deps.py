@@ -111,7 +111,7 @@ class _Launches:
 def graph(trace: Trace) -> Graph:
     """The rank's dependency graph (see Graph), with every unresolved event wait listed."""
     kernels = trace.kernels
-    calls = [trace.launches.get(k.correlation) if k.correlation >= 0 else None for k in kernels]
+    calls = [c if k.correlation >= 0 else None for k, c in zip(kernels, trace.calls)]
     release = [min(c.end, k.ts) if c else k.ts for k, c in zip(kernels, calls, strict=True)]
     prev, last = [], {}
     for i, k in enumerate(kernels):

@@ -91,10 +91,9 @@ def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]
     order = sorted(starts.items(), key=lambda s: s[1])
     bounds = [ts for _, ts in order]
     groups: dict[int, list[int]] = defaultdict(list)
-    kernels, call_of = trace.kernels, trace.launches.get
+    kernels, calls = trace.kernels, trace.calls
     for i in analysed:  # once per kernel: no call but the lookups
-        k = kernels[i]
-        n = bisect_right(bounds, call.ts if (call := call_of(k.correlation)) else k.ts) - 1
+        n = bisect_right(bounds, call.ts if (call := calls[i]) else kernels[i].ts) - 1
         groups[n if n > 0 else 0].append(i)
     return [(order[n][0], groups[n]) for n in sorted(groups)]
 

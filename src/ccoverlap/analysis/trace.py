@@ -120,6 +120,7 @@ _KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields
 _WAIT_FIELDS = attrgetter(*StreamWait.__slots__)
 _CALL_FIELDS = attrgetter(*Call.__struct_fields__)
 _TS = attrgetter("ts")
+_CORRELATION = attrgetter("correlation")
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,12 @@ class Trace:
     # not matched: its time alone is unknown, never inferred from other launches.
     alone_us: Mapping[int, float] | None = field(default=None, repr=False)
     left_out: LeftOut = field(default_factory=lambda: LeftOut(), repr=False)  # what the reader could not read
+
+    @cached_property
+    def calls(self) -> tuple[Call | None, ...]:
+        """Each kernel's launch call (None: not in the trace), looked up once a trace: the analyses read it for
+        every kernel, several times (which count, their steps, the dependency graph)."""
+        return tuple(map(self.launches.get, map(_CORRELATION, self.kernels)))
 
     @cached_property
     def analysed_indices(self) -> tuple[int, ...]:
@@ -700,13 +707,13 @@ def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: s
     mid = kernels[len(kernels) // 2].ts
     lo, hi = mid - MAX_SPAN_US, mid + MAX_SPAN_US
     out = []
-    for k in kernels:
+    for k, call in zip(kernels, map(launches.get, map(_CORRELATION, kernels))):
         if not lo <= k.ts <= hi:
             tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h from "
                   "the rank's other GPU events")
         elif k.correlation in bad_calls:
             tally(_Event(name=k.name, ts=k.ts, dur=k.dur), "whose launch call could not be read")
-        elif (call := launches.get(k.correlation)) is not None and not lo <= call.ts <= hi:
+        elif call is not None and not lo <= call.ts <= hi:
             tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"launched more than {MAX_SPAN_US / 3.6e9:g} h from "
                   "the rank's GPU events")
         else:
@@ -917,16 +924,14 @@ def _analysed_indices(trace: Trace) -> tuple[int, ...]:
     if len({name for name, _ in trace.steps}) < 2:
         return tuple(range(len(trace.kernels)))
     last_start = max(ts for _, ts in trace.steps)
-    launches = trace.launches
-    return tuple(i for i, k in enumerate(trace.kernels)
-                 if (call := launches.get(k.correlation)) is not None and call.ts < last_start)
+    return tuple(i for i, call in enumerate(trace.calls) if call is not None and call.ts < last_start)
 
 
 def unlaunched(trace: Trace) -> list[KernelEvent]:
     """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
     if len({name for name, _ in trace.steps}) < 2:
         return []
-    return [k for k in trace.kernels if k.correlation not in trace.launches]
+    return [k for k, call in zip(trace.kernels, trace.calls) if call is None]
 
 
 def device_limits(props: dict | None) -> DeviceLimits | None:
