@@ -17,7 +17,7 @@ import ijson
 
 from ccoverlap.analysis.trace import (_COLLECTIVE_ARGS, _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS,
                                              _WAIT_CALLS, Call, Classifier,
-                                             KernelClass, StreamWait, Trace, KernelEvent, Call, _device, _rank,
+                                             KernelClass, StreamWait, Trace, KernelEvent, _device, _rank,
                                              _scalar)
 from ccoverlap.model import _native
 from ccoverlap.model.footprint import KernelFootprint

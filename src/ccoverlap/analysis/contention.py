@@ -24,6 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.alone import key_of
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from ccoverlap.control.interposer import LaunchStats
     from ccoverlap.analysis.process import Process
 
+
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
 
 #: What exposed communication time is split into (the JSON's order).
 PARTS = ("sm_wait", "slowdown", "dependency", "skew")
@@ -299,16 +302,19 @@ class _Rank:
         mine = [kernels[i] for i in self.analysed]
         comm = [k for k in mine if k.kind is KernelClass.COMMUNICATION]
         compute = [k for k in mine if k.kind is KernelClass.COMPUTE]
-        self.compute_merged = merge((k.ts, k.end) for k in compute)
-        self.beside_comm = dict(zip(map(id, compute), overlapping(compute, merge((k.ts, k.end) for k in comm)),
-                                    strict=True))
+        # the kernels' intervals (KernelEvent.end without its call)
+        self.compute_merged = merge([(k.ts, k.ts + k.dur) for k in compute])
+        comm_merged = merge([(k.ts, k.ts + k.dur) for k in comm])
+        self.beside_comm = dict(zip(map(id, compute), overlapping(compute, comm_merged), strict=True))
         self.device = device_limits(trace.device)
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
-        running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE],
-                           [i for i, k in enumerate(kernels) if k.kind is KernelClass.COMPUTE])
-        self.running_comm = _Running([k for k in kernels if k.kind is KernelClass.COMMUNICATION])
+        by_kind: dict[KernelClass, list[int]] = {kind: [] for kind in KernelClass}  # one pass for both
+        for i, k in enumerate(kernels):
+            by_kind[k.kind].append(i)
+        running = _Running([kernels[i] for i in by_kind[KernelClass.COMPUTE]], by_kind[KernelClass.COMPUTE])
+        self.running_comm = _Running([kernels[i] for i in by_kind[KernelClass.COMMUNICATION]])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i in self.analysed:
@@ -504,8 +510,8 @@ class _Running:
     def __init__(self, kernels: list[KernelEvent], indices: list[int] | None = None):
         self.kernels = kernels
         self.indices = indices  # each kernel's index in trace.kernels, where the caller needs them back
-        self.starts = [k.ts for k in kernels]
-        self.longest = max((k.dur for k in kernels), default=0.0)
+        self.starts = list(map(_TS, kernels))
+        self.longest = max(map(_DUR, kernels), default=0.0)
 
     def index(self, k: KernelEvent) -> int:
         """`k`'s index in trace.kernels (it is one of these kernels; `indices` given)."""
