@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.deps import Graph, Unresolved, graph
 from ccoverlap.analysis.mechanisms import found as mechanisms_found
@@ -36,7 +38,7 @@ from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mech
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.steps import Shape, shape, windows
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Slotted, Trace, analysed_indices, device_limits
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
 from ccoverlap.model.limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -56,9 +58,9 @@ def collective_key(k: KernelEvent) -> tuple:
     return (k.name, k.collective) if k.collective else (k.name, k.footprint.grid if k.footprint else None)
 
 
-@dataclass(frozen=True, slots=True)
-class CommWait(Slotted):
-    """One communication kernel: when it could have started, how long it waited for SMs, and why."""
+class CommWait(msgspec.Struct, frozen=True, gc=False):
+    """One communication kernel: when it could have started, how long it waited for SMs, and why. A struct, as
+    each step's replay and diagnosis and shape are: a rank has thousands, built and pickled in C."""
 
     kernel: KernelEvent
     step: str
@@ -71,14 +73,14 @@ class CommWait(Slotted):
     uncontended_us: float | None
     unresolved: tuple[Unresolved, ...]  # event waits before it that could not be resolved
     skew_us: float = 0.0  # how much later the latest peer rank started the same collective
-    exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
+    exposed: dict[str, float] = msgspec.field(default_factory=dict)  # PARTS -> us of its exposed time
     index: int = -1  # in trace.kernels: its node in the replay
     blocker: KernelEvent | None = None  # the compute kernel that overlapped its wait longest
     blocker_index: int = -1  # the blocker's index in trace.kernels: its node in the replay (-1: none)
 
     def across_ranks(self, uncontended_us: float | None, skew_us: float, exposed: dict[str, float]) -> CommWait:
         """This wait with what the other ranks tell (the ranks' fewest time alone, skew, its exposed time split):
-        built directly, as dataclasses.replace looks the fields up for each of a rank's thousands."""
+        one constructor call for each of a rank's thousands."""
         return CommWait(self.kernel, self.step, self.ready_us, self.ready_by, self.sm_wait_us, self.blocked_by,
                         self.cause, uncontended_us, self.unresolved, skew_us, exposed, self.index, self.blocker,
                         self.blocker_index)
@@ -107,8 +109,7 @@ class CommWait(Slotted):
         }
 
 
-@dataclass(frozen=True, slots=True)
-class StepReplay(Slotted):
+class StepReplay(msgspec.Struct, frozen=True, gc=False):
     """A step's dependency graph as replay nodes (replay.Node), with each kernel's measured start delay beyond
     what its release and dependencies allow: replayed as it is, it gives the measured schedule back.
 
@@ -140,8 +141,7 @@ class StepReplay(Slotted):
         return makespan(self.nodes, d, w) if w or d else self.replayed_end
 
 
-@dataclass(frozen=True, slots=True)
-class StepDiagnosis(Slotted):
+class StepDiagnosis(msgspec.Struct, frozen=True, gc=False):
     """One profiler step of one rank (the whole trace where it has no ProfilerStep annotations)."""
 
     name: str

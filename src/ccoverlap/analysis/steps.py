@@ -24,8 +24,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from ccoverlap.analysis.intervals import length, merge
-from ccoverlap.analysis.trace import KernelEvent, Slotted, Trace, analysed_indices
+from ccoverlap.analysis.trace import KernelEvent, Trace, analysed_indices
 
 #: Robust z-score beyond which a step's span or idle time is atypical (Iglewicz and Hoaglin's 3.5).
 MAD_Z = 3.5
@@ -37,8 +39,7 @@ MIN_STEPS = 3
 _MAD_SIGMA = 0.6745
 
 
-@dataclass(frozen=True, slots=True)
-class Shape(Slotted):
+class Shape(msgspec.Struct, frozen=True, gc=False):
     """One step as the rule sees it (times in us, the trace's clock)."""
 
     name: str

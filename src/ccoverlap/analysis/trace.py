@@ -58,18 +58,6 @@ class KernelClass(str, Enum):
     MEMORY = "memory"
 
 
-class Slotted:
-    """Base of the frozen, slotted dataclasses a rank's first pass returns by the thousand (collectives' waits,
-    steps): pickled as their constructor's arguments, so that unpickling runs the generated __init__, not
-    dataclasses' __setstate__, which looks the fields up for each object (a third of the time to unpickle a
-    rank's part, measured)."""
-
-    __slots__ = ()
-
-    def __reduce__(self) -> tuple:
-        return type(self), tuple(getattr(self, name) for name in self.__slots__)
-
-
 class KernelEvent(msgspec.Struct, frozen=True, gc=False):
     """One GPU activity (kernel, memcpy or memset); times in microseconds, as the trace. A struct, not a dataclass:
     a rank has one per activity (77,000 in a 157 MB trace), and a frozen dataclass's generated __init__ sets each
