@@ -88,9 +88,9 @@ class Call(msgspec.Struct, frozen=True, gc=False):
     tid: int | str | None
 
 
-@dataclass(frozen=True, slots=True)
-class StreamWait:
-    """CUPTI's "Stream Wait Event" record (cat cuda_sync): `stream` waits for a CUDA event.
+class StreamWait(msgspec.Struct, frozen=True, gc=False):
+    """CUPTI's "Stream Wait Event" record (cat cuda_sync): `stream` waits for a CUDA event. A struct, as the kernels
+    and calls are: a trace with sync events has one for about every stream-wait call.
 
     torch 2.11 leaves wait_on_stream and the record call's correlation at -1 (unknown); the
     event id is there. `correlation` is the cudaStreamWaitEvent call's.
@@ -105,7 +105,7 @@ class StreamWait:
 
 
 _KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields, KernelEvent's arguments
-_WAIT_FIELDS = attrgetter(*StreamWait.__slots__)
+_WAIT_FIELDS = attrgetter(*StreamWait.__struct_fields__)
 _CALL_FIELDS = attrgetter(*Call.__struct_fields__)
 _TS = attrgetter("ts")
 _CORRELATION = attrgetter("correlation")
