@@ -24,7 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -50,6 +50,7 @@ _TS, _DUR = attrgetter("ts"), attrgetter("dur")
 
 #: What exposed communication time is split into (the JSON's order).
 PARTS = ("sm_wait", "slowdown", "dependency", "skew")
+_PART_GETTERS = tuple((p, itemgetter(p)) for p in PARTS)
 
 
 def collective_key(k: KernelEvent) -> tuple:
@@ -464,7 +465,8 @@ class Pending:
             replayed_end = replay.end(waits, durations)
             if replayed_end > replay.measured_end + 1e-6:
                 later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
-            exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
+            parts = [c.exposed for c in by_step[name]]  # each part summed in C, in the collectives' order
+            exposed = {p: sum(map(get, parts)) for p, get in _PART_GETTERS}
             steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed,
                                        window))
         notes = self.notes + (("the replay without the mechanisms found ended later than measured "

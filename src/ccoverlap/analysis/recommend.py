@@ -386,6 +386,10 @@ def _undiagnosed(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> tuple
     """The median typical step's exposed time (ms, the mean over the ranks) of collectives inside a CUDA graph whose
     edges the trace does not hold (deps.GRAPH_EDGES_UNKNOWN), and the reason: time no mechanism claims, which must not
     read as "nothing to gain". (A wait without its Stream Wait Event record is a note of its own, with its remedy.)"""
+    if not any(GRAPH_EDGES_UNKNOWN in t for t in {why.template for d in diagnoses for c in d.comm
+                                                   for why in c.unresolved}):
+        return 0.0, None  # no such collective (the reasons' few templates looked at once, not each collective's)
+
     def blind(c: CommWait) -> bool:
         return any(GRAPH_EDGES_UNKNOWN in why.template for why in c.unresolved)
 

@@ -151,7 +151,7 @@ class Trace:
 
     @cached_property
     def analysed_kernels(self) -> tuple[KernelEvent, ...]:
-        return tuple(self.kernels[i] for i in self.analysed_indices)
+        return tuple(map(self.kernels.__getitem__, self.analysed_indices))
 
 
 @dataclass(frozen=True)
