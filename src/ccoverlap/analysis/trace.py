@@ -261,6 +261,7 @@ _DEVICE_FIELDS = {"numSms": (1, 4096), "maxThreadsPerMultiprocessor": (32, 1 << 
 MEMORY_SHARE = 0.25
 _CHUNK = 1 << 20
 _INF = math.inf
+_UNSEEN = object()  # a CPU call's name not looked at yet (_Reading.call_lists)
 
 
 def trace_limit(jobs: int = 1, mb: float = 0.0) -> int:
@@ -472,6 +473,9 @@ class _Reading:
         self.wait_calls: list[int] = []
         self.event_streams: dict[int, tuple[int, int]] = {}
         self.graph_calls: list[int] = []
+        # a CPU call's name -> the list its correlation joins (wait_calls, records, graph_calls) or None: decided
+        # once a name (a trace has a few dozen), not by three tests of each of its 200,000 calls
+        self.call_lists: dict[str, list[int] | None] = {}
         self.threads: dict[int, int] = {}
         self.bad_calls: set[int] = set()  # correlations of launch calls that could not be read
         self.tally = _Tally()
@@ -511,6 +515,7 @@ class _Reading:
         waits, records, wait_calls, event_streams, graph_calls = (self.waits, self.records, self.wait_calls,
                                                                   self.event_streams, self.graph_calls)
         threads, bad_calls, tally, device_id = self.threads, self.bad_calls, self.tally, self.device_id
+        call_lists = self.call_lists
         for ev in events:
             if type(cat := ev.cat) is not str:  # a mistyped one would not hash
                 cat = None
@@ -563,12 +568,12 @@ class _Reading:
                 finite = (type(dur) is float or type(dur) is int) and 0 <= dur < _INF
                 tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
                 launches[corr] = Call(ts, ts + dur if finite else ts, tid)
-                if (name := ev.name) in _WAIT_CALLS:
-                    wait_calls.append(corr)
-                elif type(name) is str and name.startswith(_RECORD_CALLS):
-                    records.append(corr)
-                elif type(name) is str and _GRAPH_CALL in name:
-                    graph_calls.append(corr)
+                if (joins := call_lists.get(name := ev.name, _UNSEEN)) is _UNSEEN:
+                    joins = call_lists[name] = (wait_calls if name in _WAIT_CALLS else records if
+                                                name.startswith(_RECORD_CALLS) else graph_calls if _GRAPH_CALL in name
+                                                else None)
+                if joins is not None:
+                    joins.append(corr)
             elif cat in _CALL_CATS:
                 tally(ev, "(runtime and driver calls) without a correlation", gpu=False)
                 tally.calls += 1
