@@ -110,7 +110,7 @@ class StreamWait(msgspec.Struct, frozen=True, gc=False):
 _KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields, KernelEvent's arguments
 _WAIT_FIELDS = attrgetter(*StreamWait.__struct_fields__)
 _CALL_FIELDS = attrgetter(*Call.__struct_fields__)
-_TS = attrgetter("ts")
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
 _CORRELATION = attrgetter("correlation")
 
 
@@ -439,7 +439,7 @@ class _Tally:
                 lines.append(f"left out: {n} {what} {why} (first: {_name(ev, 60)} at ts {shorten(repr(ev.ts), 30)})")
         return LeftOut(tuple(lines), sum(e[0] for e in self.gpu.values()),
                        sum(sum(e[2], 0.0) for e in self.gpu.values()),
-                       len(kernels), math.fsum(k.dur for k in kernels), self.steps, self.calls)
+                       len(kernels), math.fsum(map(_DUR, kernels)), self.steps, self.calls)
 
 
 def _time(value) -> float | None:
@@ -795,8 +795,8 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
         tally(ev, bad)
         return None
     bps = args.blocks_per_sm
-    collective = None if args.collective is UNSET else tuple(_scalar(v) for v in (
-        args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group))
+    collective = None if args.collective is UNSET else tuple(map(_scalar, (
+        args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group)))
     if collective is not None:
         collective = seen.setdefault(collective, collective)
     return KernelEvent(name, kind, stream, ts, float(dur), corr, footprint,
