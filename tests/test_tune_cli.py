@@ -27,9 +27,10 @@ def tune(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProce
 
 def test_a_faster_knob_is_kept_and_one_that_changes_the_result_is_refused(tmp_path, capfd, monkeypatch):
     out = tmp_path / "t"
-    run = tune("--budget", "3", "--skip", "2", "--steps", "5", "--out", str(out),
+    # the budget is a cap (the verdict ends the search sooner): 6 minutes leave a loaded machine time to confirm
+    run = tune("--budget", "6", "--skip", "2", "--steps", "5", "--out", str(out),
                "--env", "DOCTOR_TRAIN_SLEEP_MS=2", "--env", "DOCTOR_TRAIN_LR=0.1", "--", *PROGRAM,
-               env={"DOCTOR_TRAIN_SLEEP_MS": "80"})
+               env={"DOCTOR_TRAIN_SLEEP_MS": "80"}, timeout=480)
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads((out / "tune.json").read_text())
     assert doc["decision"] == "tuned" and doc["best"]["knobs"] == {"DOCTOR_TRAIN_SLEEP_MS": "2"}

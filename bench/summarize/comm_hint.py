@@ -1,8 +1,8 @@
 """Issue 27's graph_dispatch extra wave, measured: is it the collective's shared-memory configuration? From the
 archive of `bash bench/device/comm_hint.sh` (runs/NAME.json: each run's step times and losses; the doctor folders).
 
-  python bench/summarize/comm_hint.py comm-hint-files.tgz --runs-commit SHA --out bench/results/comm-hint-DATE-h200.json \
-      [--without bench/results/graph-priority-2026-12-04-h200.json]
+  python bench/summarize/comm_hint.py comm-hint-files.tgz --runs-commit SHA \
+      --out bench/results/comm-hint-DATE-h200.json [--without bench/results/graph-priority-2026-12-04-h200.json]
 
 Per program and setting (a strategy, with or without the collective's carveout hint at 100, or a lever): the step
 times of every run (each run's own warm-up already left out by the program), their median, min and max, and

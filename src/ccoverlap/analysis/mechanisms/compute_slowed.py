@@ -181,8 +181,11 @@ def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False) -> 
     for c in d.comm:
         b, comm = c.blocker, c.kernel.footprint
         if dev is None or c.index not in waits or b is None or c.blocker_index < 0 or b.footprint is None \
-                or comm is None or not (per_sm := min(resident(dev, b.footprint), -(-b.footprint.grid // dev.sm_count))):
-            continue  # per_sm: the blocks of the grid an SM holds (fewer than its residency where the grid is small)
+                or comm is None:
+            continue
+        per_sm = min(resident(dev, b.footprint), -(-b.footprint.grid // dev.sm_count))  # fewer for a small grid
+        if not per_sm:
+            continue
         idle = first or per_sm == 1 or (b.correlation == c.kernel.correlation != -1 and b.ts >= c.ready_us)
         room = (lambda n: _fits(dev, comm, b.footprint, n)) if idle else (lambda n: _joins(dev, b.footprint, n, comm))
         lost = per_sm - next((n for n in range(per_sm, 0, -1) if room(n)), 0)
