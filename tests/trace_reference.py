@@ -17,7 +17,7 @@ import ijson
 
 from ccoverlap.analysis.trace import (_COLLECTIVE_ARGS, _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS,
                                              _WAIT_CALLS, Call, Classifier,
-                                             KernelClass, StreamWait, Trace, KernelEvent, _call, _device, _rank,
+                                             KernelClass, StreamWait, Trace, KernelEvent, _device, _rank,
                                              _scalar)
 from ccoverlap.model import _native
 from ccoverlap.model.footprint import KernelFootprint
@@ -131,7 +131,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
                     corr, ts, dur, tid = int(corr), _ts(ev), ev["dur"], ev.get("tid")
                     finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
                     tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
-                    launches[corr] = _call((ts, ts + dur if finite else ts, tid))
+                    launches[corr] = Call(ts, ts + dur if finite else ts, tid)
                     if (name := ev.get("name")) in _WAIT_CALLS:
                         wait_calls.append(corr)
                     elif type(name) is str and name.startswith(_RECORD_CALLS):

@@ -24,7 +24,10 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.deps import Graph, Unresolved, graph
@@ -35,7 +38,7 @@ from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mech
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.steps import Shape, shape, windows
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Slotted, Trace, analysed_indices, device_limits
+from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
 from ccoverlap.model.limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -43,8 +46,11 @@ if TYPE_CHECKING:
     from ccoverlap.analysis.process import Process
 
 
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+
 #: What exposed communication time is split into (the JSON's order).
 PARTS = ("sm_wait", "slowdown", "dependency", "skew")
+_PART_GETTERS = tuple((p, itemgetter(p)) for p in PARTS)
 
 
 def collective_key(k: KernelEvent) -> tuple:
@@ -53,9 +59,9 @@ def collective_key(k: KernelEvent) -> tuple:
     return (k.name, k.collective) if k.collective else (k.name, k.footprint.grid if k.footprint else None)
 
 
-@dataclass(frozen=True, slots=True)
-class CommWait(Slotted):
-    """One communication kernel: when it could have started, how long it waited for SMs, and why."""
+class CommWait(msgspec.Struct, frozen=True, gc=False):
+    """One communication kernel: when it could have started, how long it waited for SMs, and why. A struct, as
+    each step's replay and diagnosis and shape are: a rank has thousands, built and pickled in C."""
 
     kernel: KernelEvent
     step: str
@@ -68,14 +74,14 @@ class CommWait(Slotted):
     uncontended_us: float | None
     unresolved: tuple[Unresolved, ...]  # event waits before it that could not be resolved
     skew_us: float = 0.0  # how much later the latest peer rank started the same collective
-    exposed: dict[str, float] = dataclasses.field(default_factory=dict)  # PARTS -> us of its exposed time
+    exposed: dict[str, float] = msgspec.field(default_factory=dict)  # PARTS -> us of its exposed time
     index: int = -1  # in trace.kernels: its node in the replay
     blocker: KernelEvent | None = None  # the compute kernel that overlapped its wait longest
     blocker_index: int = -1  # the blocker's index in trace.kernels: its node in the replay (-1: none)
 
     def across_ranks(self, uncontended_us: float | None, skew_us: float, exposed: dict[str, float]) -> CommWait:
         """This wait with what the other ranks tell (the ranks' fewest time alone, skew, its exposed time split):
-        built directly, as dataclasses.replace looks the fields up for each of a rank's thousands."""
+        one constructor call for each of a rank's thousands."""
         return CommWait(self.kernel, self.step, self.ready_us, self.ready_by, self.sm_wait_us, self.blocked_by,
                         self.cause, uncontended_us, self.unresolved, skew_us, exposed, self.index, self.blocker,
                         self.blocker_index)
@@ -104,8 +110,7 @@ class CommWait(Slotted):
         }
 
 
-@dataclass(frozen=True, slots=True)
-class StepReplay(Slotted):
+class StepReplay(msgspec.Struct, frozen=True, gc=False):
     """A step's dependency graph as replay nodes (replay.Node), with each kernel's measured start delay beyond
     what its release and dependencies allow: replayed as it is, it gives the measured schedule back.
 
@@ -137,8 +142,7 @@ class StepReplay(Slotted):
         return makespan(self.nodes, d, w) if w or d else self.replayed_end
 
 
-@dataclass(frozen=True, slots=True)
-class StepDiagnosis(Slotted):
+class StepDiagnosis(msgspec.Struct, frozen=True, gc=False):
     """One profiler step of one rank (the whole trace where it has no ProfilerStep annotations)."""
 
     name: str
@@ -291,6 +295,7 @@ class _Rank:
         launches = process.launches if process else None
         self.graph: Graph = graph(trace)
         kernels = trace.kernels
+        self.ends = [k.ts + k.dur for k in kernels]  # each kernel's end (KernelEvent.end), read by every replay
         self.analysed = analysed_indices(trace)
         self.windows = windows(trace, self.analysed)
         self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
@@ -298,16 +303,19 @@ class _Rank:
         mine = [kernels[i] for i in self.analysed]
         comm = [k for k in mine if k.kind is KernelClass.COMMUNICATION]
         compute = [k for k in mine if k.kind is KernelClass.COMPUTE]
-        self.compute_merged = merge((k.ts, k.end) for k in compute)
-        self.beside_comm = dict(zip(map(id, compute), overlapping(compute, merge((k.ts, k.end) for k in comm)),
-                                    strict=True))
+        # the kernels' intervals (KernelEvent.end without its call)
+        self.compute_merged = merge([(k.ts, k.ts + k.dur) for k in compute])
+        comm_merged = merge([(k.ts, k.ts + k.dur) for k in comm])
+        self.beside_comm = dict(zip(map(id, compute), overlapping(compute, comm_merged), strict=True))
         self.device = device_limits(trace.device)
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
-        running = _Running([k for k in kernels if k.kind is KernelClass.COMPUTE],
-                           [i for i, k in enumerate(kernels) if k.kind is KernelClass.COMPUTE])
-        self.running_comm = _Running([k for k in kernels if k.kind is KernelClass.COMMUNICATION])
+        by_kind: dict[KernelClass, list[int]] = {kind: [] for kind in KernelClass}  # one pass for both
+        for i, k in enumerate(kernels):
+            by_kind[k.kind].append(i)
+        running = _Running([kernels[i] for i in by_kind[KernelClass.COMPUTE]], by_kind[KernelClass.COMPUTE])
+        self.running_comm = _Running([kernels[i] for i in by_kind[KernelClass.COMMUNICATION]])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i in self.analysed:
@@ -370,8 +378,9 @@ class _Rank:
         earlier then moves it earlier too."""
         kernels, prev, events, unresolved, releases = (self.trace.kernels, self.graph.prev, self.graph.events,
                                                        self.graph.unresolved, self.graph.release)
+        end_of = self.ends.__getitem__
         pos = dict(zip(idx, range(len(idx))))
-        ends = sorted((kernels[i].end, n) for n, i in enumerate(idx))
+        ends = sorted(zip(map(end_of, idx), range(len(idx))))
         end_at = [e for e, _ in ends]
         nodes = []
         for n, i in enumerate(idx):
@@ -383,7 +392,7 @@ class _Rank:
             for j in (prev[i], *events[i]) if i in events else (prev[i],):
                 if j < 0:
                     continue
-                end = kernels[j].end
+                end = end_of(j)
                 if (at := pos.get(j, n)) >= n:  # outside the step: as measured
                     release = max(release, ts if end > ts else end)
                     base = max(base, release)
@@ -401,7 +410,7 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
-        return StepReplay.of(idx, tuple(nodes), max(kernels[i].end for i in idx))
+        return StepReplay.of(idx, tuple(nodes), max(map(end_of, idx)))
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:
         """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
@@ -456,7 +465,8 @@ class Pending:
             replayed_end = replay.end(waits, durations)
             if replayed_end > replay.measured_end + 1e-6:
                 later.append(f"{name} by {replayed_end - replay.measured_end:.1f} us")
-            exposed = {p: sum(c.exposed[p] for c in by_step[name]) for p in PARTS}
+            parts = [c.exposed for c in by_step[name]]  # each part summed in C, in the collectives' order
+            exposed = {p: sum(map(get, parts)) for p, get in _PART_GETTERS}
             steps.append(StepDiagnosis(name, replay.measured_end - first, replay.measured_end, replayed_end, exposed,
                                        window))
         notes = self.notes + (("the replay without the mechanisms found ended later than measured "
@@ -502,8 +512,8 @@ class _Running:
     def __init__(self, kernels: list[KernelEvent], indices: list[int] | None = None):
         self.kernels = kernels
         self.indices = indices  # each kernel's index in trace.kernels, where the caller needs them back
-        self.starts = [k.ts for k in kernels]
-        self.longest = max((k.dur for k in kernels), default=0.0)
+        self.starts = list(map(_TS, kernels))
+        self.longest = max(map(_DUR, kernels), default=0.0)
 
     def index(self, k: KernelEvent) -> int:
         """`k`'s index in trace.kernels (it is one of these kernels; `indices` given)."""

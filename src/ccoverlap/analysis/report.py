@@ -17,9 +17,9 @@ from ccoverlap import __version__
 from ccoverlap.analysis import Analysis
 from ccoverlap.analysis.contention import PARTS
 from ccoverlap.analysis.mechanisms.base import Cause
-from ccoverlap.analysis.metrics import exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values
+from ccoverlap.analysis.metrics import (exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values,
+                                        strategy_verdict)
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
-from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, printable, short_name
 from ccoverlap.util.output import OutputError, in_place, write_bytes
 
@@ -56,7 +56,7 @@ def _recommendations(analysis: Analysis) -> str:
            "dispatch order).</p>"]
     for name in dict.fromkeys(r.strategy for r in analysis.ranks):
         ranks = [r for r in analysis.ranks if r.strategy == name]
-        v = verdict([r.diagnosis for r in ranks])
+        v = strategy_verdict(ranks)
         parts = v.exposed_ms  # the median typical step's, as the headroom and the mechanisms beside it
         mech = [[k, "unknown" if ms is None else f"{ms:.3f}"] for k, ms in v.by_mechanism_ms.items()]
         out.append(f"<h3>{html.escape(name)}</h3><p>{html.escape(v.line)}</p>"

@@ -24,8 +24,10 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from ccoverlap.analysis.intervals import length, merge
-from ccoverlap.analysis.trace import KernelEvent, Slotted, Trace, analysed_indices
+from ccoverlap.analysis.trace import KernelEvent, Trace, analysed_indices
 
 #: Robust z-score beyond which a step's span or idle time is atypical (Iglewicz and Hoaglin's 3.5).
 MAD_Z = 3.5
@@ -37,8 +39,7 @@ MIN_STEPS = 3
 _MAD_SIGMA = 0.6745
 
 
-@dataclass(frozen=True, slots=True)
-class Shape(Slotted):
+class Shape(msgspec.Struct, frozen=True, gc=False):
     """One step as the rule sees it (times in us, the trace's clock)."""
 
     name: str
@@ -91,10 +92,10 @@ def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]
     order = sorted(starts.items(), key=lambda s: s[1])
     bounds = [ts for _, ts in order]
     groups: dict[int, list[int]] = defaultdict(list)
-    kernels, launches = trace.kernels, trace.launches
-    for i in analysed:
-        call = launches.get(kernels[i].correlation)
-        groups[max(bisect_right(bounds, call.ts if call else kernels[i].ts) - 1, 0)].append(i)
+    kernels, calls = trace.kernels, trace.calls
+    for i in analysed:  # once per kernel: no call but the lookups
+        n = bisect_right(bounds, call.ts if (call := calls[i]) else kernels[i].ts) - 1
+        groups[n if n > 0 else 0].append(i)
     return [(order[n][0], groups[n]) for n in sorted(groups)]
 
 

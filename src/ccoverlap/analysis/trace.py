@@ -25,7 +25,7 @@ from functools import cached_property, partial
 from itertools import starmap
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -44,6 +44,9 @@ _MEMORY_CATS = frozenset({"gpu_memcpy", "gpu_memset", "memcpy", "memset"})
 _SKIPPED_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_event", "Trace", "trace"})
 _ANNOTATION_CATS = frozenset({"user_annotation", "gpu_user_annotation"})  # where ProfilerStep annotations are
 _CALL_CATS = frozenset({"cuda_runtime", "cuda_driver"})  # CPU calls: each has a correlation id
+#: CPU work and flows (none of the categories above): without a lane, a correlation or a ProfilerStep name, such an
+#: event is nothing the model reads (most of a trace's events: the flow arrows alone are 40% of them).
+_PLAIN_CATS = frozenset({"ac2g", "cpu_op", "python_function", "fwdbwd", "cpu_instant_event"})
 #: CPU calls that record a CUDA event, and that make a stream wait for one (runtime and driver API).
 _RECORD_CALLS = ("cudaEventRecord", "cuEventRecord")  # name prefixes: cudaEventRecordWithFlags too
 _WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
@@ -58,21 +61,10 @@ class KernelClass(str, Enum):
     MEMORY = "memory"
 
 
-class Slotted:
-    """Base of the frozen, slotted dataclasses a rank's first pass returns by the thousand (kernels, collectives'
-    waits, steps): pickled as their constructor's arguments, so that unpickling runs the generated __init__, not
-    dataclasses' __setstate__, which looks the fields up for each object (a third of the time to unpickle a
-    rank's part, measured)."""
-
-    __slots__ = ()
-
-    def __reduce__(self) -> tuple:
-        return type(self), tuple(getattr(self, name) for name in self.__slots__)
-
-
-@dataclass(frozen=True, slots=True)
-class KernelEvent(Slotted):
-    """One GPU activity (kernel, memcpy or memset); times in microseconds, as the trace."""
+class KernelEvent(msgspec.Struct, frozen=True, gc=False):
+    """One GPU activity (kernel, memcpy or memset); times in microseconds, as the trace. A struct, not a dataclass:
+    a rank has one per activity (77,000 in a 157 MB trace), and a frozen dataclass's generated __init__ sets each
+    field through object.__setattr__, several times the struct's construction in C (and its pickling)."""
 
     name: str
     kind: KernelClass
@@ -89,20 +81,19 @@ class KernelEvent(Slotted):
         return self.ts + self.dur
 
 
-class Call(NamedTuple):
-    """A CPU call that has a correlation id (a launch, an event record, a stream wait): when, on which thread."""
+class Call(msgspec.Struct, frozen=True, gc=False):
+    """A CPU call that has a correlation id (a launch, an event record, a stream wait): when, on which thread. A
+    struct, built in C: one per CPU call (210,000 in a 157 MB trace; a NamedTuple built through tuple.__new__
+    took about twice as long, measured)."""
 
     ts: float
     end: float
     tid: int | str | None
 
 
-_call = partial(tuple.__new__, Call)  # Call(...) without NamedTuple's Python-level __new__: once per CPU call
-
-
-@dataclass(frozen=True, slots=True)
-class StreamWait:
-    """CUPTI's "Stream Wait Event" record (cat cuda_sync): `stream` waits for a CUDA event.
+class StreamWait(msgspec.Struct, frozen=True, gc=False):
+    """CUPTI's "Stream Wait Event" record (cat cuda_sync): `stream` waits for a CUDA event. A struct, as the kernels
+    and calls are: a trace with sync events has one for about every stream-wait call.
 
     torch 2.11 leaves wait_on_stream and the record call's correlation at -1 (unknown); the
     event id is there. `correlation` is the cudaStreamWaitEvent call's.
@@ -116,8 +107,11 @@ class StreamWait:
     record_correlation: int  # the recording call's correlation; -1: unknown
 
 
-_KERNEL_FIELDS = attrgetter(*KernelEvent.__slots__)  # a kernel's fields, KernelEvent's arguments
-_WAIT_FIELDS = attrgetter(*StreamWait.__slots__)
+_KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields, KernelEvent's arguments
+_WAIT_FIELDS = attrgetter(*StreamWait.__struct_fields__)
+_CALL_FIELDS = attrgetter(*Call.__struct_fields__)
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+_CORRELATION = attrgetter("correlation")
 
 
 @dataclass(frozen=True)
@@ -148,13 +142,19 @@ class Trace:
     left_out: LeftOut = field(default_factory=lambda: LeftOut(), repr=False)  # what the reader could not read
 
     @cached_property
+    def calls(self) -> tuple[Call | None, ...]:
+        """Each kernel's launch call (None: not in the trace), looked up once a trace: the analyses read it for
+        every kernel, several times (which count, their steps, the dependency graph)."""
+        return tuple(map(self.launches.get, map(_CORRELATION, self.kernels)))
+
+    @cached_property
     def analysed_indices(self) -> tuple[int, ...]:
         """See the function analysed_indices: computed once a trace, as every analysis asks for it."""
         return _analysed_indices(self)
 
     @cached_property
     def analysed_kernels(self) -> tuple[KernelEvent, ...]:
-        return tuple(self.kernels[i] for i in self.analysed_indices)
+        return tuple(map(self.kernels.__getitem__, self.analysed_indices))
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,8 @@ _DEVICE_FIELDS = {"numSms": (1, 4096), "maxThreadsPerMultiprocessor": (32, 1 << 
 #: and the decoder's buffers take about as much again as the text).
 MEMORY_SHARE = 0.25
 _CHUNK = 1 << 20
+_INF = math.inf
+_UNSEEN = object()  # a CPU call's name not looked at yet (_Reading.call_lists)
 
 
 def trace_limit(jobs: int = 1, mb: float = 0.0) -> int:
@@ -437,7 +439,7 @@ class _Tally:
                 lines.append(f"left out: {n} {what} {why} (first: {_name(ev, 60)} at ts {shorten(repr(ev.ts), 30)})")
         return LeftOut(tuple(lines), sum(e[0] for e in self.gpu.values()),
                        sum(sum(e[2], 0.0) for e in self.gpu.values()),
-                       len(kernels), math.fsum(k.dur for k in kernels), self.steps, self.calls)
+                       len(kernels), math.fsum(map(_DUR, kernels)), self.steps, self.calls)
 
 
 def _time(value) -> float | None:
@@ -474,6 +476,9 @@ class _Reading:
         self.wait_calls: list[int] = []
         self.event_streams: dict[int, tuple[int, int]] = {}
         self.graph_calls: list[int] = []
+        # a CPU call's name -> the list its correlation joins (wait_calls, records, graph_calls) or None: decided
+        # once a name (a trace has a few dozen), not by three tests of each of its 200,000 calls
+        self.call_lists: dict[str, list[int] | None] = {}
         self.threads: dict[int, int] = {}
         self.bad_calls: set[int] = set()  # correlations of launch calls that could not be read
         self.tally = _Tally()
@@ -481,12 +486,12 @@ class _Reading:
 
     def sent(self) -> tuple:
         """What another process sends back of its range (not the classifier: it holds a compiled regex): kernels,
-        calls and waits as plain tuples, which pickle in C (a dataclass's __reduce__ and a NamedTuple's
-        __getnewargs__ are Python calls, each object: 0.35 s for 210,000 calls, measured), and of each step's
-        event only what a tally names (the struct pickles slowly too)."""
+        calls and waits as plain tuples, which pickle in C (a dataclass's __reduce__ is a Python call, each
+        object; the calls as structs took half as long again as tuples there and back, measured), and of each
+        step's event only what a tally names (the event struct pickles slowly)."""
         launches = self.launches
         return (list(map(_KERNEL_FIELDS, self.kernels)), [(n, t, e.name, e.ts, e.dur) for n, t, e in self.steps],
-                list(launches), list(map(tuple, launches.values())), list(map(_WAIT_FIELDS, self.waits)),
+                list(launches), list(map(_CALL_FIELDS, launches.values())), list(map(_WAIT_FIELDS, self.waits)),
                 self.records, self.wait_calls, self.event_streams, self.graph_calls, self.bad_calls, self.tally,
                 self.device_id)
 
@@ -497,7 +502,7 @@ class _Reading:
         self.kernels += starmap(KernelEvent, kernels)
         self.waits += starmap(StreamWait, waits)
         self.steps += ((n, t, _Event(name=name, ts=ts, dur=dur)) for n, t, name, ts, dur in steps)  # as tallied
-        self.launches.update(zip(corrs, map(_call, calls)))
+        self.launches.update(zip(corrs, starmap(Call, calls)))
         self.records += records
         self.wait_calls += wait_calls
         self.graph_calls += graph_calls
@@ -513,10 +518,14 @@ class _Reading:
         waits, records, wait_calls, event_streams, graph_calls = (self.waits, self.records, self.wait_calls,
                                                                   self.event_streams, self.graph_calls)
         threads, bad_calls, tally, device_id = self.threads, self.bad_calls, self.tally, self.device_id
+        call_lists = self.call_lists
         for ev in events:
             if type(cat := ev.cat) is not str:  # a mistyped one would not hash
                 cat = None
             args = ev.args or _NO_ARGS
+            if cat in _PLAIN_CATS and args.stream is None and args.correlation is None and type(
+                    name := ev.name) is str and "ProfilerStep" not in name:
+                continue  # what the tests below would find nothing to do with, told in five
             if ev.ph != "X" or ev.dur is UNSET:
                 if cat in _GPU_CATS or cat in _CALL_CATS or cat not in _SKIPPED_CATS and type(args.correlation) is int:
                     _unreadable(ev, args, cat, "that are not complete events (ph 'X' with a dur)", tally, bad_calls)
@@ -552,7 +561,9 @@ class _Reading:
                 tally(ev, "without a stream (args null or missing)" if ev.args is None or stream is None else
                       f"whose stream is not a non-negative integer ({shorten(repr(stream), 30)})")
             elif (corr := args.correlation) is not None:
-                ts, dur, tid = _time(ev.ts), ev.dur, ev.tid
+                ts, dur, tid = ev.ts, ev.dur, ev.tid
+                if not (type(ts) is float and -_INF < ts < _INF):  # _time's check inline where it passes
+                    ts = _time(ts)
                 if type(corr) is not int or ts is None:
                     tally(ev, "(calls with a correlation) whose ts or correlation is not a number", gpu=False)
                     if type(corr) is int:
@@ -560,15 +571,15 @@ class _Reading:
                     else:
                         tally.calls += 1
                     continue
-                finite = (type(dur) is float or type(dur) is int) and 0 <= dur < math.inf
+                finite = (type(dur) is float or type(dur) is int) and 0 <= dur < _INF
                 tid = threads.setdefault(tid, tid) if type(tid) is int else str(tid)  # one int per thread
-                launches[corr] = _call((ts, ts + dur if finite else ts, tid))
-                if (name := ev.name) in _WAIT_CALLS:
-                    wait_calls.append(corr)
-                elif type(name) is str and name.startswith(_RECORD_CALLS):
-                    records.append(corr)
-                elif type(name) is str and _GRAPH_CALL in name:
-                    graph_calls.append(corr)
+                launches[corr] = Call(ts, ts + dur if finite else ts, tid)
+                if (joins := call_lists.get(name := ev.name, _UNSEEN)) is _UNSEEN:
+                    joins = call_lists[name] = (wait_calls if name in _WAIT_CALLS else records if
+                                                name.startswith(_RECORD_CALLS) else graph_calls if _GRAPH_CALL in name
+                                                else None)
+                if joins is not None:
+                    joins.append(corr)
             elif cat in _CALL_CATS:
                 tally(ev, "(runtime and driver calls) without a correlation", gpu=False)
                 tally.calls += 1
@@ -648,7 +659,7 @@ def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) 
     if not kernels and not tally.gpu:
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
                          if events is not UNSET else "not a Chrome trace: no traceEvents")
-    kernels.sort(key=lambda k: k.ts)
+    kernels.sort(key=_TS)
     kernels = _in_span(kernels, launches, reading.bad_calls, steps, tally)
     left = tally.left_out(kernels)
     if not kernels:
@@ -695,13 +706,13 @@ def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: s
     mid = kernels[len(kernels) // 2].ts
     lo, hi = mid - MAX_SPAN_US, mid + MAX_SPAN_US
     out = []
-    for k in kernels:
+    for k, call in zip(kernels, map(launches.get, map(_CORRELATION, kernels))):
         if not lo <= k.ts <= hi:
             tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h from "
                   "the rank's other GPU events")
         elif k.correlation in bad_calls:
             tally(_Event(name=k.name, ts=k.ts, dur=k.dur), "whose launch call could not be read")
-        elif (call := launches.get(k.correlation)) is not None and not lo <= call.ts <= hi:
+        elif call is not None and not lo <= call.ts <= hi:
             tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"launched more than {MAX_SPAN_US / 3.6e9:g} h from "
                   "the rank's GPU events")
         else:
@@ -743,11 +754,12 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
     once per distinct launch shape and shared, and so is each distinct collective (`seen` holds both: a launch
     shape's key has six items, a collective five), which every rank's diagnosis keeps for each of its
     communication kernels (a parent process holds them for every rank)."""
-    ts, dur, corr = _time(ev.ts), ev.dur, args.correlation
-    if ts is None:
+    ts, dur, corr = ev.ts, ev.dur, args.correlation
+    # _time's and _dur_problem's checks inline where they pass: two calls fewer per kernel
+    if not (type(ts) is float and -_INF < ts < _INF) and (ts := _time(ts)) is None:
         tally(ev, f"whose ts is not a finite number ({shorten(repr(ev.ts), 30)})")
         return None
-    if why := _dur_problem(dur):
+    if not ((type(dur) is float or type(dur) is int) and 0 < dur <= MAX_SPAN_US) and (why := _dur_problem(dur)):
         tally(ev, why)
         return None
     if type(corr) is not int:  # Kineto gives every GPU activity its launch's: without it, the launch is unknown
@@ -783,21 +795,12 @@ def _kernel(ev: _Event, args: _Args, stream: int, classifier: Classifier, seen: 
         tally(ev, bad)
         return None
     bps = args.blocks_per_sm
-    collective = None if args.collective is UNSET else tuple(_scalar(v) for v in (
-        args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group))
+    collective = None if args.collective is UNSET else tuple(map(_scalar, (
+        args.collective, args.in_nelems, args.out_nelems, args.dtype, args.group)))
     if collective is not None:
         collective = seen.setdefault(collective, collective)
-    return KernelEvent(
-        name=name,
-        kind=kind,
-        stream=stream,
-        ts=ts,
-        dur=float(dur),
-        correlation=-1 if corr is None else corr,
-        footprint=footprint,
-        blocks_per_sm=float(bps) if type(bps) is float or type(bps) is int else None,
-        collective=collective,
-    )
+    return KernelEvent(name, kind, stream, ts, float(dur), corr, footprint,
+                       float(bps) if type(bps) is float or type(bps) is int else None, collective)
 
 
 def _scalar(value):
@@ -920,16 +923,14 @@ def _analysed_indices(trace: Trace) -> tuple[int, ...]:
     if len({name for name, _ in trace.steps}) < 2:
         return tuple(range(len(trace.kernels)))
     last_start = max(ts for _, ts in trace.steps)
-    launches = trace.launches
-    return tuple(i for i, k in enumerate(trace.kernels)
-                 if (call := launches.get(k.correlation)) is not None and call.ts < last_start)
+    return tuple(i for i, call in enumerate(trace.calls) if call is not None and call.ts < last_start)
 
 
 def unlaunched(trace: Trace) -> list[KernelEvent]:
     """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
     if len({name for name, _ in trace.steps}) < 2:
         return []
-    return [k for k in trace.kernels if k.correlation not in trace.launches]
+    return [k for k, call in zip(trace.kernels, trace.calls) if call is None]
 
 
 def device_limits(props: dict | None) -> DeviceLimits | None:

@@ -10,8 +10,9 @@ from ccoverlap.analysis.summary import document, print_ranks, report_folder, wri
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
-from ccoverlap.analysis import analyze, short_name, verdict
+from ccoverlap.analysis import analyze, short_name
 from ccoverlap.analysis import cpu
+from ccoverlap.analysis.metrics import strategy_verdict
 from ccoverlap.analysis.trace import grouped, no_cyclic_gc
 from ccoverlap.doctor import record
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if padded:
         print_table("padded kernels", ["strategy", "rank", "kernel", "launches", "pad B", "blocks/SM"], padded)
     for name in dict.fromkeys(r.strategy for r in result.ranks):  # per rank, the mean over the strategy's ranks
-        print(f"verdict {name}: {verdict([r.diagnosis for r in result.ranks if r.strategy == name]).line}")
+        print(f"verdict {name}: {strategy_verdict([r for r in result.ranks if r.strategy == name]).line}")
     if written:
         print(f"report: {written[0]}")
     if cfg.json:
