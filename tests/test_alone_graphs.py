@@ -154,7 +154,9 @@ def test_topologies_are_put_in_order_and_malformed_ones_counted():
 
 def test_a_replay_matched_to_its_topology_is_diagnosed_and_its_lever_named(tmp_path):
     """With the graph's edges the collective was ready when the short kernel ended (400) and waited for the
-    grid's dispatch (at 5400): priority, as in the same program without a graph; never "cannot tell"."""
+    grid's dispatch (at 5400): priority, as in the same program without a graph, never "cannot tell"; released with
+    the grid by one graph launch, its CTAs would land first on idle SMs and configure them against the grid's 100 KB
+    blocks, so priority with the collective's own carveout hint comes first (compute_slowed.landing)."""
     import dataclasses
 
     from ccoverlap.analysis.deps import graph
@@ -173,7 +175,7 @@ def test_a_replay_matched_to_its_topology_is_diagnosed_and_its_lever_named(tmp_p
     d = diagnose({0: trace})[0]
     (c,) = d.comm
     assert c.ready_us == 400 and c.cause is Cause.DISPATCH_ORDER and c.blocked_by == ("padded_kernel",)
-    assert [r.lever for r in verdict([d]).recommendations][:1] == ["priority"]
+    assert [r.lever for r in verdict([d]).recommendations][:2] == ["priority+comm-carveout-hint", "priority"]
 
 
 @pytest.mark.parametrize("change", ["shape", "c-name", "order"])
@@ -335,7 +337,7 @@ def test_analyze_on_a_doctor_folder_reads_its_records_graphs(tmp_path, capsys):
     out = capsys.readouterr()
     doc = json.loads(out.out)
     (rank,) = doc["ranks"]
-    assert rank["recommendations"][0]["lever"] == "priority", rank["verdict"]
+    assert rank["recommendations"][0]["lever"] == "priority+comm-carveout-hint", rank["verdict"]
     lines[-1]["graphs_skipped"] = ["ValueError: it holds a conditional node"]
     (tmp_path / ("rank0" + record.STEPS_SUFFIX)).write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert main(["analyze", str(tmp_path), "--json", "-"]) == 0
