@@ -172,11 +172,10 @@ def landing(d: RankDiagnosis, waits: frozenset[int], *, first: bool = False, hin
     grid's shared-memory configuration and the grid keeps the blocks that fit beside the CTA there. Where it lands
     on an idle SM (dispatched ahead of the grid; the collective and the grid released at one moment inside one CUDA
     graph launch, the collective first by priority; or a grid of one block an SM, whose retiring blocks leave their
-    SM empty), the SM takes the
-    collective's configuration and the grid keeps only the blocks that fit beside the CTA under it (the occupancy
-    model's carveout rule read with the collective as the resident: an 8 KB CTA's SM takes 100 KB, where 100 KB
-    blocks do not start; measured on an H200, bench/device/comm_hint.sh). The slots lost, spread evenly over the
-    grid's slots, lengthen it: a lower bound, as a grid of equal blocks loses whole waves.
+    SM empty), the SM takes the collective's configuration and the grid keeps only the blocks that fit beside the
+    CTA under it (the occupancy model's carveout rule read with the collective as the resident: an 8 KB CTA's SM
+    takes 100 KB, where 100 KB blocks do not start; measured on an H200, bench/device/comm_hint.sh). The slots lost,
+    spread evenly over the grid's slots, lengthen it: a lower bound, as a grid of equal blocks loses whole waves.
     """
     out: dict[int, float] = {}
     dev = d.device
