@@ -328,7 +328,7 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
 
 def _levers_in(term: str) -> frozenset[str]:
     """The registry levers a strategy term sets (priority+comm-carveout-hint: two)."""
-    return frozenset(name for name, _ in levers.strategy(term).levers)
+    return frozenset(levers.strategy(term).values)
 
 
 def _beyond_parts(recs: list[Recommendation], floor_ms: float) -> list[Recommendation]:

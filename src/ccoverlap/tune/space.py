@@ -47,7 +47,7 @@ def ordered(arms: Sequence[TunedPolicy], recommended: Sequence[str]) -> list[Tun
     is an arm of its own at its rank, where every lever of it is an arm here."""
     here = {a.levers[0][0] for a in arms if not a.knobs}
     combos = [levers.strategy(t) for t in recommended if "+" in t]
-    arms = [*arms, *(TunedPolicy.of(c) for c in combos if {name for name, _ in c.levers} <= here)]
+    arms = [*arms, *(TunedPolicy.of(c) for c in combos if c.values.keys() <= here)]
 
     def key(i_arm):
         i, arm = i_arm
