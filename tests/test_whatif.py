@@ -172,7 +172,9 @@ def test_a_collective_first_on_idle_sms_configures_them_against_the_grid_unless_
     grid = dataclasses.replace(grid, footprint=dataclasses.replace(grid.footprint, dynamic_smem=100 * 1024))
     step = Step(H200, (grid, collective), priorities={2: H200.stream_priority_range[1]})
     default = run(step)
-    assert default.kernels[1].start_us == 0 and default.step_us == pytest.approx(2100.0)  # one wave late
+    # one wave late: 2100 us block by block; the grid is simulated in merged CTAs spread over the room its first
+    # merged wave found (dispatch._Sim._spread), within one merged wave's share of that
+    assert default.kernels[1].start_us == 0 and default.step_us == pytest.approx(2100.0, rel=0.02)
     hinted = strategy(step, "comm-carveout-hint")
     assert [k.hint for k in hinted.kernels] == [None, 100]
     assert hinted.kernels[1].measured == (collective.footprint, None)  # its time alone was measured unhinted
@@ -721,3 +723,52 @@ def test_a_capture_that_shows_kernels_slowed_beside_each_other_keeps_its_point()
     assert run(step, STILL).step_us < 0.95 * shared.step_us
     cap = session.Captured((step,), (), "test")
     assert session.validate(cap, SHARING).reproduced and session.pace_open(cap, SHARING) is None
+
+
+def test_a_grid_already_dispatching_goes_on_before_a_collective_launched_earlier_but_ready_after_it():
+    """The held-out MLP's, softmax's and elementwise program's order: a collective launched right after A (waiting
+    on A through an event), then A's stream's next grid B (3 waves filling every thread slot). B is ready as A ends,
+    the collective an event's latency later; measured, the collective waited until B was fully dispatched, though
+    launched first. Of equal priority, a grid whose dispatch has begun goes on; a high-priority collective takes the
+    first room."""
+    a = compute(132, 100.0)
+    c = comm(deps=(0,))
+    b = compute(3 * 8 * 132, 300.0, release_us=2.0)  # 8 blocks of 256 threads a SM: every thread slot
+    r = run(Step(H200, (a, c, b)))
+    assert r.kernels[2].start_us == pytest.approx(100.0)
+    assert r.kernels[1].start_us == pytest.approx(400.0) and r.step_us == pytest.approx(900.0)  # after B's last wave
+    urgent = run(Step(H200, (a, c, b), priorities={2: -1}))
+    assert urgent.kernels[1].start_us == pytest.approx(200.0)  # B's first wave's room
+
+
+def test_a_merged_grid_that_finds_sms_held_spreads_over_the_room_it_has():
+    """31 waves of 6 us (8 blocks a SM) while a collective's 16 CTAs hold 16 SMs for its whole time: block by block
+    it runs 36 waves on the 116 SMs left, 216 us (186 x 132 / 116 = 211.7 us were its work fluid). Simulated in
+    merged CTAs sized for 132 SMs, a few merged CTAs would spill into a whole extra merged wave; spread over the
+    room found, it takes its work's time on that room."""
+    held = Kernel("comm", NCCL, 1000.0, 2, comm=True)
+    grid = compute(31 * 8 * 132, 186.0, release_us=1.0)
+    assert len(STILL.blocks(H200, grid)) == 2  # merged
+    r = run(Step(H200, (held, grid)))
+    took = r.kernels[1].end_us - r.kernels[1].start_us
+    assert took == pytest.approx(216.0, rel=0.01)  # merged CTAs sized for 132 SMs alone: 270 us, a wave of 90 late
+
+
+def test_a_launch_the_simulated_default_slows_beyond_its_capture_is_held_to_the_pace_measured():
+    from ccoverlap.whatif import anchor
+
+    pace = Pace(1.0, 0.3, saturation=0.25)
+    a = compute(132, 100.0, stream=1, measured_start_us=0.0, measured_end_us=100.0)  # did not slow
+    b = compute(132, 100.0, stream=2, measured_start_us=0.0, measured_end_us=125.0)  # slowed by a quarter
+    step = Step(H200, (a, b))
+    before = run(step, pace)
+    assert before.kernels[0].end_us > 110 and before.kernels[1].end_us > 125  # both slowed more than measured
+    (held,), names = anchor.hold([step], [before])
+    assert names == ["fma"] and held.kernels[0].held == 1.0
+    assert held.kernels[1].held == pytest.approx((100 + 1 + 1) / 125)  # the allowance: 1 us and 1%
+    after = run(held, pace)
+    assert after.kernels[0].end_us == pytest.approx(100.0)  # its alone pace
+    # no slower than measured while the two share; alone after a ends, at its alone pace
+    assert after.kernels[1].end_us == pytest.approx(100 + 100 * (1 - held.kernels[1].held))
+    (again,), _ = anchor.hold([held], [after])  # nothing left to hold: each runs as measured or faster
+    assert again == held

@@ -7,6 +7,9 @@ rule (docs/whatif.md, "Anchoring and refusal"), over the capture's typical steps
 * the collectives: each collective's start from its step's start (the n-th collective of the step, the median
   over the typical steps) within max(START_SHARE of the measured step, START_FLOOR_US) of its measured start.
 
+Before that, each launch the simulated default slows beyond what its capture shows is held to the pace the capture
+shows (`hold`; duration.py, "held"): the capture bounds how much it slows, as it bounds a launch's memory share.
+
 Where either fails the capture is refused: no lever is predicted (`Validation.refused` says why, naming the
 first collectives that disagree and the first launch whose end is off by the collectives' tolerance). Where both
 hold, a prediction is anchored: the measured step times the simulated lever over the simulated default
@@ -19,9 +22,10 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ccoverlap.whatif.dispatch import Result
+from ccoverlap.whatif.duration import allowance
 from ccoverlap.whatif.step import Step
 
 STEP_TOLERANCE = 0.05
@@ -109,6 +113,28 @@ def validate(steps: Sequence[Step], defaults: Sequence[Result]) -> Validation:
     disagree = [d for d in map(_median, starts.values()) if abs(d.simulated_us - d.measured_us) > tolerance]
     return Validation(measured, statistics.median(r.step_us for r in defaults), tolerance,
                       tuple(s.name for s in steps), tuple(disagree), first_off(steps, defaults, tolerance))
+
+
+def hold(steps: Sequence[Step], defaults: Sequence[Result]) -> tuple[list[Step], list[str]]:
+    """The steps with every launch held (`Kernel.held`) whose simulated default (`defaults[n]` of `steps[n]`) lasts
+    longer than it measured, past the allowance: the simulator slowed it for sharing an SM or the memory system more
+    than the capture shows it slowed. Held, its CTAs run no slower than the whole launch measured (its time alone
+    over its measured span, the allowance added: 1 where it did not slow) and no faster than alone. A launch
+    without an SM (a copy) or a measured span is left as it is. Also the held launches' names, each once."""
+    out, names = [], {}
+    for step, result in zip(steps, defaults):
+        def floor(n: int, k) -> float | None:
+            if k.footprint is None or k.measured_start_us is None or k.measured_end_us is None:
+                return None
+            measured = k.measured_end_us - k.measured_start_us
+            simulated = result.kernels[n].end_us - result.kernels[n].start_us
+            if simulated <= measured + allowance(k.alone_us):
+                return None
+            return min(1.0, (k.alone_us + allowance(k.alone_us)) / measured)
+        kernels = tuple(k if (f := floor(n, k)) is None else replace(k, held=f) for n, k in enumerate(step.kernels))
+        names.update((k.name, None) for k in kernels if k.held is not None)
+        out.append(step.replace(kernels=kernels))
+    return out, list(names)
 
 
 def _median(times: Sequence[tuple[str, int, float, float]], what: str = "start") -> Disagreement:

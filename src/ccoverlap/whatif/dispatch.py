@@ -3,8 +3,8 @@
 Which kernel's CTAs go next: among kernels that may dispatch (launched; their stream's previous kernel, their
 event dependencies and, in `serial` steps, the kernel launched before them done; the kernel ahead of them in
 their hardware queue fully dispatched, streams taking the `queues` queues in turn), the most urgent stream
-priority first, then launch order. A kernel whose next CTA finds no room holds every kernel after it: a later
-grid of equal priority waits until the earlier one is fully dispatched, and a pending higher-priority CTA takes
+priority first, then a grid whose dispatch has begun, then launch order. A kernel whose next CTA finds no room
+holds every kernel after it: a grid of equal priority waits until the one dispatching is fully dispatched, and a pending higher-priority CTA takes
 the next room that fits it (both measured on the H200: docs/lab.md, NOTES). CTAs go round-robin over the SMs a
 kernel may use, most free first; clusters to SMs of one modelled GPC at once. Each CTA then runs at the pace
 `duration.Pace` gives it, recomputed whenever what shares its SM, or what runs on the GPU, changes.
@@ -237,11 +237,46 @@ class _Sim:
         self.n_left -= self.pending[i]
         self.pending[i], self.dispatched[i] = 0, True
 
+    def _spread(self, i: int) -> None:
+        """A grid simulated in merged CTAs (`Pace.blocks`: many waves) whose first merged wave found less room than
+        it has alone: its merged CTAs made fewer and longer by the share of its room the kernels holding it take
+        over the grid's time alone (each SM's missing slots for as long as the CTAs there have work left, at most
+        that time), the same work in all. The real grid's small waves take the room there is as it comes; merged
+        CTAs sized for the whole wave alone would add a whole merged CTA's time for a few slots held a while."""
+        plan, placed = self.plan[i], self.placed[i]
+        k = self.step.kernels[i]
+        per_sm = residency.alone_per_sm(self.dev, k.footprint, k.hint)
+        sms = self._allowed(i)
+        if len(plan) < 2 or self.fps[i].cluster > 1 or not placed or placed >= per_sm * len(sms):
+            return
+        held = 0.0
+        for s in sms:
+            mine = sum(1 for cid in self.on_sm[s] if self.ctas[cid][0] == i)
+            others = [self.ctas[cid][2] for cid in self.on_sm[s] if self.ctas[cid][0] != i]
+            if mine < per_sm and others:
+                held += (per_sm - mine) * min(k.alone_us, max(others))
+        (merged, work), last = plan
+        fewer = max(placed, round(merged * (1 - held / (per_sm * len(sms) * k.alone_us))))
+        if fewer >= merged:
+            return
+        scale = merged / fewer
+        for c in self.ctas.values():
+            if c[0] == i:
+                c[2] *= scale
+        self.plan[i] = ((fewer, work * scale), last)
+        self.pending[i] -= merged - fewer
+        self.left[i] -= merged - fewer
+        self.n_left -= merged - fewer
+
     def dispatch(self, t: float) -> None:
         self._mark_ready(t)
-        for i in self.rank:
-            if not self.pending[i]:
-                continue
+        # of equal priority, a grid whose dispatch has begun goes on before one that has not begun, whichever was
+        # launched first (measured: a collective launched before its stream's producer's same-stream successor, ready
+        # by an event after it, waits until that successor's grid is fully dispatched)
+        prio = self.step.priorities
+        live = sorted((i for i in self.rank if self.pending[i]),
+                      key=lambda i: (prio.get(self.step.kernels[i].stream, 0), self.start[i] is None))
+        for i in live:
             if not self.may_dispatch(i):
                 continue
             if self.copy[i]:  # a copy engine's: no SM, never in the way
@@ -255,6 +290,8 @@ class _Sim:
             if not done and first and self._persistent(i):
                 self._regrid(i)
                 done = True
+            elif not done and first:
+                self._spread(i)
             if not done:
                 return  # head of line: nothing after it dispatches
 
@@ -262,7 +299,8 @@ class _Sim:
     def _rate(self, cid: int) -> float:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
         now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
-        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, self.step.kernels[i].memory_bound)
+        k = self.step.kernels[i]
+        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, k.memory_bound, k.held)
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:

@@ -16,6 +16,10 @@ The model, stated once (docs/whatif.md, "The model"):
     by every SM), else 0.
     A launch that its capture shows beside other kernels at its alone pace has its share bounded by what was
     measured (`observed_memory_share`): the calibrated share is an upper bound, never raised.
+  - held: a launch the simulated default slows beyond what its capture shows (it shared an SM there, by the
+    simulator's own reading, and slowed less) runs no slower than the capture shows the whole launch ran and no
+    faster than alone (`Kernel.held`, set by `anchor.hold`; a launch that did not slow runs at its alone pace
+    throughout): the calibrated pace is one figure for every kernel, and the capture bounds it for this one.
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
@@ -52,13 +56,14 @@ class Pace:
     min_cta_us: float = 50.0
 
     def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool,
-             memory_bound: float | None = None) -> float:
+             memory_bound: float | None = None, held: float | None = None) -> float:
         """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
         `warps_now` warps now; `memory_bound`: the most memory share its capture allows it (`observed_memory_share`;
-        None: the calibrated share)."""
+        None: the calibrated share); `held`: the slowest pace its capture allows it (`anchor.hold`; None: no bound)."""
         floor = self.saturation * device.max_warps_per_sm
         share = self.memory_share if memory_bound is None else min(self.memory_share, memory_bound)
-        return (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
+        pace = (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
+        return pace if held is None else min(1.0, max(pace, held))
 
     def unshared(self) -> Pace:
         """The same model with no kernel slowed by what shares its SM or the memory system: the other end of what a
@@ -100,6 +105,11 @@ class Pace:
         return per_sm * -(-basis.threads // warp)
 
 
+def allowance(alone_us: float) -> float:
+    """How much longer than `alone_us` a launch may measure and still count as not slowed (two measurements)."""
+    return ALLOWANCE_US + ALLOWANCE_SHARE * alone_us
+
+
 def observed_memory_share(alone_us: float, measured_us: float, beside_us: float) -> float | None:
     """The most memory-system share a launch's capture allows it: it ran `measured_us` where alone it runs
     `alone_us`, `beside_us` of it while another kernel ran. At share m its work is done at 1 / (1 + m) beside
@@ -108,5 +118,5 @@ def observed_memory_share(alone_us: float, measured_us: float, beside_us: float)
     the lab's memory-streaming ones too); a kernel that ran beside others at its alone pace (a compute-bound or
     latency-bound kernel, a spin) does not share the memory system, and the capture says so. None where it ran
     beside nothing, or slowed more than any share explains (no bound: other mechanisms slowed it)."""
-    excess = max(0.0, measured_us - alone_us) + ALLOWANCE_US + ALLOWANCE_SHARE * alone_us
+    excess = max(0.0, measured_us - alone_us) + allowance(alone_us)
     return excess / (beside_us - excess) if beside_us > excess else None

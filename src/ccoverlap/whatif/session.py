@@ -173,6 +173,19 @@ def validate(cap: Captured, cal: calibration.Calibration, pace: Pace | None = No
     return anchor.validate(cap.steps, [simulate(s, pace or cal.pace, gpcs) for s in cap.steps])
 
 
+def hold(cap: Captured, cal: calibration.Calibration) -> Captured:
+    """The capture with each launch the simulated default slows beyond what was measured held to the measured pace
+    (`anchor.hold`), and a note naming them."""
+    steps, names = anchor.hold(cap.steps, [simulate(s, cal.pace, _gpcs(s)) for s in cap.steps])
+    if not names:
+        return cap
+    shown = ", ".join(short_name(n) for n in names[:anchor.SHOWN]) + (
+        f" and {len(names) - anchor.SHOWN} more" if len(names) > anchor.SHOWN else "")
+    note = (f"held to the pace the capture shows (the simulated default slowed them more for sharing than they "
+            f"slowed): {shown}")
+    return dataclasses.replace(cap, steps=tuple(steps), notes=cap.notes + (note,))
+
+
 def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation | None:
     """The capture's default simulated with no kernel slowed by another (`Pace.unshared`), where that reproduces the
     capture too: then the capture cannot tell how much its kernels slow each other, and a lever that makes them
@@ -236,6 +249,7 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
     cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None, processes=processes)
     assumptions: list[str] = []
     cal, cal_note = calibration.load(cap.step.device.name)
+    cap = hold(cap, cal)
     check = validate(cap, cal)
     steps = list(cap.steps)
     if cfg.busbw or cfg.world:
@@ -311,6 +325,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     default does not reproduce it (then no prediction may prune anything)."""
     cap = capture(root, comm_regex, analysis=analysis)
     cal, _ = calibration.load(cap.step.device.name)
+    cap = hold(cap, cal)
     if why := unfitted(cap.step.device.name, cal) or cap.hidden or validate(cap, cal).refused():
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]

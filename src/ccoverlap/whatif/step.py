@@ -41,6 +41,8 @@ class Kernel:
     measured_start_us: float | None = None  # its start in the capture, from the step's start (None: not captured)
     measured_end_us: float | None = None  # its end in the capture, from the step's start (None: not captured)
     memory_bound: float | None = None  # the most memory share its capture allows (duration.observed_memory_share)
+    held: float | None = None  # the slowest pace its capture allows, where the simulated default slowed it more
+    # (anchor.hold); None: the calibrated pace
     protocol: str | None = None  # how NCCL_NTHREADS acts on it, where its source says (None: its threads say)
 
     @property
