@@ -2,8 +2,9 @@
 the gain (None: nothing to gain, or nothing a scheduling lever can do), for bench/device/known_answers.sh and
 docs/results.md. The doctor's heuristics are not fitted to them: hidden programs are run the same way. The
 `held_out` ones (real torch kernels, not set-time ones) were written on 2026-12-06 after the what-if's model and
-calibration were frozen at edc155f: their realized ratios judge the what-if as programs it has not seen, and
-are reported apart (issue 28)."""
+calibration were frozen (the first four at edc155f, the next three after the model's change at 362439d that
+the first four prompted): their realized ratios judge the what-if as programs it has not seen, and are reported
+apart (issue 28)."""
 
 CASES = {
     "carveout": {"truth": "the collective (82 KB of shared memory) cannot start beside a 0 B kernel's blocks: it "
@@ -53,4 +54,13 @@ CASES = {
     "heldout_softmax": {"truth": "held out: softmax and layer norm over large rows beside a 32 x 512-thread "
                                  "collective; written after the what-if was frozen, what it realizes is measured",
                         "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_late_comm": {"truth": "held out: a 2 ms memory-bound grid launched before a 544-thread, 64 KB collective; "
+                                   "written after the what-if was changed at 362439d, what it realizes is measured",
+                          "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_conv": {"truth": "held out: two cuDNN convolutions with batch norm and ReLU beside a 24 x 640-thread "
+                              "collective; written after the what-if was changed at 362439d, what it realizes is "
+                              "measured", "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_fp32_gemm": {"truth": "held out: fp32 GEMMs and a softmax beside a 288-thread collective launched first; "
+                                   "written after the what-if was changed at 362439d, what it realizes is measured",
+                          "lever": None, "gain_ms": None, "held_out": True},
 }
