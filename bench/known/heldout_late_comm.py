@@ -1,6 +1,6 @@
 """Held out (written 2026-12-06 after the what-if's model was changed at 362439d; nothing fitted to it), a long
-memory-bound grid launched before the collective: a 0.1 ms elementwise kernel, then exp over 256 M floats (about
-2 ms on a Hopper GPU, 128-thread blocks filling every SM), then the collective (16 CTAs x 544 threads, 64 KB; 1 ms),
+memory-bound grid launched before the collective: a small elementwise kernel, then exp over 256 M floats (2 GB
+moved; 128-thread blocks filling every SM), then the collective (16 CTAs x 544 threads, 64 KB; 1 ms),
 ready after the first kernel; the optimizer waits for both. What it realizes is measured, not constructed."""
 import torch
 
