@@ -1,0 +1,122 @@
+"""What the audit of every subcommand against issue 29's faults found wanting (each test's docstring: what it did
+before), each case checked for its one line, its exit code, nothing partial left and the input unchanged. In process
+through main() where the fault allows; the rest in subprocesses started side by side in one fixture (they mostly
+wait)."""
+from __future__ import annotations
+
+import hashlib
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_interposer import clean_env
+
+from ccoverlap.cli import main
+
+CAPTURE = Path(__file__).parent / "data" / "traces" / "h200" / "default"  # two ranks, recorded on an H200
+DISPATCH = Path(__file__).parent.parent / "src" / "ccoverlap" / "examples" / "dispatch"  # a doctor capture
+
+
+def _digest(*folders: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for f in folders for p in sorted(f.rglob("*"))
+            if p.is_file()}
+
+
+def _one_line(capsys) -> str:
+    err = [e for e in capsys.readouterr().err.splitlines() if "without a Stream Wait Event record" not in e]
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+# --- standard output closed (`>&-`: Python's sys.stdout is None) ---
+
+PRINTERS = {
+    "info": ["info", "--device", "h200"], "levers": ["levers"],
+    "plan": ["plan", "--device", "h200", "--compute", "threads=256,regs=32"],
+    "occupancy": ["occupancy", "--device", "h200", "--threads", "256", "--regs", "32"],
+    "interposer": ["interposer", "--path"], "analyze": ["analyze", str(CAPTURE)],
+    "analyze-json": ["analyze", str(CAPTURE), "--json", "-"], "whatif": ["whatif", str(DISPATCH)],
+    "example": ["example", "{tmp}/ex"], "help": ["--help"],
+}
+
+
+@pytest.mark.parametrize("argv", PRINTERS.values(), ids=PRINTERS)
+def test_a_closed_standard_output_is_one_line_exit_1(argv, tmp_path, capsys, monkeypatch):
+    """Every write to it was an AttributeError on None, a traceback."""
+    before = _digest(CAPTURE, DISPATCH)
+    monkeypatch.setattr(sys, "stdout", None)
+    code = main([a.format(tmp=tmp_path) for a in argv])
+    prog = f"ccoverlap {argv[0]}" if not argv[0].startswith("-") else "ccoverlap"
+    assert code == 1 and _one_line(capsys) == (f"{prog}: error: cannot write standard output: [Errno 9] Bad file "
+                                               "descriptor (EBADF)")
+    assert _digest(CAPTURE, DISPATCH) == before
+
+
+# --- outputs that no file or folder can be made at ---
+
+LOOPED = {
+    "info-json": ["info", "--device", "h200", "--json", "{loop}"],
+    "analyze-report": ["analyze", str(CAPTURE), "--report", "{loop}"],
+    "example": ["example", "{loop}"],
+    "example-under": ["example", "{loop}/ex"],
+    "doctor-out": ["doctor", "--out", "{loop}", "--", "touch", "{tmp}/ran"],
+    "tune-out": ["tune", "--out", "{loop}", "--", "touch", "{tmp}/ran"],
+}
+
+
+@pytest.mark.parametrize("argv", LOOPED.values(), ids=LOOPED)
+def test_a_symbolic_link_loop_as_an_output_is_refused_before_any_work(argv, tmp_path, capsys):
+    """The loop's `exists()` is False: `example` and `doctor --out` ended in a traceback (mkdir, resolve), `tune
+    --out` after its first trial, `--json` replaced the link."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    given = [a.format(loop=loop, tmp=tmp_path) for a in argv]
+    assert main(given) == 2
+    line = _one_line(capsys)
+    assert line.startswith(f"ccoverlap {argv[0]}: error: ") and line.endswith(": Too many levels of symbolic links")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop", "loop2"] and loop.is_symlink()
+
+
+def test_a_dangling_link_as_a_new_folder_is_refused(tmp_path, capsys):
+    (tmp_path / "ex").symlink_to(tmp_path / "gone")
+    assert main(["example", str(tmp_path / "ex")]) == 2
+    assert _one_line(capsys) == (f"ccoverlap example: error: DIR {tmp_path / 'ex'}: a symbolic link to "
+                                 f"{tmp_path / 'gone'}, which does not exist")
+
+
+# --- in subprocesses: a file-size limit ---
+
+def _full_disk() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
+    """name -> (exit code, stderr, its folder), every run started at once."""
+    started = {}
+
+    def start(name: str, argv: list[str], **kw) -> None:
+        tmp = tmp_path_factory.mktemp(name)
+        argv = [a.replace("{tmp}", str(tmp)) for a in argv]
+        started[name] = tmp, subprocess.Popen([sys.executable, *argv], env=clean_env(), text=True,
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+
+    start("example_full", ["-m", "ccoverlap", "example", "{tmp}/ex"], preexec_fn=_full_disk)
+    done = {}
+    for name, (tmp, proc) in started.items():
+        _, err = proc.communicate(timeout=120)
+        done[name] = proc.returncode, err, tmp
+    return done
+
+
+def test_example_on_a_full_disk_is_one_line_and_leaves_no_folder(runs):
+    """Its files were written one by one, in place: a traceback and half a capture."""
+    code, err, tmp = runs["example_full"]
+    assert code == 1 and err.splitlines() == [f"ccoverlap example: error: cannot write {tmp / 'ex'}: [Errno 27] File "
+                                              "too large (EFBIG)"], err
+    assert list(tmp.iterdir()) == []
