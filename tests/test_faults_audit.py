@@ -5,10 +5,13 @@ wait)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import resource
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,19 @@ def _one_line(capsys) -> str:
     err = [e for e in capsys.readouterr().err.splitlines() if "without a Stream Wait Event record" not in e]
     assert len(err) == 1 and "Traceback" not in err[0], err
     return err[0]
+
+
+@pytest.fixture
+def no_hang():
+    """A test that would hang (a FIFO opened for reading) fails after 20 s instead."""
+    def alarm(*_):
+        raise TimeoutError("hung")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
 
 
 # --- standard output closed (`>&-`: Python's sys.stdout is None) ---
@@ -64,6 +80,7 @@ LOOPED = {
     "example-under": ["example", "{loop}/ex"],
     "doctor-out": ["doctor", "--out", "{loop}", "--", "touch", "{tmp}/ran"],
     "tune-out": ["tune", "--out", "{loop}", "--", "touch", "{tmp}/ran"],
+    "run-stats": ["run", "--pad-bytes", "64", "--stats", "{loop}", "--", "touch", "{tmp}/ran"],
 }
 
 
@@ -86,6 +103,63 @@ def test_a_dangling_link_as_a_new_folder_is_refused(tmp_path, capsys):
     assert main(["example", str(tmp_path / "ex")]) == 2
     assert _one_line(capsys) == (f"ccoverlap example: error: DIR {tmp_path / 'ex'}: a symbolic link to "
                                  f"{tmp_path / 'gone'}, which does not exist")
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("{tmp}/f/s.json", "{tmp}/f is a file, not a directory"), ("{tmp}/d", "is a directory"),
+    ("{tmp}/policy.json", "is (or holds, or lies in) the input {tmp}/policy.json; give a path outside it"),
+], ids=["under-a-file", "a-folder", "the-policy"])
+def test_launch_stats_that_cannot_be_written_are_refused_before_the_command_runs(target, why, tmp_path, capsys):
+    """The interposer writes them as each process ends, long after: a stats file that could never be written was
+    one line per process then, if any."""
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "policy.json").write_text('{"pad_bytes": 64}')
+    before = _digest(tmp_path)
+    stats = target.format(tmp=tmp_path)
+    assert main(["run", "--policy", str(tmp_path / "policy.json"), "--stats", stats, "--",
+                 "touch", str(tmp_path / "ran")]) == 2
+    assert _one_line(capsys) == f"ccoverlap run: error: --stats {stats}: {why.format(tmp=tmp_path)}"
+    assert _digest(tmp_path) == before and not (tmp_path / "ran").exists()
+
+
+def test_launch_stats_to_a_fifo_are_written_in_place(fake, tmp_path):
+    """The interposer renamed its temporary over the target: over /dev/null, had it been given (a device is written
+    in place, as util/output writes one)."""
+    fifo = tmp_path / "stats"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    out = subprocess.run([sys.executable, "-m", "ccoverlap", "run", "--pad-bytes", "64", "--stats", str(fifo), "--",
+                          str(fake / "launcher"), "paths"], env=clean_env(), capture_output=True, text=True,
+                         timeout=120)
+    reader.join(30)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert json.loads(got[0])["padded"] > 0 and fifo.is_fifo() and [p.name for p in tmp_path.iterdir()] == ["stats"]
+
+
+# --- policy files that are no regular file: never opened, never waited on ---
+
+@pytest.mark.parametrize(("make", "what"), [
+    (os.mkfifo, "a FIFO"), (lambda p: p.symlink_to("/dev/zero"), "a character device"),
+    (lambda p: p.mkdir(), "a directory"),
+], ids=["fifo", "device", "directory"])
+@pytest.mark.parametrize("how", ["run --policy", "CCOVERLAP_POLICY"])
+def test_a_policy_file_that_is_no_regular_file_is_refused_unopened(make, what, how, tmp_path, capsys, monkeypatch,
+                                                                    no_hang):
+    """The library's reader opened it: a FIFO waited for a writer (the command, and every process the interposer
+    was preloaded into), a device was read, a folder was 'not a JSON object'."""
+    path = tmp_path / "policy.json"
+    make(path)
+    if how == "run --policy":
+        code = main(["run", "--policy", str(path), "--", "true"])
+    else:
+        monkeypatch.setenv("CCOVERLAP_POLICY", str(path))
+        code = main(["interposer"])
+    prog = "run" if how == "run --policy" else "interposer"
+    assert code == 2 and _one_line(capsys) == f"ccoverlap {prog}: error: CCOVERLAP_POLICY={path}: {what}, not a " \
+                                              "policy file"
 
 
 # --- in subprocesses: a file-size limit ---
