@@ -4,10 +4,12 @@ through main() where the fault allows; the rest in subprocesses started side by 
 wait)."""
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,6 +162,63 @@ def test_a_policy_file_that_is_no_regular_file_is_refused_unopened(make, what, h
     prog = "run" if how == "run --policy" else "interposer"
     assert code == 2 and _one_line(capsys) == f"ccoverlap {prog}: error: CCOVERLAP_POLICY={path}: {what}, not a " \
                                               "policy file"
+
+
+# --- traces and specs ---
+
+def _capture_with(tmp_path: Path, edit) -> Path:
+    folder = tmp_path / "cap"
+    shutil.copytree(CAPTURE, folder)
+    for path in folder.iterdir():
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "kernel":
+                edit(e)
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return folder
+
+
+def test_kernels_whose_durations_cannot_be_read_get_no_cpu_verdict(tmp_path, capsys):
+    """Every kernel's dur negative: the CPU timeline's reader dropped them before it looked for GPU work, so the
+    capture passed for a CPU run and printed a CPU verdict, exit 0, its GPU lines unsaid."""
+    folder = _capture_with(tmp_path, lambda e: e.update(dur=-3))
+    code = main(["analyze", str(folder)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "with a negative dur" in err and err.splitlines()[-1] == (f"ccoverlap analyze: error: nothing could be "
+                                                                     f"analysed in {folder}")
+
+
+def test_one_unreadable_trace_is_one_line_naming_it(tmp_path, capsys):
+    path = tmp_path / "rank0_trace.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": ['))
+    assert main(["analyze", str(path)]) == 2
+    assert _one_line(capsys) == (f"ccoverlap analyze: error: {path}: skipped: invalid or truncated JSON (Input data "
+                                 f"was truncated); nothing could be analysed in {path}")
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "fifo"])
+def test_a_baseline_without_a_usable_trace_is_one_line_exit_2(kind, tmp_path, capsys, no_hang):
+    """It was left out, named, and the analysis went on without the slowdowns asked for: exit 0."""
+    base = tmp_path / "base"
+    base.mkdir()
+    trace = base / "rank0_trace.json.gz"
+    trace.write_bytes(b"\x1f\x8b not gzip") if kind == "corrupt" else os.mkfifo(trace)
+    code = main(["analyze", str(CAPTURE), "--baseline", str(base), "--json", str(tmp_path / "a.json")])
+    why = "truncated or corrupt gzip (Unknown compression method)" if kind == "corrupt" else "a FIFO, not a trace file"
+    assert code == 2 and _one_line(capsys) == (f"ccoverlap analyze: error: --baseline {base}: no usable trace: "
+                                               f"{trace}: skipped: {why}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]
+
+
+@pytest.mark.parametrize(("argv", "key"), [
+    (["--compute", "threads=256,regs=32,regs=40"], "compute spec 'threads=256,regs=32,regs=40': regs"),
+    (["--compute", "threads=256,regs=32", "--comm", "nccl:ctas=4,grid=8"], "comm spec 'ctas=4,grid=8': grid"),
+], ids=["twice", "alias"])
+def test_a_spec_naming_a_key_twice_is_refused(argv, key, capsys):
+    """The last one won, silently."""
+    assert main(["plan", "--device", "h200", *argv]) == 2
+    assert _one_line(capsys) == f"ccoverlap plan: error: {key} given twice"
 
 
 # --- in subprocesses: a file-size limit ---
