@@ -4,6 +4,7 @@ through main() where the fault allows; the rest in subprocesses started side by 
 wait)."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -13,13 +14,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from test_interposer import clean_env
 
 from ccoverlap.cli import main
+from ccoverlap.control.procs import STOP_SIGNALS, stop_on_signals
 
 CAPTURE = Path(__file__).parent / "data" / "traces" / "h200" / "default"  # two ranks, recorded on an H200
 DISPATCH = Path(__file__).parent.parent / "src" / "ccoverlap" / "examples" / "dispatch"  # a doctor capture
@@ -221,7 +225,54 @@ def test_a_spec_naming_a_key_twice_is_refused(argv, key, capsys):
     assert _one_line(capsys) == f"ccoverlap plan: error: {key} given twice"
 
 
-# --- in subprocesses: a file-size limit ---
+def test_stop_on_signals_leaves_an_ignored_signal_ignored():
+    """`nohup` ignores SIGHUP, a background job of a script SIGINT: the command must not be stopped by them."""
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stop_on_signals():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+# --- in subprocesses: a file-size limit, signals ---
+
+#: `analyze --jobs 2` whose workers note their pid in argv[1] and sleep: a parent signalled while they work
+SLOW_ANALYZE = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    import ccoverlap.analysis as analysis
+    from ccoverlap.cli import main
+
+    Path(sys.argv[1]).mkdir()
+
+    def first(task):
+        (Path(sys.argv[1]) / str(os.getpid())).touch()
+        time.sleep(120)
+
+    analysis.first = first
+    sys.exit(main(["analyze", sys.argv[2], "--jobs", "2", "--json", sys.argv[3]]))
+""")
+#: `info --json` stopped by SIGTERM in the middle of its write: what main()'s unwinding leaves
+TERM_MID_WRITE = textwrap.dedent("""
+    import os, signal, sys, time
+    import ccoverlap.cli.info as info
+    from ccoverlap.cli import main
+    from ccoverlap.util.output import open_output
+
+    def write_json(path, obj, **kw):
+        with open_output(path) as f:
+            f.write("{")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+
+    info.write_json = write_json
+    sys.exit(main(["info", "--device", "h200", "--json", sys.argv[1]]))
+""")
+
 
 def _full_disk() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -230,7 +281,8 @@ def _full_disk() -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
-    """name -> (exit code, stderr, its folder), every run started at once."""
+    """name -> (exit code or -signal, stderr, its folder), every run started at once; the analyses signalled
+    once both workers are at work."""
     started = {}
 
     def start(name: str, argv: list[str], **kw) -> None:
@@ -240,11 +292,48 @@ def runs(tmp_path_factory) -> dict[str, tuple[int, str, Path]]:
                                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
 
     start("example_full", ["-m", "ccoverlap", "example", "{tmp}/ex"], preexec_fn=_full_disk)
+    start("term_mid_write", ["-c", TERM_MID_WRITE, "{tmp}/i.json"])
+    for sig in ("SIGTERM", "SIGKILL"):
+        start(f"analyze_{sig}", ["-c", SLOW_ANALYZE, "{tmp}/pids", str(CAPTURE), "{tmp}/a.json"])
+    for sig in ("SIGTERM", "SIGKILL"):
+        tmp, proc = started[f"analyze_{sig}"]
+        deadline = time.monotonic() + 60
+        while len(list((tmp / "pids").glob("*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(getattr(signal, sig))
     done = {}
     for name, (tmp, proc) in started.items():
         _, err = proc.communicate(timeout=120)
         done[name] = proc.returncode, err, tmp
     return done
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie waits for an init that may never reap it, in a container)."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_analyze_signalled_leaves_no_worker_running_and_writes_nothing(runs, sig):
+    """A worker busy with a file when its parent was killed went on, and two of them, each blocked sending into a
+    pipe whose other end the other held, waited forever."""
+    code, err, tmp = runs[f"analyze_{sig}"]
+    assert code == -getattr(signal, sig) and "Traceback" not in err, err
+    pids = [int(p.name) for p in (tmp / "pids").iterdir()]
+    deadline = time.monotonic() + 10  # SIGKILL: the workers' parent-death signal is on its way
+    while any(map(_running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(pids) == 2 and not any(map(_running, pids))
+    assert sorted(p.name for p in tmp.iterdir()) == ["pids"]
+
+
+def test_sigterm_mid_write_leaves_no_temporary(runs):
+    """SIGTERM ended the process where it stood: the temporary beside --json stayed."""
+    code, err, tmp = runs["term_mid_write"]
+    assert code == -signal.SIGTERM and "Traceback" not in err, err
+    assert list(tmp.iterdir()) == []
 
 
 def test_example_on_a_full_disk_is_one_line_and_leaves_no_folder(runs):
