@@ -1,7 +1,8 @@
 """Terminal, file and JSON output shared by the subcommands: the one output path.
 
 A command checks each file it will write before any work, then writes it through open_output (or
-write_json / write_text / write_bytes), which never leaves half a file and never replaces a device::
+write_json / write_text / write_bytes; a new folder whole: open_folder), which never leaves half a file and never
+replaces a device::
 
     from ccoverlap.util.output import check_outputs, write_json, write_text
 
