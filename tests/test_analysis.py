@@ -543,8 +543,9 @@ def test_a_foreign_or_truncated_file_is_one_line(capsys, tmp_path, content, why)
         path.write_text(content)
     code, out, err = run(capsys, "analyze", tmp_path, "--json", "-")
     lines = err.splitlines()
-    assert code == 2 and out == "" and "Traceback" not in err and len(lines) == 2
-    assert lines[0].startswith(f"ccoverlap analyze: {path}: skipped: {why}")
+    assert code == 2 and out == "" and "Traceback" not in err and len(lines) == 1
+    assert lines[0].startswith(f"ccoverlap analyze: error: {path}: skipped: {why}")
+    assert lines[0].endswith(f"; nothing could be analysed in {tmp_path}")
 
 
 def test_metadata_of_the_wrong_shape_is_ignored(tmp_path):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_interposer import foreground
 
 from ccoverlap.gpu import cuda_driver
 from ccoverlap.bench import launcher
@@ -104,7 +105,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, list[int], Path, Path]:
         [sys.executable, "-m", "ccoverlap", "bench", "--workload", "ddp", "--device", "cpu", "--nproc", "2", "--tiny",
          "--strategies", "default", "--steps", "100000", "--json", str(out)],
         env=os.environ | {"TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=foreground)
     _STARTED.append(proc.pid)
     try:
         assert _until(lambda: len(_ranks_of(proc.pid)) == 2 or proc.poll() is not None, 120) and proc.poll() is None, (

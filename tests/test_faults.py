@@ -35,6 +35,8 @@ RUNS = {
                     True, False),
     "doctor_head": (["doctor", "--skip", "2", "--steps", "2", "--out", "{tmp}/out", "--json", "{tmp}/d.json", "--",
                      "sh", "-c", f'"{sys.executable}" "{TRAIN}" > /dev/null'], False, True),  # the doctor's lines only
+    "doctor_json_full": (["doctor", "--skip", "2", "--steps", "2", "--out", "{tmp}/out", "--json", "/dev/full", "--",
+                          sys.executable, TRAIN], False, False),
     "tune_full": (["tune", "--budget", "1", "--skip", "2", "--steps", "3", "--out", "{tmp}/out", "--",
                    sys.executable, TRAIN, "--steps", "100"], True, False),
     "tune_timeout": (["tune", "--budget", "2", "--trial-timeout", "3", "--out", "{tmp}/out", "--", "sleep", "1000"],
@@ -86,6 +88,15 @@ def test_doctor_with_a_closed_stdout_writes_its_json_and_says_so_in_one_line(run
     doc = json.loads((tmp / "d.json").read_text())
     assert doc["exit_code"] == 0 and doc["step_times"] and doc["analysis"] is None
     assert doc["no_analysis"] == "the program ran on the CPU (no GPU kernels in its traces)"
+
+
+def test_doctor_whose_json_alone_cannot_be_written_is_the_one_output_line_exit_1(runs):
+    """It was exit 2, a line of its own wording without the errno's name, as if nothing had been profiled."""
+    code, out, err, tmp = runs["doctor_json_full"]
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert code == 1 and "Traceback" not in err and errors == [
+        "ccoverlap doctor: error: cannot write /dev/full: [Errno 28] No space left on device (ENOSPC)"], err
+    assert "step times per rank" in out and (tmp / "out" / "rank0_trace.json.gz").is_file()  # said, and kept
 
 
 def test_tune_on_a_full_disk_is_one_line_exit_2_and_leaves_nothing(runs):

@@ -38,6 +38,14 @@ def clean_env(**policy) -> dict:
     return env | {k: str(v) for k, v in policy.items()}
 
 
+def foreground() -> None:
+    """preexec_fn of a child that a test stops as Ctrl-C or a hangup would: SIGINT and SIGHUP at their default
+    in it, as in a terminal's foreground job, even where this run ignores them (a background job of a script,
+    nohup), which the child would keep ignoring (control/procs.stop_on_signals)."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def launch(fake, *args, preload=True, **policy):
     """Run the launcher; returns (JSON lines, stderr)."""
     env = clean_env(**policy)

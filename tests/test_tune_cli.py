@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_interposer import foreground
 
 from ccoverlap.cli import main
 from ccoverlap.control import policy as tuned
@@ -107,7 +108,7 @@ def test_a_stop_ends_the_trial_and_writes_what_it_has(signum, code, tmp_path):
     out = tmp_path / "t"
     proc = subprocess.Popen([sys.executable, "-m", "ccoverlap", "tune", "--budget", "5", "--skip", "2", "--steps", "5",
                              "--out", str(out), "--env", "DOCTOR_TRAIN_SLEEP_MS=200", "--", *PROGRAM],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=foreground,
                             env=os.environ | {"DOCTOR_TRAIN_SLEEP_MS": "100"})
     deadline = time.monotonic() + 120
     steps = out / "trial002-default" / "rank0_steps.jsonl"

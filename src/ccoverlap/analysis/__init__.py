@@ -40,8 +40,8 @@ from ccoverlap.analysis.metrics import Measured, RankMetrics, Timed, measure, ti
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.steps import Shape, shapes
 from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
-                                      analysed_kernels, device_limits, discover, no_cyclic_gc, printable, read_trace,
-                                      read_traces, short_name, trace_limit, unlaunched)
+                                      analysed_kernels, device_limits, discover, grouped, no_cyclic_gc, printable,
+                                      read_trace, read_traces, short_name, trace_limit, unlaunched)
 from ccoverlap.analysis import graphs, parallel
 from ccoverlap.analysis.process import Process
 from ccoverlap.util.errors import UsageError
@@ -378,6 +378,8 @@ def _baseline(path: Path, found: dict, classifier: Classifier, limit: int) -> tu
     (files,) = runs.values()
     traces, unread = read_traces(files, classifier, limit)
     bad += unread
+    if not traces:  # every slowdown asked for would be missing: no analysis without the baseline it was given
+        raise UsageError(f"--baseline {path}: no usable trace: {'; '.join(grouped(bad))}")
     if any([p.resolve() for p in ours] == [p.resolve() for p in files] for ours in found.values()):
         return {rank: t for rank, t in traces.items() if analysed_kernels(t)}, []  # as that folder's ranks
     return traces, [Problem(p.path, f"(baseline) {p.message}") for p in bad]

@@ -53,12 +53,13 @@ class CpuRank:
 
 def timeline(path: Path, doc: dict, classifier: Classifier = Classifier()) -> Trace | None:
     """The CPU timeline of a trace as a Trace (None: it has GPU work, or no communication on the CPU)."""
-    raw = doc.get("traceEvents")
-    events = [e for e in raw if isinstance(e, dict) and e.get("ph") == "X" and _time(e.get("ts"))
-              and _time(e.get("dur")) and isinstance(e.get("tid"), (int, str, type(None)))] \
-        if isinstance(raw, list) else []  # a thread that is no int or text (a list) has no lane
-    if any(e.get("cat") == "kernel" for e in events):  # GPU work, readable or not: never a CPU verdict
+    raw = doc.get("traceEvents") if isinstance(doc.get("traceEvents"), list) else []
+    # GPU work, readable or not (a kernel of negative dur is one too): never a CPU verdict
+    if any(isinstance(e, dict) and e.get("cat") == "kernel" for e in raw):
         return None
+    events = [e for e in raw if isinstance(e, dict) and e.get("ph") == "X" and _time(e.get("ts"))
+              and _time(e.get("dur")) and isinstance(e.get("tid"), (int, str, type(None)))]  # a thread that is
+    # no int or text (a list) has no lane
     comm = [e for e in events if str(e.get("name", "")).startswith(GLOO) or classifier.comm(str(e.get("name", "")))]
     if not comm:
         return None

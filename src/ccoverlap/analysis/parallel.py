@@ -33,9 +33,11 @@ class WorkerDied(Exception):
 
 def _serve(fn: Callable, conn: Connection) -> None:
     """A worker: tasks in, (ok, result or exception) out, until the parent sends None, closes the pipe or is gone
-    (a forked worker holds copies of the pipes' ends, so it looks for its parent too)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    (a forked worker holds copies of the pipes' ends, so it looks for its parent too). A parent killed outright
+    (SIGTERM, SIGKILL: no finally runs) takes it along, mid-task too: else two workers, each blocked sending its
+    result into a pipe whose other end the other holds, would wait forever."""
     parent = os.getppid()
+    die_with(parent)  # Ctrl-C is the parent's to handle: it stops the workers
     while True:
         try:
             if not conn.poll(1.0):
@@ -131,9 +133,9 @@ def _stop(workers: dict) -> None:
 
 class Forked:
     """`fn()` run in a process forked from this one (its memory shared, not copied) while this one goes on; the
-    result comes back pickled through a pipe. The child ignores Ctrl-C (this process ends it) and leaves by
-    os._exit: nothing of the parent's (buffers, atexit handlers) runs twice. Works inside a pool's worker,
-    where multiprocessing refuses a daemon process children."""
+    result comes back pickled through a pipe. The child ignores Ctrl-C (util/lifetime: this process ends it) and
+    leaves by os._exit: nothing of the parent's (buffers, atexit handlers) runs twice. Works inside a pool's
+    worker, where multiprocessing refuses a daemon process children."""
 
     def __init__(self, fn: Callable[[], Any]):
         read, write = os.pipe()
@@ -144,7 +146,6 @@ class Forked:
             try:
                 die_with(parent)  # a parent killed mid-analysis leaves no child computing for nobody
                 os.close(read)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 try:
                     answer = (True, fn())
                 except Exception as exc:  # raised again by result()

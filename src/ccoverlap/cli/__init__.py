@@ -6,6 +6,7 @@ import os
 import sys
 from importlib import import_module
 
+from ccoverlap.control.procs import Stopped, exit_for, stop_on_signals
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
 from ccoverlap.util.output import STDOUT, STDOUT_NAME, OutputError, guarded_stdout, json_on_stdout
@@ -57,10 +58,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input is one line and exit 2, a file or standard output that cannot be written
-    (a full disk, a closed pipe: util/output.OutputError) one line naming it and the errno, exit 1."""
+    (a full disk, a closed pipe: util/output.OutputError) one line naming it and the errno, exit 1. SIGINT,
+    SIGTERM and SIGHUP unwind it (control/procs.Stopped: a temporary output removed, workers stopped) before it
+    exits 130 (SIGINT) or dies of the signal."""
     prog = "ccoverlap"
     try:
-        with guarded_stdout():  # --help on a full device too
+        with guarded_stdout(), stop_on_signals():  # --help on a full device too
             given = sys.argv[1:] if argv is None else argv
             args = build_parser(given[0] if given else None).parse_args(given)
             prog = f"ccoverlap {args.command}"
@@ -77,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except Stopped as exc:
+        return exit_for(exc.signum)
 
 
 def _stdout_to_devnull() -> None:

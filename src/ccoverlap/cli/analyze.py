@@ -89,7 +89,10 @@ def _cpu(root: Path, cfg: AnalyzeConfig, problems: list) -> int:
     """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
     strategies, cpu_problems = cpu.analyze_folders(root, cfg.comm_regex)
     if not strategies:
-        for line in grouped(problems):
+        lines = grouped(problems)
+        if len(lines) == 1:  # one reason (one file given, say): the error's own line names it
+            raise UsageError(f"{lines[0]}; nothing could be analysed in {root}")
+        for line in lines:
             print(f"ccoverlap analyze: {line}", file=sys.stderr)
         raise UsageError(f"nothing could be analysed in {root}")
     for problem in cpu_problems:

@@ -6,7 +6,7 @@ import json
 
 from ccoverlap import examples
 from ccoverlap.util.options import add_subcommand, path_arg
-from ccoverlap.util.output import check_new_folder
+from ccoverlap.util.output import check_new_folder, open_folder
 
 EPILOG = """\
 The capture is ccoverlap's known-answer case 'dispatch', recorded by `ccoverlap
@@ -30,7 +30,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     dest = check_new_folder(args.dir, "DIR")
-    written = examples.write(dest)
+    with open_folder(dest) as tmp:
+        written = examples.write(tmp)
     recorded = json.loads((dest / examples.PROVENANCE).read_text())["recorded_by"]
     print(f"wrote {len(written)} files to {args.dir}: a capture by ccoverlap doctor on an {recorded['gpu']} "
           f"(torch {recorded['torch']}, NCCL {recorded['nccl']}, {recorded['date'][:10]}); see {examples.PROVENANCE}")

@@ -6,10 +6,11 @@ import os
 
 from ccoverlap.control import policy
 from ccoverlap.control.config import RunConfig
-from ccoverlap.control.interposer import POLICY_ENV
+from ccoverlap.control.interposer import POLICY_ENV, parse
 from ccoverlap.control.launch import command
 from ccoverlap.control.procs import end_as
 from ccoverlap.util.options import add_command, from_args
+from ccoverlap.util.output import check_output
 
 EPILOG = """\
 The policy comes from CCOVERLAP_POLICY (a JSON file), then CCOVERLAP_* variables,
@@ -64,4 +65,10 @@ def run(args: argparse.Namespace) -> int:
     cmd = command(args.argv, "ccoverlap run --pad-bytes 16384 -- python train.py")
     cfg = from_args(RunConfig, args).validate()
     base = dict(os.environ) | ({POLICY_ENV: os.path.abspath(cfg.policy)} if cfg.policy is not None else {})
-    return end_as(policy.for_run(cfg.config, cfg.strategy, cfg.given, allow_env=cfg.allow_env).run(cmd, base))
+    launch = policy.for_run(cfg.config, cfg.strategy, cfg.given, allow_env=cfg.allow_env)
+    if stats := parse(launch.environ(base))["stats"]:  # from --stats, CCOVERLAP_STATS or the policy file
+        # checked before CMD starts, as this process's would be (each process writes its own where %p is given);
+        # the interposer replaces an existing file whatever its mode, as --force would
+        check_output(stats.replace("%p", str(os.getpid())), "--stats" if cfg.stats else "CCOVERLAP_STATS",
+                     inputs=(cfg.policy, cfg.config), force=True)
+    return end_as(launch.run(cmd, base))

@@ -144,14 +144,15 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Inside, SIGINT, SIGTERM and SIGHUP raise Stopped in the main thread, once: later ones are ignored
-    while the bounded clean-up runs. The handlers before are restored after."""
+    while the bounded clean-up runs. A signal ignored on entry stays ignored (`nohup`'s SIGHUP, a background
+    job's SIGINT). The handlers before are restored after."""
 
     def handler(signum, frame):
-        for s in STOP_SIGNALS:
+        for s in before:
             signal.signal(s, signal.SIG_IGN)
         raise Stopped(signum)
 
-    before = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    before = {s: signal.signal(s, handler) for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN}
     try:
         yield
     finally:

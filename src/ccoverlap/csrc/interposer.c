@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---------- logging ---------- */
@@ -986,7 +987,11 @@ static void write_stats(void) {
     if (!stats_template || !stats_template[0] || launched == 0) return; /* a launcher process must not clobber its workers' file */
     char path[4200], tmp[4300];
     stats_path(path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    /* a character device (/dev/null) or a FIFO is written where it is: never replaced, nothing made beside it */
+    struct stat st;
+    int in_place = stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+    if (in_place) snprintf(tmp, sizeof tmp, "%s", path);
+    else snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", tmp, strerror(errno));
@@ -1047,9 +1052,10 @@ static void write_stats(void) {
     }
     fputs("\n  ]\n}\n", f);
     int failed = ferror(f);
-    if (fclose(f) != 0 || failed || rename(tmp, path) != 0) { /* a full disk: no half file, no temporary left */
+    /* a full disk: no half file, no temporary left */
+    if (fclose(f) != 0 || failed || (!in_place && rename(tmp, path) != 0)) {
         fprintf(stderr, "ccoverlap interposer: cannot write stats to %s: %s\n", path, strerror(errno ? errno : EIO));
-        unlink(tmp);
+        if (!in_place) unlink(tmp);
     }
 }
 

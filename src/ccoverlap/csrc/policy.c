@@ -4,9 +4,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const mode_choices[] = {"off", "pad", "blocks", "auto", NULL};     /* CCOV_MODE_* */
 static const char *const gate_choices[] = {"comm", "always", NULL};                   /* CCOV_GATE_* */
@@ -156,9 +159,30 @@ static int json_string(cursor *c, char **out) {
     return 0;
 }
 
+/* What a file that is not regular is, in util/inputs.py's words. */
+static const char *not_regular(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+/* Only a regular file is read: a FIFO would block every process that loads the library until a writer came, a
+ * device is no policy (stat first, so that it is never opened; fstat again, for one swapped in between). */
 static int read_file(ccov_policy *p, const char *path, char **text) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(p, "%s=%s: cannot read it (%m)", ccov_policy_file_env, path);
+    struct stat st;
+    if (stat(path, &st) != 0) return fail(p, "%s=%s: cannot read it (%m)", ccov_policy_file_env, path);
+    if (!S_ISREG(st.st_mode))
+        return fail(p, "%s=%s: %s, not a policy file", ccov_policy_file_env, path, not_regular(st.st_mode));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return fail(p, "%s=%s: cannot read it (%m)", ccov_policy_file_env, path);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(p, "%s=%s: %s, not a policy file", ccov_policy_file_env, path, not_regular(st.st_mode));
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return fail(p, "%s=%s: cannot read it (%m)", ccov_policy_file_env, path);
+    }
     *text = malloc(POLICY_FILE_MAX + 2);
     size_t len = *text ? fread(*text, 1, POLICY_FILE_MAX + 1, f) : 0;
     fclose(f);

@@ -20,15 +20,16 @@ from ccoverlap.analysis.summary import document, print_ranks, write_html, write_
 from ccoverlap.analysis.trace import grouped
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
-from ccoverlap.util.output import STDOUT_NAME, OutputError, print_table, unwritable, write_json
+from ccoverlap.util.output import OutputError, print_table, unwritable, write_json
 from ccoverlap.gpu import provenance
 from ccoverlap.analysis import Process, analyze
 
 
 def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     """Run `cmd` with the capture injected, then say what it captured; the exit code is the command's, or 2 where
-    it succeeded but nothing was profiled or the analysis failed. A closed stdout (`| head`) costs no file:
-    they are written first, and standard output's OutputError comes after them (the CLI's one line, exit 1)."""
+    it succeeded but nothing was profiled or the analysis failed, 1 where only an output could not be written
+    (the CLI's one line for its OutputError). A closed stdout (`| head`) costs no file: they are written first,
+    and standard output's OutputError comes after them."""
     found(cmd, os.environ, " (nothing was captured)")
     out = Path(cfg.out)
     launch, why = observed(cfg, out)
@@ -44,7 +45,7 @@ def run(cfg: DoctorConfig, cmd: list[str]) -> int:
     except (UsageError, OSError) as exc:  # the program's exit code stands, whatever the doctor met
         if code != 0:
             return end_as(code)
-        if isinstance(exc, OutputError) and exc.path == STDOUT_NAME:  # main()'s one line, after the files
+        if isinstance(exc, OutputError):  # main()'s one line, exit 1 (standard output's after the files)
             raise
         failures = [str(exc)]
     if made and not any(out.iterdir()):
@@ -71,7 +72,8 @@ def observed(cfg: DoctorConfig, out: Path) -> tuple[Launch, str | None]:
 def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupted: str | None = None) -> list[str]:
     """Write --report and --json from what was captured in `out`, then say it: the step times and the analysis
     (`interrupted`: the signal that stopped the run, said in both). Returns what failed (one line each): nothing
-    profiled, a file that could not be read or written."""
+    profiled, a file that could not be read or written; raises the OutputError of a file that could not be
+    written where nothing else failed (util/output's one line, exit 1)."""
     records, bad = record.read_all(out)
     failures = [str(e) for e in bad]
     on_cpu = {r.trace.name for r in records if r.trace and r.cuda is False}
@@ -93,16 +95,17 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupte
         why_none = None if result is not None and result.ranks else "no trace could be analysed: " + "; ".join(unusable)
     written: list[Path] = []
     trace = None  # the annotated trace, where written
+    unwritten: list[OutputError] = []  # the files that could not be written: each said, the others still written
     if cfg.perfetto and not why_none:
         try:
             trace = write_perfetto(result, Path(cfg.perfetto))
-        except UsageError as exc:
-            failures.append(str(exc))
+        except OutputError as exc:
+            unwritten.append(exc)
     if cfg.report and not why_none:
         try:
             written = write_html(result, Path(cfg.report), trace)
-        except UsageError as exc:
-            failures.append(str(exc))
+        except OutputError as exc:
+            unwritten.append(exc)
     if cfg.json:
         doc = {"provenance": provenance.collect(), "command": cmd, "exit_code": code, "interrupted": interrupted,
                "out": str(out),
@@ -112,12 +115,14 @@ def diagnose(out: Path, cfg: DoctorConfig, cmd: list[str], code: int, interrupte
                "no_analysis": why_none, "failures": failures}
         try:
             write_json(cfg.json, doc, schema=True)
-        except OSError as exc:
-            failures.append(f"--json {cfg.json}: cannot write ({exc.strerror or exc})")
+        except OutputError as exc:
+            unwritten.append(exc)
             cfg = replace(cfg, json=None)
     _say(out, records, len(on_cpu) + len(traces), code, None if why_none else result, why_none, cfg, written, trace,
          cpu_ranks, interrupted)
-    return failures
+    if len(unwritten) == 1 and not failures:  # one output fault alone: the CLI's one line naming it, exit 1
+        raise unwritten[0]
+    return failures + [str(exc) for exc in unwritten]
 
 
 def _say(out: Path, records: list[record.RankRecord], traces: int, code: int, result, why_none: str | None,

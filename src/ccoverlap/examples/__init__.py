@@ -24,7 +24,8 @@ def files(name: str = DEFAULT) -> list[Traversable]:
 
 
 def write(dest: Path, name: str = DEFAULT) -> list[Path]:
-    """Copy example `name` into `dest` (a new or empty folder the caller checked); the paths written."""
+    """Copy example `name` into `dest`, made where it is missing (`ccoverlap example` gives a temporary folder,
+    renamed onto the one asked for once whole: util/output.open_folder); the paths written."""
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     for f in files(name):

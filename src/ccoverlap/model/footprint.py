@@ -55,6 +55,7 @@ class KernelFootprint:
         from `base`; without a base, threads and regs are required.
         """
         fields = dataclasses.asdict(base) if base else {}
+        given: set[str] = set()
         for part in filter(None, (p.strip() for p in spec.split(","))):
             key, sep, raw = part.partition("=")
             key = _ALIASES.get(key.strip().lower(), key.strip().lower())
@@ -62,6 +63,9 @@ class KernelFootprint:
                 raise UsageError(
                     f"{what} spec {spec!r}: {part!r} is not key=value with a key from {', '.join(_SPEC_KEYS)}"
                 )
+            if key in given:  # which one was meant is a guess (an alias counts: ctas is grid)
+                raise UsageError(f"{what} spec {spec!r}: {key} given twice")
+            given.add(key)
             fields[key] = raw.strip() if key == "name" else _parse_int(what, key, raw)
         for required in ("threads", "regs"):
             if required not in fields:

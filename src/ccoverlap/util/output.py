@@ -1,7 +1,8 @@
 """Terminal, file and JSON output shared by the subcommands: the one output path.
 
 A command checks each file it will write before any work, then writes it through open_output (or
-write_json / write_text / write_bytes), which never leaves half a file and never replaces a device::
+write_json / write_text / write_bytes; a new folder whole: open_folder), which never leaves half a file and never
+replaces a device::
 
     from ccoverlap.util.output import check_outputs, write_json, write_text
 
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -118,6 +121,13 @@ def check_output(path: str | Path, flag: str, *, inputs: tuple = (), force: bool
     if not str(path):
         raise UsageError(f"{flag} '': give a path")
     path = Path(path).absolute()
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):  # to be made (a file on the way: said below)
+        if directory and os.path.islink(path):  # a link to nothing: no folder can be made where it is
+            raise UsageError(f"{flag} {path}: a symbolic link to {os.readlink(path)}, which does not exist") from None
+    except OSError as exc:  # a symbolic link loop, a name too long: no file can be made there either
+        raise UsageError(f"{flag} {path}: {exc.strerror}") from None
     real = os.path.realpath(path)
     for given in inputs:
         if given is not None and _overlaps(real, os.path.realpath(given)):
@@ -156,8 +166,17 @@ def check_outputs(files: dict[str, str | Path | None], folders: dict[str, str | 
     check_distinct({f: p for f, p in (files | folders).items() if p != STDOUT})
 
 
+class _Closed(io.TextIOBase):
+    """Standard output closed before the command started (`>&-`: Python's sys.stdout is None): a write fails as on
+    a closed file descriptor, so it is the same one line as a full device, not an AttributeError."""
+
+    def write(self, text):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+
 class _Guarded:
-    """Standard output whose failures (a full device, a closed pipe) are OutputErrors naming it."""
+    """Standard output whose failures (a full device, a closed pipe, a closed descriptor) are OutputErrors
+    naming it."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -182,7 +201,7 @@ class _Guarded:
 def guarded_stdout():
     """While a command runs: every write to standard output that fails is an OutputError (main() prints it)."""
     real = sys.stdout
-    sys.stdout = _Guarded(real)
+    sys.stdout = _Guarded(_Closed() if real is None else real)
     try:
         yield
     finally:
@@ -271,6 +290,28 @@ def open_output(path: str | Path, binary: bool = False) -> Iterator[IO]:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def open_folder(path: str | Path) -> Iterator[Path]:
+    """The one way a command writes a folder whole (`with open_folder(path) as tmp:` then files into tmp): a
+    temporary folder beside it, renamed onto it at the end (over an empty one, as check_new_folder allows), so a
+    failure (a full disk, a signal) leaves none, or the empty one as it was, never half of it. Every OSError is
+    an OutputError naming the path (main(): one line, exit 1). Check the target first with check_new_folder."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        tmp.chmod(0o777 & ~_UMASK)  # as mkdir would have made it, not mkdtemp's 0700
+        yield tmp
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise OutputError(path, exc) from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_bytes(path: str | Path, data: bytes) -> Path | str:
