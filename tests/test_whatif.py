@@ -772,3 +772,19 @@ def test_a_launch_the_simulated_default_slows_beyond_its_capture_is_held_to_the_
     assert after.kernels[1].end_us == pytest.approx(100 + 100 * (1 - held.kernels[1].held))
     (again,), _ = anchor.hold([held], [after])  # nothing left to hold: each runs as measured or faster
     assert again == held
+
+
+def test_the_sm_carveout_is_a_range_between_a_library_that_honours_it_and_one_that_does_not():
+    """A persistent GEMM (one 1400 us CTA per SM) confined to 116 SMs takes 132/116 as long where cuBLAS honours the
+    carveout; where it picks a kernel that does not (torch 2.11's nvjet on Hopper, measured), nothing changes. No
+    trace says which: the prediction is the range between the two."""
+    gemm = Kernel("nvjet_sm90_tst_256x128", F(384, 168, 0, 188636, 132), 1400.0, 1)
+    step = Step(H200, (gemm,))
+    cal = calibration.Calibration(STILL, transforms.CommLaw(), 0.0, 0.0)
+    base = predict.one(step, levers.strategy("default"), cal)
+    p = predict.one(step, levers.strategy("sm-carveout=16"), cal)
+    assert p.step_us == pytest.approx(1400.0 * 132 / 116) and p.unreached_step_us == pytest.approx(1400.0)
+    assert predict.reach_range(p, base) == (pytest.approx(1.0), pytest.approx(132 / 116))
+    assert "honours sm-carveout" in p.notes[-1]
+    assert predict.one(step, levers.strategy("priority"), cal).unreached_step_us is None
+    assert predict.reach_range(predict.one(step, levers.strategy("priority"), cal), base) is None

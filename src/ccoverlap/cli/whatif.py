@@ -93,8 +93,9 @@ def _table(report: dict) -> None:
          "exposed comm ms", "critical comm ms", "vs capture"],
         [_row(p, own) for p in report["predictions"]],
         caption="; ".join([report["anchored"], *report["notes"]]))
-    if any(p["status"] == "range" for p in report["predictions"]):
-        print_text(f"a range a-b: {session.PACE_NOTE}")
+    for note in dict.fromkeys(n for p in report["predictions"] if p["status"] == "range" for n in p["notes"]
+                              if n in (session.PACE_NOTE, session.REACH_NOTE)):
+        print_text(f"a range a-b: {note}")
     if path := report["predictions"][0].get("critical_path"):
         print_text("critical path of the default: " + _path(path))
 

@@ -119,7 +119,7 @@ def hold(steps: Sequence[Step], defaults: Sequence[Result]) -> tuple[list[Step],
     """The steps with every launch held (`Kernel.held`) whose simulated default (`defaults[n]` of `steps[n]`) lasts
     longer than it measured, past the allowance: the simulator slowed it for sharing an SM or the memory system more
     than the capture shows it slowed. Held, its CTAs run no slower than the whole launch measured (its time alone
-    over its measured span, the allowance added: 1 where it did not slow) and no faster than alone. A launch
+    over its measured span, the allowance added: 1 where it did not slow). A launch
     without an SM (a copy) or a measured span is left as it is. Also the held launches' names, each once."""
     out, names = [], {}
     for step, result in zip(steps, defaults):

@@ -17,9 +17,10 @@ The model, stated once (docs/whatif.md, "The model"):
     A launch that its capture shows beside other kernels at its alone pace has its share bounded by what was
     measured (`observed_memory_share`): the calibrated share is an upper bound, never raised.
   - held: a launch the simulated default slows beyond what its capture shows (it shared an SM there, by the
-    simulator's own reading, and slowed less) runs no slower than the capture shows the whole launch ran and no
-    faster than alone (`Kernel.held`, set by `anchor.hold`; a launch that did not slow runs at its alone pace
-    throughout): the calibrated pace is one figure for every kernel, and the capture bounds it for this one.
+    simulator's own reading, and slowed less) runs no slower than the capture shows the whole launch ran
+    (`Kernel.held`, set by `anchor.hold`; a launch that did not slow, no slower than alone): the calibrated pace is
+    one figure for every kernel, and the capture bounds its slowdown for this one. Faster than alone it may still
+    run, where fewer warps share its SM than alone (a padded kernel, a wave's tail).
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
@@ -63,7 +64,7 @@ class Pace:
         floor = self.saturation * device.max_warps_per_sm
         share = self.memory_share if memory_bound is None else min(self.memory_share, memory_bound)
         pace = (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
-        return pace if held is None else min(1.0, max(pace, held))
+        return pace if held is None else max(pace, held)
 
     def unshared(self) -> Pace:
         """The same model with no kernel slowed by what shares its SM or the memory system: the other end of what a

@@ -27,6 +27,7 @@ class Prediction:
     critical_path: tuple[tuple[str, int, str], ...] = ()  # its launches in time order: (name, stream, after what)
     critical_comm_us: float | None = None  # the part of the step the critical path spends in communication
     unshared_step_us: float | None = None  # the step with no kernel slowed by sharing (Pace.unshared)
+    unreached_step_us: float | None = None  # the step where a library does not honour it (transforms.UNSURE_REACH)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vs(self, base: Prediction) -> float | None:
@@ -65,7 +66,7 @@ def critical(step: Step, result: Result) -> dict:
 
 
 _MEDIANS = ("step_us", "comm_done_us", "comm_start_delay_us", "exposed_comm_us", "link_bound_step_us",
-            "critical_comm_us", "unshared_step_us")
+            "critical_comm_us", "unshared_step_us", "unreached_step_us")
 #: Where a capture is reproduced both with the calibrated slowdown beside others and with none, a lever whose
 #: predicted ratios under the two differ by more than this (2% of the step: the doctor's "nothing to gain" scale and
 #: the validation's absolute target) is predicted as the range between them, not as a point.
@@ -106,8 +107,15 @@ def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) 
         notes += (f"collectives taken as bound by their CTAs; bound by their link they would keep their time "
                   f"and the step take {link / 1000:.3f} ms (the interval spans both)",)
     unshared = simulate(out.step, cal.pace.unshared(), gpcs).step_us
+    missed = None
+    if (rest := transforms.unreached(strategy)) is not None:  # a library may not honour it: a trace does not say
+        missed = simulate(transforms.apply(step, rest, cal.law).step, cal.pace, gpcs).step_us
+        lo, hi = min(lo, missed * (1 - err)), max(hi, missed * (1 + err))
+        notes += (f"whether the library honours {', '.join(transforms.UNSURE_REACH)} for its kernels is not in the "
+                  f"trace (torch 2.11's nvjet GEMMs on Hopper were measured not to); where it does not, the step "
+                  f"takes {missed / 1000:.3f} ms (the interval spans both)",)
     return Prediction(strategy.name, "ok", **m, interval=(lo, hi), link_bound_step_us=link, notes=notes,
-                      unshared_step_us=unshared)
+                      unshared_step_us=unshared, unreached_step_us=missed)
 
 
 def pace_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
@@ -120,6 +128,16 @@ def pace_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
         return None
     shared, free = p.step_us / base.step_us, p.unshared_step_us / base.unshared_step_us
     return (min(shared, free), max(shared, free)) if abs(shared - free) > PACE_RESOLUTION else None
+
+
+def reach_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
+    """The lever's ratio to the default where the library honours it and where it does not (`unreached_step_us`),
+    lower first, where they differ by more than PACE_RESOLUTION; None otherwise: no trace says which holds."""
+    if p.status != "ok" or not (p.step_us and base.step_us and p.unreached_step_us):
+        return None
+    honoured, not_honoured = p.step_us / base.step_us, p.unreached_step_us / base.step_us
+    return ((min(honoured, not_honoured), max(honoured, not_honoured))
+            if abs(honoured - not_honoured) > PACE_RESOLUTION else None)
 
 
 def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8) -> list[Prediction]:

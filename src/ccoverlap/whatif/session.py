@@ -215,14 +215,19 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
           "interval": [check.anchor(lo), check.anchor(hi)],
           "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
           "vs_capture": p.step_us / check.simulated_us}
-    if not open_pace or (span := predict.pace_range(p, base)) is None:
+    spans = [(span, note) for span, note in ((predict.pace_range(p, base) if open_pace else None, PACE_NOTE),
+                                             (predict.reach_range(p, base), REACH_NOTE)) if span]
+    if not spans:
         return d
+    span = (min(s[0] for s, _ in spans), max(s[1] for s, _ in spans))
     steps = [check.measured_us * r for r in span]
     return d | {"status": "range", "step_us": None, "vs_capture": None, "ratio_range": list(span),
                 "step_range_us": steps, "interval": [min(d["interval"][0], steps[0]), max(d["interval"][1], steps[1])],
-                "notes": d["notes"] + (PACE_NOTE,)}
+                "notes": d["notes"] + tuple(note for _, note in spans)}
 
 
+REACH_NOTE = ("the capture cannot tell this lever's step to a point: whether the library honours it for its kernels "
+              "is not in a trace; the step lies between the two")
 PACE_NOTE = ("the capture cannot tell this lever's step to a point: under it kernels share SMs as they never did in "
              "the capture, which the simulator reproduces both with the calibrated slowdown beside others and with "
              "none; the step lies between the two")
@@ -332,5 +337,6 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     rows = _predict(cap.steps, known, cal)
     base, free = rows[0], pace_open(cap, cal) is not None
     return {p.strategy: 1 - min(p.step_us / base.step_us, (p.link_bound_step_us or p.step_us) / base.step_us,
-                                *((span[0],) if free and (span := predict.pace_range(p, base)) else ()))
+                                *((span[0],) if free and (span := predict.pace_range(p, base)) else ()),
+                                *((reach[0],) if (reach := predict.reach_range(p, base)) else ()))
             for p in rows[1:] if p.status == "ok" and base.step_us}

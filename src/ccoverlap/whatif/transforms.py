@@ -182,6 +182,18 @@ TRANSFORMS: Mapping[str, Transform | levers.NotApplicable] = levers.mechanisms("
 })
 
 
+#: levers a library may or may not honour for a kernel, which no trace shows: torch's SM carveout reaches a cuBLAS
+#: GEMM only where cuBLAS's heuristic picks a kernel that honours its SM count target (measured: the nvjet kernels
+#: of torch 2.11 / CUDA 13 on Hopper did not, bench/known persistent_gemm and heldout_mlp, docs/whatif.md)
+UNSURE_REACH = ("sm-carveout",)
+
+
+def unreached(strategy: levers.Strategy) -> levers.Strategy | None:
+    """The strategy as it acts where its levers of UNSURE_REACH reach no kernel (None: it has none of them)."""
+    rest = tuple((n, v) for n, v in strategy.levers if n not in UNSURE_REACH)
+    return None if len(rest) == len(strategy.levers) else levers.Strategy(rest)
+
+
 def reshapes_comm(strategy: levers.Strategy) -> bool:
     """Does the strategy change the communication kernels' CTAs or threads (so the comm law matters)?"""
     return any(name in ("nccl-ctas", "nccl-threads") for name, _ in strategy.levers)
