@@ -580,8 +580,10 @@ def test_a_profiler_that_slowed_the_steps_is_said_and_each_prediction_scaled_to_
     assert doc["unprofiled"]["step_ms"] == 10.0 and doc["unprofiled"]["profiled_step_ms"] == 13.0
     assert doc["notes"][0].startswith("the profiler slowed the captured steps by 30% (13.00 ms a step against "
                                       "10.00 ms unprofiled")
-    for p in doc["predictions"]:  # the unprofiled 10 ms step x the anchored step over the measured one
-        assert p["unprofiled_step_us"] == pytest.approx(10000 * p["step_us"] / doc["validation"]["measured_step_us"])
+    for p in doc["predictions"]:  # the unprofiled 10 ms step plus the anchored step's change from the measured one
+        change = p["step_us"] - doc["validation"]["measured_step_us"]
+        assert p["unprofiled_step_us"] == pytest.approx(10000 + change)
+        assert p["vs_unprofiled"] == pytest.approx((10000 + change) / 10000)
     assert doc["predictions"][0]["unprofiled_step_us"] == pytest.approx(10000)
     assert main(["whatif", str(root), "--lever", "priority"]) == 0
     assert "unprofiled" in capsys.readouterr().out

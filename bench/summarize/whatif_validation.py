@@ -77,23 +77,33 @@ def within(predicted: float, realized: float) -> bool:
     return abs(predicted - realized) <= max(ABSOLUTE, RELATIVE * abs(1 - realized))
 
 
-def realized(files: tuple[str, ...] = REALIZED) -> dict[str, dict[str, tuple[float, str]]]:
-    """program -> lever -> (its realized ratio, the file it comes from): of each program's lever, the first of
-    `files` that realized it."""
-    out: dict[str, dict[str, tuple[float, str]]] = {}
+def realized(files: tuple[str, ...] = REALIZED) -> dict[str, dict[str, tuple[float, str, list | None]]]:
+    """program -> lever -> (its realized ratio, the file it comes from, the ratio's confidence interval): of each
+    program's lever, the first of `files` that realized it."""
+    out: dict[str, dict[str, tuple[float, str, list | None]]] = {}
     for name in files:
         for program, p in json.loads((RESULTS / name).read_text())["programs"].items():
             if r := p.get("realized") or (p if "levers" in p else None):
                 for lever, v in r["levers"].items():
-                    out.setdefault(program, {}).setdefault(lever, (v["ratio"], name))
+                    out.setdefault(program, {}).setdefault(lever, (v["ratio"], name, v.get("ci")))
     return out
 
 
 def ratios(report: dict) -> dict[str, float | list[float] | str]:
     """strategy -> predicted ratio to the default, its [low, high] where the capture cannot tell its pace (a range),
-    or why there is none."""
-    return {p["strategy"]: p["vs_capture"] if p["status"] == "ok" else p["ratio_range"] if p["status"] == "range"
+    or why there is none; against the program's unprofiled step where the doctor's records say it (the realized
+    runs are unprofiled: session.unprofiled)."""
+    return {p["strategy"]: p.get("vs_unprofiled", p["vs_capture"]) if p["status"] == "ok"
+            else p.get("vs_unprofiled_range", p["ratio_range"]) if p["status"] == "range"
             else p["status"] for p in report["predictions"][1:]}
+
+
+def in_ci(pred: float | list[float], ci: list[float] | None) -> bool | None:
+    """Does a predicted ratio (or range) meet the realized ratio's confidence interval?"""
+    if not ci:
+        return None
+    lo, hi = (pred, pred) if isinstance(pred, float) else pred
+    return lo <= ci[1] and hi >= ci[0]
 
 
 def holds(span: list[float], realized: float) -> bool:
@@ -103,7 +113,7 @@ def holds(span: list[float], realized: float) -> bool:
 
 
 def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] | None) -> tuple[dict, list[dict]]:
-    by_lever = {lever: ratio for lever, (ratio, _) in (real or {}).items()}
+    by_lever = {lever: ratio for lever, (ratio, *_) in (real or {}).items()}
     cfg = WhatIfConfig(levers=tuple(by_lever), unvalidated=True).validate()
     report = session.run(cfg, folder)
     check = report["validation"]
@@ -115,7 +125,7 @@ def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] 
                "simulated_default_ms": check["simulated_default_us"] / 1000, "step_error": check["step_error"],
                "reproduced": check["reproduced"], "refused": refused, "typical_steps": check["typical_steps"],
                "collectives_off": len(check["disagree"]), "first_launch_off": check["first_off"],
-               "realized_from": sorted({source for _, source in (real or {}).values()}) or None,
+               "realized_from": sorted({source for _, source, _ in (real or {}).values()}) or None,
                "default_critical_comm_ms": default["critical_comm_us"] / 1000,
                "default_critical_path": [f"{name[:60]} (stream {stream}, after {how})" for name, stream, how in
                                          default["critical_path"] if how != "stream"]}
@@ -125,7 +135,11 @@ def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] 
         modelled, ranged = isinstance(pred, float), isinstance(pred, list)
         row = {"program": program, "lever": lever, "measured_default_ms": capture["measured_default_ms"],
                "simulated_default_ms": capture["simulated_default_ms"], "reproduced": check["reproduced"],
-               "realized_ratio": real_ratio, "realized_from": real[lever][1],
+               "realized_ratio": real_ratio, "realized_from": real[lever][1], "realized_ci": real[lever][2],
+               # the realized ratio is itself a measurement: a prediction inside its confidence interval is as
+               # close as the runs can tell (counted apart, never in place of the target)
+               "within_realized_ci": (in_ci(pred, real[lever][2]) if (modelled or ranged) and check["reproduced"]
+                                      else None),
                "predicted_ratio": ((pred if modelled else "range") if check["reproduced"] else "refused")
                if modelled or ranged else pred,
                "within_target": within(pred, real_ratio) if modelled and check["reproduced"] else None,
@@ -180,6 +194,9 @@ def summarize(captures: list[dict], rows: list[dict]) -> dict:
         "range_rows_holding": sum(r["range_holds"] for r in spans),
         "rows_no_model": sum(isinstance(r["predicted_ratio"], str) and r["predicted_ratio"] not in ("refused", "range")
                              for r in rows),
+        "rows_within_target_or_realized_ci": sum(bool(r["within_target"] or r["range_holds"] or r["within_realized_ci"])
+                                                 for r in rows if r["within_target"] is not None
+                                                 or r["range_holds"] is not None),
         "unvalidated_rows": len(loose),
         "unvalidated_rows_within_target": sum(r["unvalidated_within_target"] for r in loose),
         # the rows where the lever changed the step beyond the target's floor: what a prediction is for

@@ -23,7 +23,7 @@ one and each collective's start within max(5% of the step, 50 us); otherwise the
 capture is refused in one line (no lever predicted; --unvalidated prints them
 anyway, labelled). A prediction is anchored: the measured step x simulated lever
 / simulated default; where the doctor's step records show what an unprofiled
-step took, "unprofiled ms" is that step x simulated lever / simulated default
+step took, "unprofiled ms" is that step plus the prediction's change
 (the profiler's cost is said where above 5%). The interval is the fit's
 90th-percentile error (and, for another GPU, both ends of its roofline ratio). Levers without a model say so.
 Predictions for another GPU, bus bandwidth or world size are labelled with their

@@ -88,15 +88,15 @@ def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
     plain, profiled = cap.step_ms
     slowdown = profiled / plain - 1
     out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
-           "scaled": "unprofiled step = the unprofiled median step x simulated strategy / simulated default: the "
-                     "profiler's share of the step taken as the same under every strategy (an assumption, not "
-                     "measured)"}
+           "scaled": "unprofiled step = the unprofiled median step + (predicted step - measured step): the time a "
+                     "lever moves is the kernels' on the GPU, which the profiler's cost (its host-side launch "
+                     "overhead) does not change (an assumption, checked on the held-out captures: docs/whatif.md)"}
     if abs(slowdown) <= anchor.STEP_TOLERANCE:
         return out, []
     return out, [f"the profiler {'slowed' if slowdown > 0 else 'sped up'} the captured steps by "
                  f"{100 * abs(slowdown):.0f}% ({profiled:.2f} ms a step against {plain:.2f} ms unprofiled, the "
-                 "doctor's step records): the simulated steps are the profiled ones; 'unprofiled ms' scales each "
-                 "prediction to the program's own step"]
+                 "doctor's step records): the simulated steps are the profiled ones; 'unprofiled ms' adds each "
+                 "prediction's change to the program's own step"]
 
 
 def _compute_streams(trace) -> set[int]:
@@ -300,12 +300,14 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
                       "resolution": predict.PACE_RESOLUTION}
     report["predictions"] = [_anchored(p, check, [e[n] for e in ends], rows[0], unshared is not None)
                              for n, p in enumerate(rows)]
-    if own:  # the unprofiled step x simulated strategy / simulated default: the default is that step exactly
+    if own:  # the unprofiled step plus the prediction's change: the default is that step exactly
         for p in report["predictions"]:
             if p["status"] == "ok":
-                p["unprofiled_step_us"] = 1000 * own["step_ms"] * p["step_us"] / check.measured_us
+                p["unprofiled_step_us"] = 1000 * own["step_ms"] + p["step_us"] - check.measured_us
+                p["vs_unprofiled"] = p["unprofiled_step_us"] / (1000 * own["step_ms"])
             elif p["status"] == "range":
-                p["unprofiled_range_us"] = [1000 * own["step_ms"] * r for r in p["ratio_range"]]
+                p["unprofiled_range_us"] = [1000 * own["step_ms"] + check.measured_us * (r - 1) for r in p["ratio_range"]]
+                p["vs_unprofiled_range"] = [u / (1000 * own["step_ms"]) for u in p["unprofiled_range_us"]]
     return report
 
 
