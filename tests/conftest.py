@@ -1,6 +1,8 @@
 """The suite's fixtures. GPU tests that start NCCL take NVLink multicast as the environment they run in has it:
 the device scripts switch it off on the shared machines (bench/device/prologue.sh exports NCCL_NVLS_ENABLE=0 and
 the like); ccoverlap itself never sets a variable nobody asked for."""
+import signal
+
 import pytest
 
 #: the modules that take most of the suite's time (fresh processes importing torch: tuner trials, bench process
@@ -86,3 +88,16 @@ def full_disk(monkeypatch):
         return lambda: monkeypatch.setattr(output.os, "fdopen", real)  # the disk has room again
 
     return fill
+
+
+@pytest.fixture
+def no_hang():
+    """A test that would hang (a FIFO opened for reading) fails after 20 s instead."""
+    def alarm(*_):
+        raise TimeoutError("hung")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

@@ -190,18 +190,6 @@ def test_a_corrupt_alone_window_names_the_file_and_what_is_wrong(capsys, tmp_pat
 
 # --- files that are not trace files: never opened, never a hang ---
 
-@pytest.fixture
-def no_hang():
-    """A test that would hang (a FIFO opened) fails after 20 s instead."""
-    def alarm(*_):
-        raise TimeoutError("hung")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
 
 @pytest.mark.parametrize(("make", "what"), [
     (lambda p: os.mkfifo(p), "a FIFO"),

@@ -40,18 +40,6 @@ def _one_line(capsys) -> str:
     return err[0]
 
 
-@pytest.fixture
-def no_hang():
-    """A test that would hang (a FIFO opened for reading) fails after 20 s instead."""
-    def alarm(*_):
-        raise TimeoutError("hung")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
 
 # --- standard output closed (`>&-`: Python's sys.stdout is None) ---
 

@@ -2,7 +2,7 @@
 captures, on the CPU.
 
   python bench/summarize/whatif_validation.py [--out bench/results/whatif-validation-2026-12-04b-h200.json]
-  python bench/summarize/whatif_validation.py --held-out first|second --out bench/results/whatif-validation-heldout-...json
+  python bench/summarize/whatif_validation.py --held-out first|second --out bench/results/whatif-validation-....json
 
 Extracts bench/results/known-answers-2026-12-03-h200-files.tgz (ten `doctor-<program>/` capture folders) to a
 temporary folder and runs the what-if on each (every lever the known-answer runs measured), with the shipped
@@ -55,13 +55,15 @@ PROGRAMS = ("atypical", "wave_tail", "carveout", "threads", "dispatch", "cluster
 #: the held-out programs by set: (their capture archives, their realized runs, the programs, what the model had seen
 #: of them), in bench/results/
 HELD_OUT = {
-    "first": (("known-answers-heldout-2026-12-06-a-h100-files.tgz", "known-answers-heldout-2026-12-06-b-h100-files.tgz"),
+    "first": (("known-answers-heldout-2026-12-06-a-h100-files.tgz",
+               "known-answers-heldout-2026-12-06-b-h100-files.tgz"),
               ("known-answers-heldout-2026-12-06-a-h100.json", "known-answers-heldout-2026-12-06-b-h100.json"),
               ("heldout_mlp", "heldout_elementwise", "heldout_attention", "heldout_softmax"),
               "written and run after the model was frozen at edc155f (its record then: "
               "whatif-validation-heldout-2026-12-06-h100-frozen.json); the changes of 362439d and after were found "
               "on these captures, so at a later commit they are no longer held out"),
-    "second": (("known-answers-heldout-2026-12-06-c-h100-files.tgz",), ("known-answers-heldout-2026-12-06-c-h100.json",),
+    "second": (("known-answers-heldout-2026-12-06-c-h100-files.tgz",),
+               ("known-answers-heldout-2026-12-06-c-h100.json",),
                ("heldout_late_comm", "heldout_conv", "heldout_fp32_gemm"),
                "written after the model's change at 362439d and run at 8ffc8f6; the model's later changes (the held "
                "pace's lower bound only, the sm-carveout's reach) were made on the first set's rows, before any "
