@@ -306,7 +306,8 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
                 p["unprofiled_step_us"] = 1000 * own["step_ms"] + p["step_us"] - check.measured_us
                 p["vs_unprofiled"] = p["unprofiled_step_us"] / (1000 * own["step_ms"])
             elif p["status"] == "range":
-                p["unprofiled_range_us"] = [1000 * own["step_ms"] + check.measured_us * (r - 1) for r in p["ratio_range"]]
+                p["unprofiled_range_us"] = [1000 * own["step_ms"] + check.measured_us * (r - 1)
+                                            for r in p["ratio_range"]]
                 p["vs_unprofiled_range"] = [u / (1000 * own["step_ms"]) for u in p["unprofiled_range_us"]]
     return report
 
