@@ -6,8 +6,9 @@ their hardware queue fully dispatched, streams taking the `queues` queues in tur
 priority first, then a grid whose dispatch has begun, then launch order. A kernel whose next CTA finds no room
 holds every kernel after it: a grid of equal priority waits until the one dispatching is fully dispatched, and a
 pending higher-priority CTA takes the next room that fits it (both measured on the H200: docs/lab.md, NOTES).
-CTAs go round-robin over the SMs a kernel may use, most free first; clusters to SMs of one modelled GPC at once. Each CTA then runs at the pace
-`duration.Pace` gives it, recomputed whenever what shares its SM, or what runs on the GPU, changes.
+CTAs go round-robin over the SMs a kernel may use, most free first; clusters to SMs of one modelled GPC at once.
+Each CTA then runs at the pace `duration.Pace` gives it, recomputed whenever what shares its SM, or what runs on
+the GPU, changes.
 
 Each kernel also records what it waited for last (`KernelTimes.ready_by`, `room_by`), so `critical_path` can
 walk back from the kernel that ends the step: an earlier start shortens the step only on that chain.
