@@ -38,6 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from ccoverlap.doctor import record
 from ccoverlap.gpu.provenance import source_commit
 from ccoverlap.util.inputs import extracted
 from ccoverlap.util.output import write_json
@@ -117,7 +118,8 @@ def holds(span: list[float], realized: float) -> bool:
 def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] | None) -> tuple[dict, list[dict]]:
     by_lever = {lever: ratio for lever, (ratio, *_) in (real or {}).items()}
     cfg = WhatIfConfig(levers=tuple(by_lever), unvalidated=True).validate()
-    report = session.run(cfg, folder)
+    processes, _ = record.folder_processes(folder)  # as `ccoverlap whatif` reads the folder: the step records too
+    report = session.run(cfg, folder, processes)
     check = report["validation"]
     refused = check["refused"]  # the rule's reason, --unvalidated or not
     unvalidated = ratios(report)
