@@ -80,15 +80,16 @@ def within(predicted: float, realized: float) -> bool:
     return abs(predicted - realized) <= max(ABSOLUTE, RELATIVE * abs(1 - realized))
 
 
-def realized(files: tuple[str, ...] = REALIZED) -> dict[str, dict[str, tuple[float, str, list | None]]]:
-    """program -> lever -> (its realized ratio, the file it comes from, the ratio's confidence interval): of each
-    program's lever, the first of `files` that realized it."""
-    out: dict[str, dict[str, tuple[float, str, list | None]]] = {}
+def realized(files: tuple[str, ...] = REALIZED) -> dict[str, dict[str, tuple[float, str, list | None, float]]]:
+    """program -> lever -> (its realized ratio, the file it comes from, the ratio's confidence interval, the plain
+    runs' median step in ms): of each program's lever, the first of `files` that realized it."""
+    out: dict[str, dict[str, tuple[float, str, list | None, float]]] = {}
     for name in files:
         for program, p in json.loads((RESULTS / name).read_text())["programs"].items():
             if r := p.get("realized") or (p if "levers" in p else None):
                 for lever, v in r["levers"].items():
-                    out.setdefault(program, {}).setdefault(lever, (v["ratio"], name, v.get("ci")))
+                    out.setdefault(program, {}).setdefault(
+                        lever, (v["ratio"], name, v.get("ci"), r.get("plain_median_ms") or p.get("plain_median_ms")))
     return out
 
 
@@ -99,6 +100,14 @@ def ratios(report: dict) -> dict[str, float | list[float] | str]:
     return {p["strategy"]: p.get("vs_unprofiled", p["vs_capture"]) if p["status"] == "ok"
             else p.get("vs_unprofiled_range", p["ratio_range"]) if p["status"] == "range"
             else p["status"] for p in report["predictions"][1:]}
+
+
+def change_within(change: float | list[float], real: float, plain: float) -> bool:
+    """A predicted change in ms (or its range) against the realized one, by the target's rule in ms: within the
+    larger of 2% of the plain step and 30% of the realized change (of either end, for a range)."""
+    tolerance = max(ABSOLUTE * plain, RELATIVE * abs(real))
+    lo, hi = (change, change) if isinstance(change, float) else change
+    return lo - tolerance <= real <= hi + tolerance
 
 
 def in_ci(pred: float | list[float], ci: list[float] | None) -> bool | None:
@@ -129,13 +138,18 @@ def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] 
                "simulated_default_ms": check["simulated_default_us"] / 1000, "step_error": check["step_error"],
                "reproduced": check["reproduced"], "refused": refused, "typical_steps": check["typical_steps"],
                "collectives_off": len(check["disagree"]), "first_launch_off": check["first_off"],
-               "realized_from": sorted({source for _, source, _ in (real or {}).values()}) or None,
+               "realized_from": sorted({source for _, source, *_ in (real or {}).values()}) or None,
                "default_critical_comm_ms": default["critical_comm_us"] / 1000,
                "default_critical_path": [f"{name[:60]} (stream {stream}, after {how})" for name, stream, how in
                                          default["critical_path"] if how != "stream"]}
+    measured = check["measured_step_us"] / 1000
+    changes = {p["strategy"]: p["step_us"] / 1000 - measured if p["status"] == "ok" else
+               [s / 1000 - measured for s in p["step_range_us"]] for p in simulated.values()}
     rows = []
     for lever, real_ratio in by_lever.items():
         pred = unvalidated.get(lever)
+        plain = real[lever][3]
+        change, real_change = changes.get(lever), plain and plain * (real_ratio - 1)
         modelled, ranged = isinstance(pred, float), isinstance(pred, list)
         row = {"program": program, "lever": lever, "measured_default_ms": capture["measured_default_ms"],
                "simulated_default_ms": capture["simulated_default_ms"], "reproduced": check["reproduced"],
@@ -151,7 +165,12 @@ def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] 
                "range_holds": holds(pred, real_ratio) if ranged and check["reproduced"] else None,
                "unvalidated_ratio": pred if modelled else None,
                "unvalidated_within_target": within(pred, real_ratio) if modelled else None,
-               "critical_comm_ms": simulated[lever]["critical_comm_us"] / 1000 if modelled else None}
+               "critical_comm_ms": simulated[lever]["critical_comm_us"] / 1000 if modelled else None,
+               # the change in ms, predicted (anchored to the captured step) and realized (on the plain runs' step):
+               # the same judgement where the program ran slower under the doctor than plainly (docs/whatif.md)
+               "predicted_change_ms": change, "realized_change_ms": real_change,
+               "change_within_target": (change_within(change, real_change, plain)
+                                        if change is not None and plain and check["reproduced"] else None)}
         rows.append(row)
     return capture, rows
 
@@ -201,6 +220,8 @@ def summarize(captures: list[dict], rows: list[dict]) -> dict:
         "rows_within_target_or_realized_ci": sum(bool(r["within_target"] or r["range_holds"] or r["within_realized_ci"])
                                                  for r in rows if r["within_target"] is not None
                                                  or r["range_holds"] is not None),
+        "rows_change_judged": len(moved_ms := [r for r in rows if r["change_within_target"] is not None]),
+        "rows_change_within_target": sum(r["change_within_target"] for r in moved_ms),
         "unvalidated_rows": len(loose),
         "unvalidated_rows_within_target": sum(r["unvalidated_within_target"] for r in loose),
         # the rows where the lever changed the step beyond the target's floor: what a prediction is for
