@@ -28,7 +28,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -275,36 +275,21 @@ def open_output(path: str | Path, binary: bool = False) -> Iterator[IO]:
     if _special(path) is not None:  # a folder, a socket, a block device: never replaced
         raise OutputError(path, IsADirectoryError(errno.EISDIR, "not a regular file") if path.is_dir()
                           else OSError(errno.EINVAL, "not a regular file"))
-    def made(parent: Path) -> str:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-        os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would have made it, not mkstemp's 0600
-        os.close(fd)
-        return tmp
-
-    def removed(tmp: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-    with _renamed_onto(path, made, removed) as tmp, open(tmp, mode) as f:
-        yield f
-
-
-@contextlib.contextmanager
-def _renamed_onto(path: Path, make: Callable[[Path], str], remove: Callable[[str], None]) -> Iterator[str]:
-    """A temporary made beside `path` by `make(its folder)`, renamed onto it when the block ends, removed by
-    `remove` where it is not (an error, a signal's unwinding); every OSError an OutputError naming the path."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = make(path.parent)
-        yield tmp
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as open() would have made it, not mkstemp's 0600
+        with os.fdopen(fd, mode) as f:
+            yield f
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
         raise OutputError(path, exc) from None
     finally:
         if tmp is not None:
-            remove(tmp)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 @contextlib.contextmanager
@@ -314,14 +299,19 @@ def open_folder(path: str | Path) -> Iterator[Path]:
     failure (a full disk, a signal) leaves none, or the empty one as it was, never half of it. Every OSError is
     an OutputError naming the path (main(): one line, exit 1). Check the target first with check_new_folder."""
     path = Path(path)
-
-    def made(parent: Path) -> str:
-        tmp = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-        os.chmod(tmp, 0o777 & ~_UMASK)  # as mkdir would have made it, not mkdtemp's 0700
-        return tmp
-
-    with _renamed_onto(path, made, lambda tmp: shutil.rmtree(tmp, ignore_errors=True)) as tmp:
-        yield Path(tmp)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        tmp.chmod(0o777 & ~_UMASK)  # as mkdir would have made it, not mkdtemp's 0700
+        yield tmp
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise OutputError(path, exc) from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_bytes(path: str | Path, data: bytes) -> Path | str:
