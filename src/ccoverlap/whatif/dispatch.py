@@ -117,7 +117,8 @@ class _Sim:
                             for i, k in enumerate(ks)]
         self.prev_queue = [max((j for j in range(i) if self.queue[j] == self.queue[i]), default=-1)
                            for i in range(len(ks))]
-        self.rank = sorted(range(len(ks)), key=lambda i: (step.priorities.get(ks[i].stream, 0), i))
+        self.priority = [step.priorities.get(k.stream, 0) for k in ks]
+        self.rank = sorted(range(len(ks)), key=lambda i: (self.priority[i], i))
         self.active = 0  # kernels with CTAs resident
 
     # --- readiness --------------------------------------------------------------------------------
@@ -274,9 +275,8 @@ class _Sim:
         # of equal priority, a grid whose dispatch has begun goes on before one that has not begun, whichever was
         # launched first (measured: a collective launched before its stream's producer's same-stream successor, ready
         # by an event after it, waits until that successor's grid is fully dispatched)
-        prio = self.step.priorities
         live = sorted((i for i in self.rank if self.pending[i]),
-                      key=lambda i: (prio.get(self.step.kernels[i].stream, 0), self.start[i] is None))
+                      key=lambda i: (self.priority[i], self.start[i] is None))
         for i in live:
             if not self.may_dispatch(i):
                 continue

@@ -126,8 +126,7 @@ def pace_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
     the capture is then predicted as a range, not as the calibration's guess."""
     if p.status != "ok" or not (p.step_us and base.step_us and p.unshared_step_us and base.unshared_step_us):
         return None
-    shared, free = p.step_us / base.step_us, p.unshared_step_us / base.unshared_step_us
-    return (min(shared, free), max(shared, free)) if abs(shared - free) > PACE_RESOLUTION else None
+    return _apart(p.step_us / base.step_us, p.unshared_step_us / base.unshared_step_us)
 
 
 def reach_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
@@ -135,9 +134,12 @@ def reach_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
     lower first, where they differ by more than PACE_RESOLUTION; None otherwise: no trace says which holds."""
     if p.status != "ok" or not (p.step_us and base.step_us and p.unreached_step_us):
         return None
-    honoured, not_honoured = p.step_us / base.step_us, p.unreached_step_us / base.step_us
-    return ((min(honoured, not_honoured), max(honoured, not_honoured))
-            if abs(honoured - not_honoured) > PACE_RESOLUTION else None)
+    return _apart(p.step_us / base.step_us, p.unreached_step_us / base.step_us)
+
+
+def _apart(a: float, b: float) -> tuple[float, float] | None:
+    """Two readings of a lever's ratio as a range, lower first, where they differ by more than PACE_RESOLUTION."""
+    return (min(a, b), max(a, b)) if abs(a - b) > PACE_RESOLUTION else None
 
 
 def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8) -> list[Prediction]:
