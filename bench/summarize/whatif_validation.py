@@ -69,6 +69,11 @@ HELD_OUT = {
                "written after the model's change at 362439d and run at 8ffc8f6; the model's later changes (the held "
                "pace's lower bound only, the sm-carveout's reach) were made on the first set's rows, before any "
                "prediction was made for these captures"),
+    "third": (("known-answers-heldout-2026-12-06-d-h100-files.tgz",),
+              ("known-answers-heldout-2026-12-06-d-h100.json",),
+              ("heldout_scatter", "heldout_small_grids", "heldout_bmm_softmax"),
+              "written at cb5ec5f and run at 7d20e30, before any change of that session to the model; its record at "
+              "7d20e30 (whatif-validation-heldout-third-2026-12-06-h100-frozen.json) is the held-out one"),
 }
 #: the issue's target: the larger of 2% of the step and 30% of the realized change
 ABSOLUTE, RELATIVE = 0.02, 0.30
