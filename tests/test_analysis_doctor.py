@@ -84,6 +84,19 @@ def test_registers_behind_a_full_occupancy_kernel(tmp_path):
     assert finding.rule == "persistent_holds_sms" and "a hang" in finding.says
 
 
+def test_registers_behind_a_multi_wave_grid_yield_to_priority(tmp_path):
+    """The same full-register blocks in three waves (333 us each): a high-priority collective takes the registers
+    of the first blocks to retire, as a thread-bound one does (held-out unfused attention, H100: priority realized
+    0.329 ms behind a softmax's register-bound grid). The one-wave case above has nothing to hand over."""
+    compute = ks.K("fma_kernel", 100, 1000, block=128, grid=3 * 8 * 132, regs=64, launch_ts=90, launch_dur=10)
+    comm = ks.K(ks.NCCL, 1100, 500, launch_ts=150, launch_dur=10, **NCCL)
+    _, d = one_rank(tmp_path, [compute, comm])
+    assert comm_of(d).cause is Cause.REGISTERS
+    v = verdict([d])
+    assert v.recommendations[0].lever == "priority"
+    assert 0 < v.recommendations[0].gain_ms <= d.headroom_ms == pytest.approx(0.5)
+
+
 def test_a_smaller_nccl_cta_fits_beside_a_low_register_kernel(tmp_path):
     """Four 128 x 32-register blocks with 24 KB each per SM leave 48K registers and the shared memory: NCCL's
     544 x 96 CTA needs 52K registers, 288 threads (NCCL_NTHREADS=256 and Simple's sync warp) 27.6K: nccl-threads

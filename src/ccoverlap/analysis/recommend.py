@@ -104,7 +104,9 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 
 
 #: Mechanism -> the levers that remove it, best first. Evidence (docs/results.md, shared NOTES): priority behind a
-#: full multi-wave grid takes the comm CTAs in as its blocks retire (lab: 5.88 ms of SM-wait to 0.94 ms); the
+#: full multi-wave grid takes the comm CTAs in as its blocks retire, whichever of the SM's resources its blocks fill
+#: (lab, threads: 5.88 ms of SM-wait to 0.94 ms; held-out unfused attention, registers behind a softmax: 0.329 ms of
+#: 0.358 realized), but not the shared-memory configuration, which an SM changes only once it drains; the
 #: carveout hint lets a CTA's shared memory into an SM configured by a 0 B kernel (3.45 ms to 0.002 ms); clusters
 #: of 1 let the CTAs onto SMs left idle that clusters of 4 cannot take (green-cluster case); fewer NCCL CTAs give
 #: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%) but stretch the collective (NOTES: 8
@@ -122,15 +124,16 @@ PRIORITY = partial(Remedy, "priority", cost=compute_slowed.landing)
 HINTED = int(levers.BY_NAME["comm-carveout-hint"].default)
 PRIORITY_HINTED = partial(Remedy, "priority+comm-carveout-hint", cost=partial(compute_slowed.landing, hint=HINTED))
 FIRST = Remedy("max-connections", _launched_first, cost=partial(compute_slowed.landing, first=True))
+#: priority as the blocker's blocks retire, with and without the collective's own hint
+RETIRING = (PRIORITY(_blocks_retire), PRIORITY_HINTED(_blocks_retire))
 LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CARVEOUT.value: (Remedy("carveout-hint"), FIRST),
-    SM_WAIT + Cause.REGISTERS.value: (Remedy("nccl-threads", _smaller_cta_fits, nccl=True), Remedy("shape", _pad_fits),
-                                      FIRST),
-    SM_WAIT + Cause.THREADS.value: (PRIORITY(_blocks_retire), PRIORITY_HINTED(_blocks_retire),
-                                    Remedy("shape", _pad_fits), Remedy("nccl-threads", _smaller_cta_fits, nccl=True),
-                                    FIRST),
-    SM_WAIT + Cause.SHARED_MEMORY.value: (Remedy("shape", _pad_fits), FIRST),
-    SM_WAIT + Cause.BLOCKS.value: (Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.REGISTERS.value: (*RETIRING, Remedy("nccl-threads", _smaller_cta_fits, nccl=True),
+                                      Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.THREADS.value: (*RETIRING, Remedy("shape", _pad_fits),
+                                    Remedy("nccl-threads", _smaller_cta_fits, nccl=True), FIRST),
+    SM_WAIT + Cause.SHARED_MEMORY.value: (*RETIRING, Remedy("shape", _pad_fits), FIRST),
+    SM_WAIT + Cause.BLOCKS.value: (*RETIRING, Remedy("shape", _pad_fits), FIRST),
     SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
     SM_WAIT + Cause.DISPATCH_ORDER.value: (PRIORITY(), PRIORITY_HINTED(), FIRST),
     COMM_SLOWED: (),
