@@ -161,6 +161,47 @@ def test_transformations_change_what_their_lever_changes():
     assert strategy(FULL, "green=16").kernels[0].sms == (0, 116) and strategy(FULL, "green=16").kernels[1].sms is None
 
 
+def test_shape_pads_only_compute_launched_while_a_collective_is_in_flight():
+    """The interposer's gate: a grid launched before the collective, with the previous step's collective already
+    ended, is not padded; one launched after the collective's launch and before its end is; so is one launched
+    (host ahead) while the previous step's collective still ran; a launch the capture gives no time for is."""
+    before, beside = compute(264, 300.0, launch_us=5.0), compute(264, 300.0, launch_us=50.0)
+    coll = comm(measured_end_us=900.0, launch_us=20.0)
+    after = compute(264, 300.0, launch_us=950.0)  # the collective had ended: not padded
+    step = Step(H200, (before, coll, beside, after), comm_before_us=-10.0)
+    assert step.launched_in_flight() == frozenset({2})
+    shaped = strategy(step, "shape").kernels
+    assert [k.footprint != o.footprint for k, o in zip(shaped, step.kernels)] == [False, False, True, False]
+    assert Step(H200, (before, coll), comm_before_us=8.0).launched_in_flight() == frozenset({0})
+    assert Step(H200, (compute(264, 300.0), coll)).launched_in_flight() == frozenset({0})
+
+
+def test_fewer_comm_threads_give_a_range_between_the_fitted_law_and_threads_followed_exactly():
+    """A 512-thread collective alone on the GPU, launched at 1 us, 500 us alone: NCCL_NTHREADS=256 (LL: 256
+    threads) makes it 500 x 2 ** 0.75 = 840.9 us by a law of exponent 0.75, 1000 us where its time follows its
+    threads exactly; a capture shows one thread count, so the ratio is a range, 841.9 / 501 to 1001 / 501."""
+    cal = calibration.Calibration(STILL, transforms.CommLaw(saturation=32, thread_exponent=0.75), 0.0, 0.0)
+    step = Step(H200, (comm(dataclasses.replace(NCCL, threads=512)),))
+    base, p = predict.predict(step, [levers.strategy("nccl-threads=256")], cal)
+    assert p.step_us == pytest.approx(1 + 500 * 2 ** 0.75) and p.threads_exact_step_us == pytest.approx(1001.0)
+    assert base.step_us == pytest.approx(501.0)
+    assert predict.threads_range(p, base) == pytest.approx(((1 + 500 * 2 ** 0.75) / 501, 1001 / 501))
+    ctas = predict.predict(step, [levers.strategy("nccl-ctas=8")], cal)[1]
+    assert ctas.threads_exact_step_us is None and predict.threads_range(ctas, base) is None
+
+
+def test_shape_is_a_range_between_ctas_that_keep_their_work_and_a_grid_that_keeps_its_time():
+    """Two full waves (8 blocks a CTA of 1000 us per SM) padded to one block per SM beside NCCL's CTA: where each CTA
+    keeps its work, 16 waves of 1000 us, then the collective (dispatched after the grid, equal priority): 16500 us;
+    where the grid keeps its time alone (fewer blocks lose no throughput), 2000 + 500 us. No trace tells which."""
+    cal = calibration.Calibration(STILL, LAW, 0.0, 0.0)
+    base, p = predict.predict(FULL, [levers.strategy("shape")], cal)
+    assert (base.step_us, p.step_us, p.other_step_us) == (2500.0, 16500.0, 2500.0)
+    assert predict.other_range(p, base) == (1.0, 16500 / 2500) and "padded kernel's throughput" in p.notes[-1]
+    kept = transforms.apply(FULL, levers.strategy("shape"), LAW, other=True).step.kernels[0]
+    assert kept.basis is None and kept.alone_us == 2000.0 and kept.footprint.dynamic_smem > 0
+
+
 def test_a_collective_first_on_idle_sms_configures_them_against_the_grid_unless_it_asks_for_the_largest_carveout():
     """bench/device/comm_hint.sh's case: a high-priority collective (16 CTAs x 256 threads, 8 KB) released with a
     20-wave grid of 100 KB blocks takes 16 idle SMs first; each is configured for the collective (100 KB, its
@@ -785,8 +826,8 @@ def test_the_sm_carveout_is_a_range_between_a_library_that_honours_it_and_one_th
     cal = calibration.Calibration(STILL, transforms.CommLaw(), 0.0, 0.0)
     base = predict.one(step, levers.strategy("default"), cal)
     p = predict.one(step, levers.strategy("sm-carveout=16"), cal)
-    assert p.step_us == pytest.approx(1400.0 * 132 / 116) and p.unreached_step_us == pytest.approx(1400.0)
-    assert predict.reach_range(p, base) == (pytest.approx(1.0), pytest.approx(132 / 116))
+    assert p.step_us == pytest.approx(1400.0 * 132 / 116) and p.other_step_us == pytest.approx(1400.0)
+    assert predict.other_range(p, base) == (pytest.approx(1.0), pytest.approx(132 / 116))
     assert "honours sm-carveout" in p.notes[-1]
-    assert predict.one(step, levers.strategy("priority"), cal).unreached_step_us is None
-    assert predict.reach_range(predict.one(step, levers.strategy("priority"), cal), base) is None
+    assert predict.one(step, levers.strategy("priority"), cal).other_step_us is None
+    assert predict.other_range(predict.one(step, levers.strategy("priority"), cal), base) is None

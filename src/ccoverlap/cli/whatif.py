@@ -94,7 +94,7 @@ def _table(report: dict) -> None:
         [_row(p, own) for p in report["predictions"]],
         caption="; ".join([report["anchored"], *report["notes"]]))
     for note in dict.fromkeys(n for p in report["predictions"] if p["status"] == "range" for n in p["notes"]
-                              if n in (session.PACE_NOTE, session.REACH_NOTE)):
+                              if n in session.RANGE_NOTES):
         print_text(f"a range a-b: {note}")
     if path := report["predictions"][0].get("critical_path"):
         print_text("critical path of the default: " + _path(path))

@@ -27,7 +27,8 @@ class Prediction:
     critical_path: tuple[tuple[str, int, str], ...] = ()  # its launches in time order: (name, stream, after what)
     critical_comm_us: float | None = None  # the part of the step the critical path spends in communication
     unshared_step_us: float | None = None  # the step with no kernel slowed by sharing (Pace.unshared)
-    unreached_step_us: float | None = None  # the step where a library does not honour it (transforms.UNSURE_REACH)
+    other_step_us: float | None = None  # the step under the other reading of a lever no trace pins down (UNSURE)
+    threads_exact_step_us: float | None = None  # fewer comm threads: the step if their time follows them exactly
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vs(self, base: Prediction) -> float | None:
@@ -66,7 +67,7 @@ def critical(step: Step, result: Result) -> dict:
 
 
 _MEDIANS = ("step_us", "comm_done_us", "comm_start_delay_us", "exposed_comm_us", "link_bound_step_us",
-            "critical_comm_us", "unshared_step_us", "unreached_step_us")
+            "critical_comm_us", "unshared_step_us", "other_step_us", "threads_exact_step_us")
 #: Where a capture is reproduced both with the calibrated slowdown beside others and with none, a lever whose
 #: predicted ratios under the two differ by more than this (2% of the step: the doctor's "nothing to gain" scale and
 #: the validation's absolute target) is predicted as the range between them, not as a point.
@@ -106,16 +107,17 @@ def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) 
         lo, hi = min(lo, link * (1 - err)), max(hi, link * (1 + err))
         notes += (f"collectives taken as bound by their CTAs; bound by their link they would keep their time "
                   f"and the step take {link / 1000:.3f} ms (the interval spans both)",)
+    exact = (simulate(transforms.apply(step, strategy, transforms.threads_exact(cal.law)).step, cal.pace,
+                      gpcs).step_us if transforms.rethreads_comm(strategy) else None)
     unshared = simulate(out.step, cal.pace.unshared(), gpcs).step_us
-    missed = None
-    if (rest := transforms.unreached(strategy)) is not None:  # a library may not honour it: a trace does not say
-        missed = simulate(transforms.apply(step, rest, cal.law).step, cal.pace, gpcs).step_us
-        lo, hi = min(lo, missed * (1 - err)), max(hi, missed * (1 + err))
-        notes += (f"whether the library honours {', '.join(transforms.UNSURE_REACH)} for its kernels is not in the "
-                  f"trace (torch 2.11's nvjet GEMMs on Hopper were measured not to); where it does not, the step "
-                  f"takes {missed / 1000:.3f} ms (the interval spans both)",)
+    other = None
+    if whys := transforms.unsure(strategy):  # what decides it is not in a trace: the other reading too
+        other = simulate(transforms.apply(step, strategy, cal.law, other=True).step, cal.pace, gpcs).step_us
+        lo, hi = min(lo, other * (1 - err)), max(hi, other * (1 + err))
+        notes += tuple(f"{why}; under the other reading the step takes {other / 1000:.3f} ms (the interval spans "
+                       "both)" for why in whys)
     return Prediction(strategy.name, "ok", **m, interval=(lo, hi), link_bound_step_us=link, notes=notes,
-                      unshared_step_us=unshared, unreached_step_us=missed)
+                      unshared_step_us=unshared, other_step_us=other, threads_exact_step_us=exact)
 
 
 def pace_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
@@ -129,12 +131,21 @@ def pace_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
     return _apart(p.step_us / base.step_us, p.unshared_step_us / base.unshared_step_us)
 
 
-def reach_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
-    """The lever's ratio to the default where the library honours it and where it does not (`unreached_step_us`),
-    lower first, where they differ by more than PACE_RESOLUTION; None otherwise: no trace says which holds."""
-    if p.status != "ok" or not (p.step_us and base.step_us and p.unreached_step_us):
+def other_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
+    """The lever's ratio to the default under the two readings of a lever no trace pins down (`other_step_us`,
+    transforms.UNSURE), lower first, where they differ by more than PACE_RESOLUTION; None otherwise."""
+    if p.status != "ok" or not (p.step_us and base.step_us and p.other_step_us):
         return None
-    return _apart(p.step_us / base.step_us, p.unreached_step_us / base.step_us)
+    return _apart(p.step_us / base.step_us, p.other_step_us / base.step_us)
+
+
+def threads_range(p: Prediction, base: Prediction) -> tuple[float, float] | None:
+    """The lever's ratio to the default with the fitted thread law and with the collectives' time following their
+    threads exactly (`threads_exact_step_us`), lower first, where they differ by more than PACE_RESOLUTION; None
+    otherwise: a capture shows each collective at one thread count only."""
+    if p.status != "ok" or not (p.step_us and base.step_us and p.threads_exact_step_us):
+        return None
+    return _apart(p.step_us / base.step_us, p.threads_exact_step_us / base.step_us)
 
 
 def _apart(a: float, b: float) -> tuple[float, float] | None:

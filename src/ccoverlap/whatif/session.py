@@ -215,8 +215,7 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
           "interval": [check.anchor(lo), check.anchor(hi)],
           "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
           "vs_capture": p.step_us / check.simulated_us}
-    spans = [(span, note) for span, note in ((predict.pace_range(p, base) if open_pace else None, PACE_NOTE),
-                                             (predict.reach_range(p, base), REACH_NOTE)) if span]
+    spans = _spans(p, base, open_pace)
     if not spans:
         return d
     span = (min(s[0] for s, _ in spans), max(s[1] for s, _ in spans))
@@ -226,11 +225,22 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
                 "notes": d["notes"] + tuple(note for _, note in spans)}
 
 
-REACH_NOTE = ("the capture cannot tell this lever's step to a point: whether the library honours it for its kernels "
-              "is not in a trace; the step lies between the two")
+def _spans(p: predict.Prediction, base: predict.Prediction, open_pace: bool) -> list[tuple[tuple[float, float], str]]:
+    """Each reading of the lever's ratio that the capture cannot tell from the point, as (range, why)."""
+    return [(span, note) for span, note in ((predict.pace_range(p, base) if open_pace else None, PACE_NOTE),
+                                            (predict.other_range(p, base), OTHER_NOTE),
+                                            (predict.threads_range(p, base), THREADS_NOTE)) if span]
+
+
+OTHER_NOTE = ("the capture cannot tell this lever's step to a point: what decides it is not in a trace (the "
+              "prediction's note says what); the step lies between the two readings")
+THREADS_NOTE = ("the capture cannot tell this lever's step to a point: it shows each collective at one thread count, "
+                "and its time under fewer threads lies between the law fitted on the lab's proxy and one that "
+                "follows its threads exactly; the step lies between the two")
 PACE_NOTE = ("the capture cannot tell this lever's step to a point: under it kernels share SMs as they never did in "
              "the capture, which the simulator reproduces both with the calibrated slowdown beside others and with "
              "none; the step lies between the two")
+RANGE_NOTES = (PACE_NOTE, OTHER_NOTE, THREADS_NOTE)
 
 
 def _unknown(steps: Sequence[Step]) -> str | None:
@@ -340,6 +350,5 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     rows = _predict(cap.steps, known, cal)
     base, free = rows[0], pace_open(cap, cal) is not None
     return {p.strategy: 1 - min(p.step_us / base.step_us, (p.link_bound_step_us or p.step_us) / base.step_us,
-                                *((span[0],) if free and (span := predict.pace_range(p, base)) else ()),
-                                *((reach[0],) if (reach := predict.reach_range(p, base)) else ()))
+                                *(span[0] for span, _ in _spans(p, base, free)))
             for p in rows[1:] if p.status == "ok" and base.step_us}

@@ -44,6 +44,8 @@ class Kernel:
     held: float | None = None  # the slowest pace its capture allows, where the simulated default slowed it more
     # (anchor.hold); None: the calibrated pace
     protocol: str | None = None  # how NCCL_NTHREADS acts on it, where its source says (None: its threads say)
+    launch_us: float | None = None  # when its launch call ended, from the step's start, before it where the host
+    # ran ahead (None: no launch call in the capture, or a CUDA graph's replay: the interposer saw it at capture)
 
     @property
     def measured(self) -> tuple[KernelFootprint | None, int | None]:
@@ -71,6 +73,7 @@ class Step:
     hidden: str | None = None  # why what a kernel of the step waited for is not in the trace (a CUDA graph's edges)
     unknown_us: float = 0.0  # measured time of the launches left out for want of a time alone
     unknown: tuple[str, ...] = ()  # their names, in the trace's order
+    comm_before_us: float | None = None  # the latest end of a collective started before the step (None: none)
 
     def replace(self, **changes) -> Step:
         return dataclasses.replace(self, **changes)
@@ -82,6 +85,20 @@ class Step:
     @property
     def comm(self) -> tuple[int, ...]:
         return tuple(i for i, k in enumerate(self.kernels) if k.comm)
+
+    def launched_in_flight(self) -> frozenset[int]:
+        """The launches made while a collective was in flight, as the capture timed them: the interposer's gate
+        (csrc/interposer.c, "communication in flight") pads only compute launched while a collective launched
+        before it, this step's or the previous step's, has not ended. A launch whose time the capture does not
+        give (`launch_us` None) counts as one: its gate is not known, and padding it is what shaping would do."""
+        out, ended = set(), self.comm_before_us
+        for i, k in enumerate(self.kernels):  # in launch order
+            if k.launch_us is None or (ended is not None and ended > k.launch_us):
+                out.add(i)
+            if k.comm:
+                ends = k.measured_end_us if k.measured_end_us is not None else float("inf")
+                ended = ends if ended is None else max(ended, ends)
+        return frozenset(out)
 
 
 def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dict[int, float] | None = None,
@@ -126,12 +143,16 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
                               measured_end_us=k.end - t0,
-                              memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None))
+                              memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None,
+                              launch_us=g.release[i] - t0 if g.launched[i] and k.correlation not in
+                              trace.graph_calls else None))
     hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
                   None)
+    before = [k.end - t0 for k in trace.kernels if k.kind is KernelClass.COMMUNICATION and k.ts < t0]
     return Step(device, tuple(kernels), name=name, hidden=hidden,
                 unknown_us=sum(trace.kernels[i].dur for i in unknown),
-                unknown=tuple(trace.kernels[i].name for i in unknown)), notes
+                unknown=tuple(trace.kernels[i].name for i in unknown),
+                comm_before_us=max(before, default=None)), notes
 
 
 def together(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:

@@ -46,6 +46,18 @@ class CommLaw:
 LINK_BOUND = CommLaw(saturation=1e-9)
 
 
+def threads_exact(law: CommLaw) -> CommLaw:
+    """`law` with each CTA's bandwidth following its threads exactly (exponent 1: every thread's share of the work
+    done in turn, as a set-time kernel's is): the other end, from the fitted exponent, of how a collective's time
+    follows its threads. A capture shows each collective at one shape only, so it cannot tell the two apart."""
+    return dataclasses.replace(law, thread_exponent=1.0)
+
+
+def rethreads_comm(strategy: levers.Strategy) -> bool:
+    """Does the strategy change the communication kernels' threads (so the law's thread exponent matters)?"""
+    return any(name == "nccl-threads" for name, _ in strategy.levers)
+
+
 @dataclass(frozen=True)
 class Transformed:
     step: Step
@@ -69,10 +81,14 @@ def priority(step: Step, _value: str, _law: CommLaw) -> Transformed:
     return Transformed(step.replace(priorities={**step.priorities, **{s: greatest for s in comm_streams}}))
 
 
-def shape(step: Step, _value: str, _law: CommLaw) -> Transformed:
-    """Each compute kernel padded as the interposer's auto plan pads it against each communication footprint
-    of the step (the largest feasible pad; drain by grid); infeasible plans leave it as it is."""
+def shape(step: Step, _value: str, _law: CommLaw, keep_time: bool = False) -> Transformed:
+    """Each compute kernel launched while a collective was in flight (the interposer's gate: Step.launched_in_flight)
+    padded as the interposer's auto plan pads it against each communication footprint of the step (the largest
+    feasible pad; drain by grid); infeasible plans, and launches made with no collective in flight, left as they are.
+    A padded kernel's CTAs keep the work they did alone, in more waves; `keep_time`: its grid keeps its time alone
+    instead (fewer of its blocks on each SM lose it no throughput: the other reading, `UNSURE`)."""
     comms = {step.kernels[i].footprint for i in step.comm}
+    gated = step.launched_in_flight()
     notes = []
 
     def pad(k: Kernel) -> Kernel:
@@ -84,9 +100,12 @@ def shape(step: Step, _value: str, _law: CommLaw) -> Transformed:
         if not pads:
             notes.append(f"{k.name[:40]}: no feasible pad")
             return k
-        return dataclasses.replace(k, footprint=k.footprint.padded(max(pads)), basis=k.measured[0])
+        return dataclasses.replace(k, footprint=k.footprint.padded(max(pads)),
+                                   basis=None if keep_time else k.measured[0])
 
-    return Transformed(_compute(step, pad), tuple(dict.fromkeys(notes)))
+    kernels = tuple(pad(k) if i in gated and not k.comm and k.footprint is not None else k
+                    for i, k in enumerate(step.kernels))
+    return Transformed(step.replace(kernels=kernels), tuple(dict.fromkeys(notes)))
 
 
 def _hinted(value: str) -> Callable[[Kernel], Kernel]:
@@ -182,16 +201,36 @@ TRANSFORMS: Mapping[str, Transform | levers.NotApplicable] = levers.mechanisms("
 })
 
 
-#: levers a library may or may not honour for a kernel, which no trace shows: torch's SM carveout reaches a cuBLAS
-#: GEMM only where cuBLAS's heuristic picks a kernel that honours its SM count target (measured: the nvjet kernels
-#: of torch 2.11 / CUDA 13 on Hopper did not, bench/known persistent_gemm and heldout_mlp, docs/whatif.md)
-UNSURE_REACH = ("sm-carveout",)
+@dataclass(frozen=True)
+class Unsure:
+    """A lever whose effect turns on what no trace shows: `other` transforms the step under the other reading, and
+    `why` says what decides between the two (the prediction is then the range between them)."""
+
+    why: str
+    other: Transform
 
 
-def unreached(strategy: levers.Strategy) -> levers.Strategy | None:
-    """The strategy as it acts where its levers of UNSURE_REACH reach no kernel (None: it has none of them)."""
-    rest = tuple((n, v) for n, v in strategy.levers if n not in UNSURE_REACH)
-    return None if len(rest) == len(strategy.levers) else levers.Strategy(rest)
+def _unchanged(step: Step, _value: str, _law: CommLaw) -> Transformed:
+    return Transformed(step)
+
+
+#: the levers a capture cannot pin down, and their other reading. torch's SM carveout reaches a cuBLAS GEMM only where
+#: cuBLAS's heuristic picks a kernel that honours its SM count target (measured: the nvjet kernels of torch 2.11 /
+#: CUDA 13 on Hopper did not, bench/known persistent_gemm and heldout_mlp). A padded kernel's time alone was measured
+#: with its own blocks per SM only (measured: the timers of bench/known keep each CTA's time, so a padded grid takes
+#: longer; heldout_scatter's gather and atomic scatter-add lost nothing, 1.001 realized; docs/whatif.md).
+UNSURE: Mapping[str, Unsure] = {
+    "sm-carveout": Unsure("whether the library honours sm-carveout for its kernels is not in the trace (torch 2.11's "
+                          "nvjet GEMMs on Hopper were measured not to)", _unchanged),
+    "shape": Unsure("how a padded kernel's throughput follows fewer of its blocks per SM is not in the trace (its "
+                    "time alone was measured at its own residency): its CTAs keep their work, or its grid its time",
+                    lambda step, value, law: shape(step, value, law, keep_time=True)),
+}
+
+
+def unsure(strategy: levers.Strategy) -> list[str]:
+    """What decides the strategy's levers of UNSURE, one line each (empty: the trace pins it down)."""
+    return [UNSURE[name].why for name, _ in strategy.levers if name in UNSURE]
 
 
 def reshapes_comm(strategy: levers.Strategy) -> bool:
@@ -204,14 +243,14 @@ def no_model(strategy: levers.Strategy) -> list[str]:
     return [name for name, _ in strategy.levers if isinstance(TRANSFORMS[name], levers.NotApplicable)]
 
 
-def apply(step: Step, strategy: levers.Strategy, law: CommLaw) -> Transformed:
-    """The step under `strategy` (no-overlap: every kernel after the one launched before it). A lever without
-    a model is a ValueError: callers check `no_model` first."""
+def apply(step: Step, strategy: levers.Strategy, law: CommLaw, other: bool = False) -> Transformed:
+    """The step under `strategy` (no-overlap: every kernel after the one launched before it); `other`: its levers of
+    UNSURE under their other reading. A lever without a model is a ValueError: callers check `no_model` first."""
     if strategy.no_overlap:
         return Transformed(step.replace(serial=True))
     notes: list[str] = []
     for name, value in strategy.levers:
-        transform = TRANSFORMS[name]
+        transform = UNSURE[name].other if other and name in UNSURE else TRANSFORMS[name]
         if isinstance(transform, levers.NotApplicable):
             raise ValueError(f"{name} has no what-if model")
         out = transform(step, value, law)
