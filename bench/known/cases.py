@@ -66,9 +66,9 @@ CASES = {
     "heldout_scatter": {"truth": "held out: an embedding's gather and atomic scatter-add beside a 24 x 512-thread, "
                                  "48 KB collective; written at cb5ec5f before that session's changes, what it realizes "
                                  "is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_small_grids": {"truth": "held out: 48 chained small bf16 GEMMs beside a 32 x 512-thread collective launched "
-                                     "first; written at cb5ec5f before that session's changes, what it realizes is "
-                                     "measured", "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_small_grids": {"truth": "held out: 48 chained small bf16 GEMMs beside a 32 x 512-thread collective "
+                                     "launched first; written at cb5ec5f before that session's changes, what it "
+                                     "realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
     "heldout_bmm_softmax": {"truth": "held out: unfused attention (bmm, softmax, bmm) beside a 640-thread, 82 KB "
                                      "collective launched after the softmax; written at cb5ec5f before that session's "
                                      "changes, what it realizes is measured", "lever": None, "gain_ms": None,
