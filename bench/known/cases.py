@@ -73,4 +73,13 @@ CASES = {
                                      "collective launched after the softmax; written at cb5ec5f before that session's "
                                      "changes, what it realizes is measured", "lever": None, "gain_ms": None,
                             "held_out": True},
+    "heldout_two_comms": {"truth": "held out: two collectives a step (two gradient buckets) between bf16 GEMMs; "
+                                   "written at 7e20f07 before any result of it, what it realizes is measured",
+                          "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_sort": {"truth": "held out: a radix sort and a top-k beside a 640-thread, 82 KB collective launched "
+                              "first; written at 7e20f07 before any result of it, what it realizes is measured",
+                     "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_rmsnorm": {"truth": "held out: six RMS norms beside a small 8 x 256-thread collective; written at 7e20f07 "
+                                 "before any result of it, what it realizes is measured",
+                        "lever": None, "gain_ms": None, "held_out": True},
 }
