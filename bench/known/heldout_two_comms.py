@@ -1,8 +1,8 @@
 """Held out (written 2026-12-06 at 7e20f07, after that session's changes and before any result of this program;
 nothing fitted to it), two collectives a step, as two gradient buckets: a bf16 GEMM (8192 x 4096 by 4096 x 4096),
 the first collective ready after it; GELU and a second GEMM, the second collective ready after that; the layer
-norm after them waits for both (one stream carries them), and the optimizer after it. Each collective 24 CTAs x 544 threads, 68 KB, 0.6 ms. What
-it realizes is measured, not constructed."""
+norm after them waits for both (one stream carries them), and the optimizer after it. Each collective 24 CTAs x
+544 threads, 68 KB, 0.6 ms. What it realizes is measured, not constructed."""
 import torch
 
 from common import main
