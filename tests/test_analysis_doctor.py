@@ -228,6 +228,22 @@ def test_a_join_recorded_after_the_main_streams_launch_waits_for_the_side_stream
     assert not graph(trace).events
 
 
+def test_a_record_waits_for_the_streams_work_another_thread_launched(tmp_path):
+    """torch's backward launches from its autograd thread onto the stream the main thread then records on: the
+    record (its stream unknown, torch 2.11) is matched to the stream of the main thread's last launch, and the
+    collective waits for that stream's last launch from any thread (the backward's), not the main thread's."""
+    forward = ks.K(ks.ELEMENTWISE, 100, 10, launch_ts=90)  # stream 7, the main thread
+    backward = ks.K(ks.GEMM, 120, 400, block=384, grid=132, regs=168, smem=213504, launch_ts=100, tid=99)
+    comm = ks.K(ks.NCCL, 525, 300, launch_ts=115, **NCCL)  # stream 13: started as the backward ended
+    record, wait = ks.Call("cudaEventRecordWithFlags", 110, 1), ks.Call("cudaStreamWaitEvent", 112, 1)
+    trace, d = one_rank(tmp_path, [forward, backward, comm], calls=[record, wait],
+                        waits=[ks.Wait(wait, 13, event_id=7)])
+    names = [k.name for k in trace.kernels]
+    assert graph(trace).events == {names.index(ks.NCCL): (names.index(ks.GEMM),)}
+    c = comm_of(d)
+    assert (c.ready_us, c.ready_by, c.sm_wait_us) == (520, "event", 5)
+
+
 def test_a_record_on_another_thread_is_unresolved_and_listed(tmp_path):
     _, d = _event_case(tmp_path, record_tid=77)
     c = comm_of(d)

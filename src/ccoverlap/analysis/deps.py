@@ -143,20 +143,23 @@ def graph(trace: Trace) -> Graph:
     records.freeze()
 
     def producer_of(record: int, wait_on_stream: int, waiting: int, consumer: int) -> int:
-        """The last GPU activity launched before the record call on its stream (known) or its thread; -1: none.
-        Where the record's stream is unknown and the thread's last launch is on the `waiting` stream itself (a
-        wait on its own work would be a no-op, which torch's wait_stream never issues), the thread's latest
-        launch on another stream that ended by the `consumer`'s start: the join of a side stream, recorded after
-        the main stream's launch (without it the kernel after the join is simulated beside the collective)."""
+        """The last GPU activity launched before the record call on its stream; -1: none. Where the record's
+        stream is unknown, it is the stream of the thread's last launch, and the producer that stream's last
+        launch from any thread: a record captures all work enqueued before it, and torch's backward launches from
+        its autograd thread onto the stream the main thread then records on. Where the thread's last launch is on
+        the `waiting` stream itself (a wait on its own work would be a no-op, which torch's wait_stream never
+        issues), the thread's latest launch on another stream that ended by the `consumer`'s start: the join of a
+        side stream, recorded after the main stream's launch (without it the kernel after the join is simulated
+        beside the collective)."""
         stream = wait_on_stream if wait_on_stream >= 0 else trace.event_streams.get(record, (-1, -1))[0]
         rec = trace.launches[record]
         if stream >= 0:
             return by_stream.last_before(stream, rec.ts)
         last = by_thread.last_before(rec.tid, rec.ts)
-        if last < 0 or kernels[last].stream != waiting:
-            return last
-        other = by_thread.latest_where(rec.tid, rec.ts, lambda j: kernels[j].stream != waiting)
-        return other if other >= 0 and kernels[other].end <= kernels[consumer].ts + PLAUSIBLE_US else last
+        if last >= 0 and kernels[last].stream == waiting:
+            other = by_thread.latest_where(rec.tid, rec.ts, lambda j: kernels[j].stream != waiting)
+            last = other if other >= 0 and kernels[other].end <= kernels[consumer].ts + PLAUSIBLE_US else last
+        return by_stream.last_before(kernels[last].stream, rec.ts) if last >= 0 else last
 
     events: dict[int, list[int]] = defaultdict(list)
     unresolved: dict[int, list[Unresolved]] = defaultdict(list)
