@@ -19,6 +19,7 @@ from ccoverlap.analysis.mechanisms.sm_wait import RESOURCE_CAUSES
 from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.intervals import length
 from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
+from ccoverlap.analysis.process import Process
 from ccoverlap.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.replay import Node, makespan, replay
 from ccoverlap.analysis.trace import KernelClass, analysed_kernels, read_trace
@@ -313,6 +314,21 @@ def test_the_exposed_parts_are_the_median_typical_steps_as_the_headroom_is(tmp_p
     v = verdict([d])
     assert v.unrecoverable_ms["dependency"] == pytest.approx(0.5) and v.exposed_ms["dependency"] == pytest.approx(0.5)
     assert "exposed beyond any lever: dependency 0.500 ms" in v.line
+
+@pytest.mark.parametrize(("step_ms", "said"), [((1.0, 1.2), True), ((1.15, 1.2), False), ((None, None), False)])
+def test_steps_the_profiler_paced_by_the_host_are_said_to_hide_queued_contention(tmp_path, step_ms, said):
+    """Each step: two kernels 300 us apart (the GPU idle 27% of the step, waiting for the host's launch). Where the
+    profiler also slowed the steps 20% against the program's own, its launches queue ahead of the GPU unprofiled:
+    the verdict says what the profiled steps cannot show; at 4% slower, or with no step records, it says nothing."""
+    kernels = [ks.K(ks.ELEMENTWISE, 2000 * n + at, 400, launch_ts=2000 * n + at - 5)
+               for n in range(4) for at in (100, 800)]
+    trace = read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, kernels, [(2000 * n, 2000) for n in range(4)]))
+    d = diagnose({0: trace}, processes={0: Process(step_ms=step_ms)})[0]
+    line = verdict([d]).line
+    assert line.startswith("nothing to gain here")
+    assert ("paced these steps by the host (rank 0's GPU idle 27% of the median typical step, 1.20 ms a step "
+            "against 1.00 ms unprofiled)" in line) == said and ("paced" in line) == said
+
 
 def _slowed(tmp_path, alone):
     """A GEMM [100, 1100] and an all-reduce that took 1000 us beside it from 300 (it ended at 1300)."""

@@ -35,6 +35,9 @@ from ccoverlap.util.errors import UsageError
 NOTHING_TO_GAIN_PCT = 2.0
 #: A lever's gain, or a mechanism no lever reaches, below this share of the step is not worth naming.
 NAMED_PCT = 0.5
+#: Profiled steps paced by the host: the GPU idled at least this share of the median typical step, and the profiler
+#: slowed the steps by at least as much against the program's own (the doctor's step records).
+HOST_PACED = 0.05
 
 Fits = Callable[[CommWait, DeviceLimits], bool]
 
@@ -287,6 +290,23 @@ class _Typical:
         return f" [median of {len(self.names)} typical step(s)" + (f"; left out: {left}]" if left else "]")
 
 
+def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
+    """Why the profiled steps may hide contention, where the profiler paced them by the host: the program queues its
+    launches ahead of the GPU, so kernels that start together there reached the GPU one by one under the profiler
+    (measured: a radix sort launched after a collective; docs/doctor.md). Empty where no rank's were."""
+    for d in diagnoses:
+        plain, profiled = d.process.step_ms if d.process else (None, None)
+        idle = typical.values([d], lambda d: [s.shape.idle_us / s.shape.span_us if s.shape and s.shape.span_us
+                                             else 0.0 for s in d.steps])
+        if not (plain and profiled and idle) or profiled < (1 + HOST_PACED) * plain:
+            continue
+        if (share := statistics.median(idle)) >= HOST_PACED:
+            return (f"; the profiler paced these steps by the host (rank {d.rank}'s GPU idle {100 * share:.0f}% of "
+                    f"the median typical step, {profiled:.2f} ms a step against {plain:.2f} ms unprofiled): "
+                    "contention among launches the program queues ahead of the GPU does not show here")
+    return ""
+
+
 def _compute_said(diagnoses: Sequence[RankDiagnosis]) -> str:
     """Compute slowed beside communication, in words: how much, the kernel that lost most, and why."""
     measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
@@ -463,6 +483,7 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     unrecoverable = f"; exposed beyond any lever: {rest}" if rest else ""
     unknown = "" if known else ("; what communication and compute lose beside each other is unknown "
                                 "(no alone window: ccoverlap doctor measures each launch alone)")
+    unknown += _host_paced(diagnoses, typical)
 
     # strategy term (nccl-cluster=1) -> what it removes, in LEVERS_FOR's order (the order among equal gains;
     # REMEDIES groups the terms by registry lever, which would put nccl-threads before nccl-ctas=4)
