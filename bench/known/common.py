@@ -80,6 +80,7 @@ COMPUTE_NAMES = ("known_compute", "known_wide", "known_fat", "known_green")
 COMM_NAME = "ncclDevKernel_KnownAllReduce"
 N = 4096  # model size: floats of w, its gradient, and the compute kernels' outputs
 OUT = 8192  # the compute kernels' output slots
+CLOCK_HZ = 1.98e9  # an H100's and an H200's boost clock: --hold-ms's spin in cycles (a hold, not a timing)
 
 
 def kernels() -> dict[str, CudaKernel]:
@@ -182,6 +183,9 @@ def main(describe: str, comm: dict, body: Body, setup: Callable[[Ctx], None] | N
     p.add_argument("--steps", type=int, default=20, help="optimizer steps (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the times written (default 3)")
     p.add_argument("--json", help="write the step times (ms) and the losses (float.hex) here")
+    p.add_argument("--hold-ms", type=float, default=0.0,
+                   help="hold the GPU this long (a one-block spin) before each step, so the step's launches queue "
+                        "ahead of it as they do where the host outruns the GPU (default 0: no hold)")
     args = p.parse_args()
     torch.manual_seed(0)
     dev = torch.device("cuda")
@@ -197,6 +201,8 @@ def main(describe: str, comm: dict, body: Body, setup: Callable[[Ctx], None] | N
     started = time.perf_counter()
     for _ in range(args.steps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if args.hold_ms > 0:  # outside the step's time: the launches after it wait behind it
+            torch.cuda._sleep(int(args.hold_ms * 1e-3 * CLOCK_HZ))
         start.record()
         opt.zero_grad(set_to_none=False)
         loss = ((w * x - y) ** 2).mean() + 1e-3 * ctx.out.mean() + 1e-6 * extra

@@ -74,6 +74,13 @@ HELD_OUT = {
               ("heldout_scatter", "heldout_small_grids", "heldout_bmm_softmax"),
               "written at cb5ec5f and run at 7d20e30, before any change of that session to the model; its record at "
               "7d20e30 (whatif-validation-heldout-third-2026-12-06-h100-frozen.json) is the held-out one"),
+    "fourth": (("known-answers-heldout-2026-12-06-e-h100-files.tgz",),
+               ("known-answers-heldout-2026-12-06-e-h100.json",),
+               ("heldout_two_comms", "heldout_sort", "heldout_rmsnorm"),
+               "written at 7e20f07 and run at 9f62dca, after that session's changes to the model and before any "
+               "result of them; its record at 9f62dca (whatif-validation-heldout-fourth-2026-12-06-h100-frozen.json) "
+               "is the held-out one: the dependency fix after it (a record after another thread's launches) was "
+               "found on heldout_sort's capture"),
 }
 #: the issue's target: the larger of 2% of the step and 30% of the realized change
 ABSOLUTE, RELATIVE = 0.02, 0.30
