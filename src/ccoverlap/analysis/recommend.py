@@ -296,11 +296,11 @@ def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
     (measured: a radix sort launched after a collective; docs/doctor.md). Empty where no rank's were."""
     for d in diagnoses:
         plain, profiled = d.process.step_ms if d.process else (None, None)
-        idle = typical.values([d], lambda d: [s.shape.idle_us / s.shape.span_us if s.shape and s.shape.span_us
-                                             else 0.0 for s in d.steps])
-        if not (plain and profiled and idle) or profiled < (1 + HOST_PACED) * plain:
+        if not (plain and profiled) or profiled < (1 + HOST_PACED) * plain:
             continue
-        if (share := statistics.median(idle)) >= HOST_PACED:
+        idle = typical.values([d], lambda r: [s.shape.idle_us / s.shape.span_us if s.shape and s.shape.span_us
+                                             else 0.0 for s in r.steps])
+        if idle and (share := statistics.median(idle)) >= HOST_PACED:
             return (f"; the profiler paced these steps by the host (rank {d.rank}'s GPU idle {100 * share:.0f}% of "
                     f"the median typical step, {profiled:.2f} ms a step against {plain:.2f} ms unprofiled): "
                     "contention among launches the program queues ahead of the GPU does not show here")
