@@ -123,10 +123,14 @@ class StepReplay(msgspec.Struct, frozen=True, gc=False):
     packed: bytes  # marshal of the nodes: (release, measured duration, deps, after, measured wait) per kernel
     measured_end: float
     replayed_end: float  # replayed with nothing removed
+    # node positions in launch order: a kernel's place in a step of the same launch sequence, whatever order they
+    # started in (mechanisms/late_start.py)
+    launched: array = msgspec.field(default_factory=lambda: array("l"))
 
     @classmethod
-    def of(cls, index: Sequence[int], nodes: tuple[tuple, ...], measured_end: float) -> StepReplay:
-        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes))
+    def of(cls, index: Sequence[int], nodes: tuple[tuple, ...], measured_end: float,
+           launched: Sequence[int] = ()) -> StepReplay:
+        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes), array("l", launched))
 
     @property
     def nodes(self) -> tuple[tuple, ...]:
@@ -410,7 +414,8 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
-        return StepReplay.of(idx, tuple(nodes), max(map(end_of, idx)))
+        launched = sorted(range(len(idx)), key=lambda n: kernels[idx[n]].correlation)  # stable: a graph's ties
+        return StepReplay.of(idx, tuple(nodes), max(map(end_of, idx)), launched)
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:
         """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),

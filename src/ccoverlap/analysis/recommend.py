@@ -23,7 +23,7 @@ from ccoverlap.analysis.contention import PARTS, CommWait, RankDiagnosis
 from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
 from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_WAIT, SM_WAIT_TOLERANCE_US, Cause,
                                                 Mechanism, holds_every_sm)
-from ccoverlap.analysis.mechanisms import compute_slowed
+from ccoverlap.analysis.mechanisms import compute_slowed, late_start
 from ccoverlap.analysis.mechanisms.dispatch import dispatching
 from ccoverlap.analysis.trace import short_name
 from ccoverlap.model.limits import DeviceLimits
@@ -54,6 +54,9 @@ class Remedy:
     # it costs the other side too (compute_slowed.CommLever): replayed for its net, named only where that is a gain
     cost: Callable[[RankDiagnosis, frozenset[int]], dict[int, float]] | None = None  # what removing these waits
     # costs the compute beside them (kernel index -> its duration under the lever), replayed with the waits removed
+    measured: Callable[[RankDiagnosis], Mechanism | None] | None = None  # the lever's share as the capture's own
+    # steps measured it (mechanisms/late_start.py): never a loss, so no net to check
+    said: Callable[[Sequence[RankDiagnosis], float], str] | None = None  # its evidence in words, given its gain
 
     def applies(self, c: CommWait | None, device: DeviceLimits | None) -> bool:
         if self.nccl and c is not None and not _is_nccl(c):
@@ -140,9 +143,10 @@ LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     SM_WAIT + Cause.CLUSTER.value: (Remedy("nccl-cluster=1", nccl=True), FIRST),
     SM_WAIT + Cause.DISPATCH_ORDER.value: (PRIORITY(), PRIORITY_HINTED(), FIRST),
     COMM_SLOWED: (),
-    COMPUTE_SLOWED: tuple(Remedy(lv.lever, price=lv.price)
-                          for lv in [*map(compute_slowed.fewer_ctas, levers.BY_NAME["nccl-ctas"].candidates),
-                                     compute_slowed.smaller_ctas(levers.BY_NAME["nccl-threads"].default)]),
+    COMPUTE_SLOWED: (*(Remedy(lv.lever, price=lv.price)
+                       for lv in [*map(compute_slowed.fewer_ctas, levers.BY_NAME["nccl-ctas"].candidates),
+                                  compute_slowed.smaller_ctas(levers.BY_NAME["nccl-threads"].default)]),
+                     Remedy("priority", measured=late_start.price, said=late_start.said)),
 }
 #: the levers of the registry that remove no mechanism the diagnosis finds, and why
 NO_REMEDY = {
@@ -232,8 +236,8 @@ def _share(d: RankDiagnosis, key: str, remedy: Remedy) -> Mechanism | None:
     m = d.mechanisms.get(key)
     if m is None:
         return None
-    if remedy.price is not None:
-        return remedy.price(d) if m.known else None
+    if remedy.price is not None or remedy.measured is not None:
+        return (remedy.price or remedy.measured)(d) if m.known else None
     if not m.waits:
         if not m.known or not m.durations or (remedy.nccl and not any(_is_nccl(c) for c in d.comm)):
             return None
@@ -345,6 +349,9 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
                 f"({total / 1000 / per:.3f} ms of wait per rank and step; "
                 f"the replay without it ends {ms:.3f} ms sooner)")
     if COMPUTE_SLOWED in keys:
+        remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+        if remedy.said:
+            return remedy.said(diagnoses, ms)
         return f"{_compute_said(diagnoses)}; {_priced(diagnoses, lever, ms)}"
     return f"the replay without it ends {ms:.3f} ms sooner"
 
@@ -380,7 +387,7 @@ def _net(diagnoses: Sequence[RankDiagnosis], typical: _Typical, lever: str) -> f
         m = remedy.price(d)
         if m is None:
             return None
-        return [(r.measured_end - r.end(frozenset(), m.durations)) / 1000 for r in d.replays]
+        return [(r.measured_end - r.end(m.waits, m.durations)) / 1000 for r in d.replays]
 
     values = typical.values(diagnoses, signed)
     return None if not values else statistics.median(values)
@@ -513,8 +520,10 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     named = {r.lever for r in recs}
     counted = [lv for lv in levers_of if lv in named or not any(r.price for _, r in levers_of[lv])]
     terms = {lv: _levers_in(lv) for lv in counted}
-    # a lever that a counted combination holds is that combination's part: its cost is the combination's to say
-    counted = [lv for lv in counted if not any(terms[lv] < terms[other] for other in counted)]
+    # a lever that a counted combination holds is that combination's part, where the combination removes something:
+    # its cost is the combination's to say
+    removes = {lv for lv in counted if any(shares_of(d, lv) for d in diagnoses)}
+    counted = [lv for lv in counted if not any(terms[lv] < terms[other] for other in removes)]
 
     def everything(d: RankDiagnosis) -> list[Mechanism]:  # a priced lever only where its net is a gain
         return [m for lever in counted for m in shares_of(d, lever)]

@@ -1,6 +1,7 @@
 """The mechanisms a replay can remove, one module each behind one table: a new mechanism is a module with a
 `found(pending, comm) -> {key: Mechanism}` and one entry in MECHANISMS (and its levers in
-recommend.LEVERS_FOR)."""
+recommend.LEVERS_FOR). `late_start` finds no mechanism of its own: it prices priority's share of compute slowed
+beside communication from the capture's own steps (a Remedy's `measured`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
