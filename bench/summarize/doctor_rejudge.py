@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -22,6 +23,7 @@ RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(REPO / "bench" / "device"))
 from known_answers import CASES, judge, view  # noqa: E402
 
+import ccoverlap  # noqa: E402
 from ccoverlap.analysis import analyze  # noqa: E402
 from ccoverlap.analysis.summary import document  # noqa: E402
 from ccoverlap.doctor import record  # noqa: E402
@@ -76,11 +78,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         captures = rejudge(Path(tmp))
     judged = [c for c in captures.values() if c["all_targets_met"] is not None]
-    doc = {"what": __doc__.split("\n\n")[0], "provenance": provenance.collect(), "captures": captures,
+    src = Path(ccoverlap.__file__).parent
+    analysed_at = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    doc = {"what": __doc__.split("\n\n")[0], "provenance": provenance.collect(),
+           "analysis": {"src": str(src), "commit": analysed_at.strip() or None}, "captures": captures,
            "judged": len(judged), "all_targets_met": sum(c["all_targets_met"] for c in judged)}
     if a.before:
         before = json.loads(a.before.read_text())
-        doc["before"] = {"file": a.before.name, "commit": before["provenance"].get("commit"),
+        doc["before"] = {"file": a.before.name, "commit": (before.get("analysis") or {}).get("commit"),
                          "all_targets_met": before["all_targets_met"], "judged": before["judged"]}
         doc["changed"] = {k: {"before": before["captures"][k], "after": v} for k, v in captures.items()
                           if k in before["captures"] and before["captures"][k]["verdict"] != v["verdict"]}
