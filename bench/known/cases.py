@@ -82,4 +82,15 @@ CASES = {
     "heldout_rmsnorm": {"truth": "held out: six RMS norms beside a small 8 x 256-thread collective; written at 7e20f07 "
                                  "before any result of it, what it realizes is measured",
                         "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_flat_params": {"truth": "held out: eight parameter shards copied into a flat buffer, a bf16 GEMM with it, "
+                                     "beside a 24 x 544-thread, 68 KB collective launched first; written at 62b126e "
+                                     "before any result of it, what it realizes is measured",
+                            "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_embedding_bwd": {"truth": "held out: an embedding lookup, layer norm and the embedding's backward beside "
+                                       "a 16 x 512-thread collective; written at 62b126e before any result of it, "
+                                       "what it realizes is measured",
+                              "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_adam": {"truth": "held out: gradient clipping and a foreach Adam step over 48 tensors beside a 32 x "
+                              "640-thread, 82 KB collective launched first; written at 62b126e before any result of "
+                              "it, what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
 }
