@@ -24,3 +24,15 @@ class Process:
     graphs: tuple[dict, ...] = ()  # the CUDA graphs it captured, as the capture wrote them (analysis/graphs.py)
     graphs_skipped: tuple[str, ...] = ()  # why a graph it captured was not read
     step_ms: tuple[float | None, float | None] = (None, None)  # median step unprofiled, profiled (GPU period)
+
+    @property
+    def profiler_slowdown(self) -> float | None:
+        return profiler_slowdown(self.step_ms)
+
+
+def profiler_slowdown(step_ms: tuple[float | None, float | None] | None) -> float | None:
+    """What the profiler cost a step, from the median step unprofiled and profiled: profiled / unprofiled - 1
+    (None where either is unknown). The doctor's verdict reads it (a host-paced capture), the what-if too (its
+    predictions scaled to the program's own step)."""
+    plain, profiled = step_ms or (None, None)
+    return profiled / plain - 1 if plain and profiled else None

@@ -299,9 +299,10 @@ def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
     launches ahead of the GPU, so kernels that start together there reached the GPU one by one under the profiler
     (measured: a radix sort launched after a collective; docs/doctor.md). Empty where no rank's were."""
     for d in diagnoses:
-        plain, profiled = d.process.step_ms if d.process else (None, None)
-        if not (plain and profiled) or profiled < (1 + HOST_PACED) * plain:
+        slowdown = d.process.profiler_slowdown if d.process else None
+        if slowdown is None or slowdown < HOST_PACED:
             continue
+        plain, profiled = d.process.step_ms
         idle = typical.values([d], lambda r: [s.shape.idle_us / s.shape.span_us if s.shape and s.shape.span_us
                                              else 0.0 for s in r.steps])
         if idle and (share := statistics.median(idle)) >= HOST_PACED:

@@ -19,6 +19,7 @@ from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
 from ccoverlap.analysis import (Analysis, KernelClass, Process, analysed_indices, analyze, device_limits, read_trace,
                                 short_name, windows)
+from ccoverlap.analysis.process import profiler_slowdown
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -86,7 +87,7 @@ def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
     if not cap.step_ms:
         return None, []
     plain, profiled = cap.step_ms
-    slowdown = profiled / plain - 1
+    slowdown = profiler_slowdown(cap.step_ms)
     out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
            "scaled": "unprofiled step = the unprofiled median step + (predicted step - measured step): the time a "
                      "lever moves is the kernels' on the GPU, which the profiler's cost (its host-side launch "
