@@ -44,8 +44,8 @@ class Measured:
 
 def measured(d: RankDiagnosis) -> Measured | None:
     """See the module; None where no step gives that measurement."""
-    if len(d.steps) != len(d.replays):
-        return None
+    if not d.compute_slowed or len(d.steps) != len(d.replays) or not any(_late(c) for c in d.comm):
+        return None  # the cheap answers first: the verdict asks once per lever and total
     slowed = {s.index for s in d.compute_slowed}
     comm = {c.index: c for c in d.comm}
     by_sequence: dict[tuple[str, int], list[int]] = defaultdict(list)
