@@ -559,3 +559,45 @@ def test_without_communication_there_is_no_headroom(tmp_path):
     _, diagnosis = one_rank(tmp_path, kernels)
     # crediting the slower instances with the mean duration claimed 0.046 ms here; launch latency is no mechanism
     assert diagnosis.headroom_ms == 0
+
+
+def test_a_lever_seen_in_some_typical_steps_only_is_named_with_the_steps_where_the_median_has_nothing(tmp_path):
+    """Four analysed steps of one launch sequence: a 0 B elementwise kernel (2000 us), then a 350 us kernel; the
+    collective (500 us, 101 KB) ready 104 us into the step. In steps #1-#3 it started at once (the step ends with
+    the 350 us kernel at 2350 us); in #4 it waited for the elementwise kernel's SMs (carveout) and ended the step at
+    2500 us. The median step has nothing to gain; #4's replay without the wait ends 0.150 ms sooner (6% of it), so
+    the verdict names the carveout hint with the step where it reaches that, and says what would tell (more steps)."""
+    kernels = []
+    for n in range(5):
+        b = 4000 * n + 100
+        start = b + 2000 if n == 3 else b + 104
+        kernels += [ks.K(ks.ELEMENTWISE, b, 2000, block=128, grid=132, regs=32, smem=0, launch_ts=b - 10),
+                    ks.K(ks.NCCL, start, 500, launch_ts=b + 100, **NCCL),
+                    ks.K("fma_kernel", b + 2000, 350, block=128, grid=132, regs=32, launch_ts=b + 110)]
+    _, d = one_rank(tmp_path, kernels, steps=[(4000 * n, 4000) for n in range(5)])
+    assert [c.cause for c in d.comm] == [Cause.NONE] * 3 + [Cause.CARVEOUT]
+    v = verdict([d])
+    assert v.typical == ("ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4")
+    assert v.headroom_ms == 0 and v.lever_headroom_ms == 0
+    (top, *_) = v.recommendations
+    assert top.lever == "carveout-hint" and top.gain_ms == 0 and top.spread_ms == pytest.approx((0, 0.15))
+    assert v.line.startswith("nothing to gain here in the median typical step: headroom 0.000 ms")
+    assert ("but in 1 of 4 typical steps (ProfilerStep#4) carveout-hint reaches up to 0.150 ms" in v.line
+            and "try carveout-hint, or profile more steps (--steps)" in v.line)
+
+
+def test_no_lever_where_no_typical_step_reaches_the_nothing_to_gain_line(tmp_path):
+    """The same steps, the collective 2256 us long and the one wait 40 us (carveout): its replay gains 0.040 ms of a
+    2.400 ms step, 1.7%, below the 2% line: "nothing to gain here", no lever."""
+    kernels = []
+    for n in range(5):
+        b = 4000 * n + 100
+        start = b + 144 if n == 3 else b + 104
+        kernels += [ks.K(ks.ELEMENTWISE, b, 2000, block=128, grid=132, regs=32, smem=0, launch_ts=b - 10),
+                    ks.K(ks.NCCL, start, 2256, launch_ts=b + 100, **NCCL),
+                    ks.K("fma_kernel", b + 2000, 350, block=128, grid=132, regs=32, launch_ts=b + 110)]
+    _, d = one_rank(tmp_path, kernels, steps=[(4000 * n, 4000) for n in range(5)])
+    assert [c.cause for c in d.comm] == [Cause.NONE] * 3 + [Cause.CARVEOUT]
+    v = verdict([d])
+    assert v.recommendations == () and v.line.startswith("nothing to gain here: headroom 0.000 ms (0.0%) [median of "
+                                                         "4 typical step(s), 0.0-1.7%]")

@@ -161,6 +161,19 @@ def test_levers_the_user_named_are_never_pruned():
     assert any(name == "priority" for name, phase, _ in fake.calls if phase == "screen")
 
 
+@pytest.mark.parametrize("recommended", [(), ("shape",)])
+def test_below_the_headroom_line_the_levers_are_tried_only_where_the_doctor_still_names_one(recommended):
+    """0.5% headroom in the median typical step: the levers are skipped, unless the doctor names one that some
+    typical steps gain by (recommend._disagree); then every arm is screened, that one first, as above the line."""
+    fake = Fake({})
+    out = search(fake, [P("priority"), P("shape")], advice=Advice(True, 0.1, 0.5, recommended, "-")).run()
+    screened = [name for name, phase, _ in fake.calls if phase == "screen"]
+    if recommended:
+        assert screened[0] == "shape" and set(screened) == {"priority", "shape"} and not out.skipped
+    else:
+        assert screened == [] and "scheduling headroom" in out.skipped["shape"]
+
+
 def test_a_nothing_helps_run_with_nothing_to_try_ends_after_the_baseline():
     fake = Fake({})
     out = search(fake, [P("priority")], advice=Advice(False, 0.0, 0.0, (), "-")).run()

@@ -372,12 +372,41 @@ def _beyond_parts(recs: list[Recommendation], floor_ms: float) -> list[Recommend
                                                      if terms[s.lever] < terms[r.lever])) for r in kept]
 
 
+def _step_gains(diagnoses: Sequence[RankDiagnosis], typical: _Typical,
+                parts: Callable[[RankDiagnosis], list[Mechanism]]) -> list[float] | None:
+    """Per typical step, the mean over the ranks of the replay with `parts(d)` removed (ms); None where unknown."""
+    return typical.values(diagnoses, lambda d: None if (g := d.gain_by_step(parts(d))) is None
+                          else [us / 1000 for us in g])
+
+
 def _gains(diagnoses: Sequence[RankDiagnosis], typical: _Typical,
            parts: Callable[[RankDiagnosis], list[Mechanism]]) -> Spread | None:
-    """Per typical step, the mean over the ranks of the replay with `parts(d)` removed (ms); None where unknown."""
-    values = typical.values(diagnoses, lambda d: None if (g := d.gain_by_step(parts(d))) is None
-                            else [us / 1000 for us in g])
+    """_step_gains over the typical steps: the median step's, and the least and most."""
+    values = _step_gains(diagnoses, typical, parts)
     return None if values is None else Spread.of(values)
+
+
+def _ranked(recs: list[Recommendation], gain: Callable[[Recommendation], float], order: Mapping[str, int],
+            floor_ms: float) -> list[Recommendation]:
+    """Best gain first; gains within the naming floor of the best are equal (the replay's noise), and among equals
+    LEVERS_FOR's order decides (its evidence: the lever that realized it first)."""
+    best = max(map(gain, recs), default=0.0)
+    return sorted(recs, key=lambda r: (gain(r) < best - floor_ms, -round(gain(r), 6) if gain(r) < best - floor_ms
+                                       else 0.0, order[r.lever]))
+
+
+def _disagree(recs: Sequence[Recommendation], typical: _Typical, step_gains: Mapping[str, list[float]],
+              least_ms: float) -> str:
+    """Where the median typical step has nothing to gain but some typical steps do: which steps, the levers there,
+    and what would tell (more steps). Empty where no typical step's lever reaches `least_ms`."""
+    if not recs:
+        return ""
+    top = recs[0]
+    steps = [n for n, g in zip(typical.names, step_gains[top.lever], strict=True) if g >= least_ms]
+    others = ", ".join(r.lever for r in recs[1:])
+    return (f"; but in {len(steps)} of {len(typical.names)} typical steps ({', '.join(steps)}) {top.lever} reaches up "
+            f"to {top.spread_ms[1]:.3f} ms ({top.evidence}){f'; also {others}' if others else ''}: which is the "
+            f"program's usual step these steps cannot tell; try {top.lever}, or profile more steps (--steps)")
 
 
 def _net(diagnoses: Sequence[RankDiagnosis], typical: _Typical, lever: str) -> float | None:
@@ -504,18 +533,26 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         return [m for key, r in levers_of[lever] if (m := _share(d, key, r)) is not None]
 
     floor = NAMED_PCT / 100 * step
-    recs = []
+    least = NOTHING_TO_GAIN_PCT / 100 * step  # a typical step's gain worth a trial, where the median's is not
+    recs, some, step_gains = [], [], {}
     for lever in levers_of:
         if not any(shares_of(d, lever) for d in diagnoses):
             continue
-        gain = _gains(diagnoses, typical, lambda d, lever=lever: shares_of(d, lever))
-        if gain is None or gain.median <= 0 or gain.median < floor:  # below the floor: noise, not a lever's worth
+        values = _step_gains(diagnoses, typical, lambda d, lever=lever: shares_of(d, lever))
+        if values is None:
             continue
+        gain = Spread.of(values)
         taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
-        recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical, lever),
-                                   (gain.low, gain.high)))
+        if gain.median > 0 and gain.median >= floor:  # below the floor: noise, not a lever's worth
+            recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical, lever),
+                                       (gain.low, gain.high)))
+        elif gain.high >= least > 0:
+            step_gains[lever] = values
+            some.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.high, typical, lever),
+                                       (gain.low, gain.high)))
     order = {lever: i for i, lever in enumerate(levers_of)}
-    recs.sort(key=lambda r: (-round(r.gain_ms, 6), order[r.lever]))
+    recs = _ranked(recs, lambda r: r.gain_ms, order, floor)
+    some = _ranked(some, lambda r: r.spread_ms[1], order, floor)
     recs = _beyond_parts(recs, floor)
 
     named = {r.lever for r in recs}
@@ -555,14 +592,16 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
                 f"{blind}{unknown}")
         recs = []
     elif head_pct is None or head_pct < NOTHING_TO_GAIN_PCT:
-        line = f"nothing to gain here: headroom {headroom:.3f} ms ({shown}){of_steps}{unknown}{unrecoverable}"
-        recs = []
+        recs = some if len(typical.names) > 1 else []
+        line = (f"nothing to gain here{' in the median typical step' if recs else ''}: headroom {headroom:.3f} ms "
+                f"({shown}){of_steps}{_disagree(recs, typical, step_gains, least)}{unknown}{unrecoverable}")
     elif reach_pct is None or reach_pct < NOTHING_TO_GAIN_PCT:
         beyond = (_beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
                   or "no lever removes the mechanisms found")
-        line = (f"nothing a scheduling lever can do: headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches "
-                f"{reach:.3f} ms: {beyond}{blind}{unknown}{unrecoverable}")
-        recs = []
+        recs = some if len(typical.names) > 1 else []
+        line = (f"nothing a scheduling lever can do{' in the median typical step' if recs else ''}: headroom "
+                f"{headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms: {beyond}"
+                f"{_disagree(recs, typical, step_gains, least)}{blind}{unknown}{unrecoverable}")
     else:
         beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
         top = recs[0]

@@ -265,7 +265,8 @@ class Search:
     def _nothing_to_gain(advice: Advice) -> str | None:
         if not advice.comm_seen:
             return "the doctor saw no communication kernel: no lever has anything to overlap"
-        if advice.headroom_pct is not None and advice.headroom_pct < NOTHING_TO_GAIN_PCT:
+        if advice.headroom_pct is not None and advice.headroom_pct < NOTHING_TO_GAIN_PCT and not advice.recommended:
+            # (a lever the doctor names where only some typical steps gain is tried: recommend._disagree)
             return (f"the doctor measured {advice.headroom_pct:.1f}% scheduling headroom (< {NOTHING_TO_GAIN_PCT:g}%): "
                     "no scheduling lever can gain more")
         return None
