@@ -386,10 +386,10 @@ def _gains(diagnoses: Sequence[RankDiagnosis], typical: _Typical,
     return None if values is None else Spread.of(values)
 
 
-def _ranked(recs: list[Recommendation], gain: Callable[[Recommendation], float], order: Mapping[str, int],
+def _ranked(recs: list[Recommendation], gain: Callable[[Recommendation], float], order: Mapping[str, tuple],
             floor_ms: float) -> list[Recommendation]:
     """Best gain first; gains within the naming floor of the best are equal (the replay's noise), and among equals
-    LEVERS_FOR's order decides (its evidence: the lever that realized it first)."""
+    `order` decides (LEVERS_FOR lists each mechanism's levers best first, by what realized it)."""
     best = max(map(gain, recs), default=0.0)
     return sorted(recs, key=lambda r: (gain(r) < best - floor_ms, -round(gain(r), 6) if gain(r) < best - floor_ms
                                        else 0.0, order[r.lever]))
@@ -534,7 +534,7 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
 
     floor = NAMED_PCT / 100 * step
     least = NOTHING_TO_GAIN_PCT / 100 * step  # a typical step's gain worth a trial, where the median's is not
-    recs, some, step_gains = [], [], {}
+    recs, some, step_gains, order = [], [], {}, {}
     for lever in levers_of:
         if not any(shares_of(d, lever) for d in diagnoses):
             continue
@@ -543,6 +543,9 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
             continue
         gain = Spread.of(values)
         taken = {key for key, r in levers_of[lever] if any(_share(d, key, r) for d in diagnoses)}
+        # among equal gains: its place in the remedies of what it removes (best first), then the table's order
+        order[lever] = (min(i for key in taken for i, r in enumerate(LEVERS_FOR[key]) if r.lever == lever),
+                        len(order))
         if gain.median > 0 and gain.median >= floor:  # below the floor: noise, not a lever's worth
             recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical, lever),
                                        (gain.low, gain.high)))
@@ -550,7 +553,6 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
             step_gains[lever] = values
             some.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.high, typical, lever),
                                        (gain.low, gain.high)))
-    order = {lever: i for i, lever in enumerate(levers_of)}
     recs = _ranked(recs, lambda r: r.gain_ms, order, floor)
     some = _ranked(some, lambda r: r.spread_ms[1], order, floor)
     recs = _beyond_parts(recs, floor)
