@@ -362,13 +362,14 @@ def _levers_in(term: str) -> frozenset[str]:
     return frozenset(levers.strategy(term).values)
 
 
-def _beyond_parts(recs: list[Recommendation], floor_ms: float) -> list[Recommendation]:
+def _beyond_parts(recs: list[Recommendation], floor_ms: float,
+                  gain: Callable[[Recommendation], float] = lambda r: r.gain_ms) -> list[Recommendation]:
     """A combination (priority+comm-carveout-hint) only where it gains beyond a lever it adds to by the naming floor,
     as `tune` keeps a combination only where it is faster than its best part."""
     terms = {r.lever: _levers_in(r.lever) for r in recs}
-    kept = [r for r in recs if not any(terms[s.lever] < terms[r.lever] and s.gain_ms >= r.gain_ms - floor_ms
+    kept = [r for r in recs if not any(terms[s.lever] < terms[r.lever] and gain(s) >= gain(r) - floor_ms
                                        for s in recs)]
-    return [replace(r, evidence=r.evidence + "".join(f"; {s.lever} alone: {s.gain_ms:.3f} ms" for s in kept
+    return [replace(r, evidence=r.evidence + "".join(f"; {s.lever} alone: {gain(s):.3f} ms" for s in kept
                                                      if terms[s.lever] < terms[r.lever])) for r in kept]
 
 
@@ -554,7 +555,7 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
             some.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.high, typical, lever),
                                        (gain.low, gain.high)))
     recs = _ranked(recs, lambda r: r.gain_ms, order, floor)
-    some = _ranked(some, lambda r: r.spread_ms[1], order, floor)
+    some = _beyond_parts(_ranked(some, lambda r: r.spread_ms[1], order, floor), floor, lambda r: r.spread_ms[1])
     recs = _beyond_parts(recs, floor)
 
     named = {r.lever for r in recs}
