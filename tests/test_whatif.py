@@ -10,7 +10,7 @@ from ccoverlap.control import levers
 from ccoverlap.model.footprint import KernelFootprint as F
 from ccoverlap.model.limits import get_device
 from ccoverlap.model.planner import plan
-from ccoverlap.whatif import calibration, predict, presets, transforms
+from ccoverlap.whatif import calibration, predict, presets, session, transforms
 from ccoverlap.whatif.dispatch import simulate
 from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.step import Kernel, Step
@@ -188,6 +188,23 @@ def test_fewer_comm_threads_give_a_range_between_the_fitted_law_and_threads_foll
     assert predict.threads_range(p, base) == pytest.approx(((1 + 500 * 2 ** 0.75) / 501, 1001 / 501))
     ctas = predict.predict(step, [levers.strategy("nccl-ctas=8")], cal)[1]
     assert ctas.threads_exact_step_us is None and predict.threads_range(ctas, base) is None
+
+
+def test_typical_steps_that_disagree_give_a_range_between_their_ratios():
+    """Two typical steps of one program. In the first, a 3000 us collective is released with two full waves of
+    compute and waits for their dispatch (2000 us), ending the step at 5000 us; priority starts it as the first wave
+    retires (1000 us): 4000 us, 0.8. In the second the compute is released 10 us later and the collective starts
+    first: priority changes nothing, 1.0. Which is the program's usual step the capture cannot tell: the ratio is the
+    range 0.8-1.0, the session's `_spans` with the steps' note; the default has no range."""
+    late = Step(H200, (compute(2 * 8 * 132, 2000.0), comm(us=3000.0)))
+    early = Step(H200, (dataclasses.replace(late.kernels[0], release_us=10.0), late.kernels[1]))
+    base, p = session._predict([late, early], [levers.strategy("priority")], calibration.Calibration(
+        STILL, LAW, 0.0, 0.0))
+    assert p.steps_ratios == pytest.approx((0.8, 1.0)) and predict.steps_range(p) == pytest.approx((0.8, 1.0))
+    assert predict.steps_range(base) is None and base.steps_ratios == (1.0, 1.0)
+    assert session._spans(p, base, False) == [(pytest.approx((0.8, 1.0)), session.STEPS_NOTE)]
+    assert session._predict([late], [levers.strategy("priority")], calibration.Calibration(
+        STILL, LAW, 0.0, 0.0))[1].steps_ratios == pytest.approx((0.8,))  # one step: nothing to disagree
 
 
 def test_shape_is_a_range_between_ctas_that_keep_their_work_and_a_grid_that_keeps_its_time():

@@ -29,6 +29,7 @@ class Prediction:
     unshared_step_us: float | None = None  # the step with no kernel slowed by sharing (Pace.unshared)
     other_step_us: float | None = None  # the step under the other reading of a lever no trace pins down (UNSURE)
     threads_exact_step_us: float | None = None  # fewer comm threads: the step if their time follows them exactly
+    steps_ratios: tuple[float, ...] = ()  # its step over the default's, each typical step (session._predict)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def vs(self, base: Prediction) -> float | None:
@@ -146,6 +147,14 @@ def threads_range(p: Prediction, base: Prediction) -> tuple[float, float] | None
     if p.status != "ok" or not (p.step_us and base.step_us and p.threads_exact_step_us):
         return None
     return _apart(p.step_us / base.step_us, p.threads_exact_step_us / base.step_us)
+
+
+def steps_range(p: Prediction) -> tuple[float, float] | None:
+    """The lever's ratio to the default in the typical step where it gains most and in the one where it gains least,
+    lower first, where they differ by more than PACE_RESOLUTION: the typical steps disagree (a collective late in
+    some, on time in others), and which is the program's usual step the capture cannot tell (the doctor says the
+    same, analysis/recommend.py); None otherwise."""
+    return _apart(min(p.steps_ratios), max(p.steps_ratios)) if p.status == "ok" and p.steps_ratios else None
 
 
 def _apart(a: float, b: float) -> tuple[float, float] | None:

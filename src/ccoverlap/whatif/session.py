@@ -197,9 +197,13 @@ def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation 
 
 
 def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration) -> list[predict.Prediction]:
-    """Each strategy's prediction, the median over `steps` (the default first)."""
+    """Each strategy's prediction, the median over `steps` (the default first), with its ratio to the default in
+    each step."""
     per_step = [predict.predict(s, strategies, cal, _gpcs(s)) for s in steps]
-    return [predict.median(rows) for rows in zip(*per_step)]
+    defaults = [rows[0] for rows in per_step]
+    return [dataclasses.replace(m, steps_ratios=tuple(r for p, b in zip(rows, defaults, strict=True)
+                                                      if (r := p.vs(b)) is not None))
+            if (m := predict.median(rows)).status == "ok" else m for rows in zip(*per_step)]
 
 
 def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[predict.Prediction],
@@ -230,7 +234,8 @@ def _spans(p: predict.Prediction, base: predict.Prediction, open_pace: bool) -> 
     """Each reading of the lever's ratio that the capture cannot tell from the point, as (range, why)."""
     return [(span, note) for span, note in ((predict.pace_range(p, base) if open_pace else None, PACE_NOTE),
                                             (predict.other_range(p, base), OTHER_NOTE),
-                                            (predict.threads_range(p, base), THREADS_NOTE)) if span]
+                                            (predict.threads_range(p, base), THREADS_NOTE),
+                                            (predict.steps_range(p), STEPS_NOTE)) if span]
 
 
 OTHER_NOTE = ("the capture cannot tell this lever's step to a point: what decides it is not in a trace (the "
@@ -241,7 +246,10 @@ THREADS_NOTE = ("the capture cannot tell this lever's step to a point: it shows 
 PACE_NOTE = ("the capture cannot tell this lever's step to a point: under it kernels share SMs as they never did in "
              "the capture, which the simulator reproduces both with the calibrated slowdown beside others and with "
              "none; the step lies between the two")
-RANGE_NOTES = (PACE_NOTE, OTHER_NOTE, THREADS_NOTE)
+STEPS_NOTE = ("the capture cannot tell this lever's step to a point: its typical steps disagree (the lever gains "
+              "more in some than in others: a collective late in some steps, on time in others), and which is the "
+              "program's usual step it cannot tell; the step lies between the least and the most of them")
+RANGE_NOTES = (PACE_NOTE, OTHER_NOTE, THREADS_NOTE, STEPS_NOTE)
 
 
 def _unknown(steps: Sequence[Step]) -> str | None:
