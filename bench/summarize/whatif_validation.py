@@ -81,6 +81,12 @@ HELD_OUT = {
                "result of them; its record at 9f62dca (whatif-validation-heldout-fourth-2026-12-06-h100-frozen.json) "
                "is the held-out one: the dependency fix after it (a record after another thread's launches) was "
                "found on heldout_sort's capture"),
+    "fifth": (("known-answers-heldout-2026-12-06-f-h100-files.tgz",),
+              ("known-answers-heldout-2026-12-06-f-h100.json",),
+              ("heldout_flat_params", "heldout_embedding_bwd", "heldout_adam"),
+              "written at 62b126e and run at dfe4462, after that session's changes to the model (the typical steps' "
+              "range among them) and before any result of this set; its record at dfe4462 "
+              "(whatif-validation-heldout-fifth-2026-12-06-h100-frozen.json) is the held-out one"),
 }
 #: the issue's target: the larger of 2% of the step and 30% of the realized change
 ABSOLUTE, RELATIVE = 0.02, 0.30
