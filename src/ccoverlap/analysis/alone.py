@@ -26,6 +26,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from ccoverlap.analysis import graphs
 from ccoverlap.analysis.steps import windows
@@ -33,6 +34,7 @@ from ccoverlap.analysis.trace import KernelClass, KernelEvent, Trace, analysed_i
 
 #: Two alone-window kernels overlapping by more than this (us) did not run alone.
 OVERLAP_US = 1.0
+_CORRELATION = attrgetter("correlation")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,8 @@ def _twin_pairs(mine: list[KernelEvent], theirs: list[KernelEvent], trace: Trace
 def key_of(trace: Trace) -> Callable[[KernelEvent], int]:
     """Each kernel's key in `Trace.alone_us`: its correlation; a graph replay's kernels share the replay's, so each
     gets -1 - (correlation * 2**20 + its place among them, by start)."""
+    if not trace.graph_calls:  # no replay: a pass over every kernel would find none
+        return _CORRELATION
     place: dict[int, int] = {}
     seen: dict[int, int] = defaultdict(int)
     for k in trace.kernels:  # sorted by start

@@ -24,6 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
@@ -304,13 +305,18 @@ class _Rank:
         self.windows = windows(trace, self.analysed)
         self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
         self.alone_key = key_of(trace)
-        mine = [kernels[i] for i in self.analysed]
-        comm = [k for k in mine if k.kind is KernelClass.COMMUNICATION]
-        compute = [k for k in mine if k.kind is KernelClass.COMPUTE]
+        comm_index, compute_index = [], []  # the analysed kernels of each class, in one pass
+        for i in self.analysed:
+            if (kind := kernels[i].kind) is KernelClass.COMMUNICATION:
+                comm_index.append(i)
+            elif kind is KernelClass.COMPUTE:
+                compute_index.append(i)
+        comm, compute = [kernels[i] for i in comm_index], [kernels[i] for i in compute_index]
         # the kernels' intervals (KernelEvent.end without its call)
         self.compute_merged = merge([(k.ts, k.ts + k.dur) for k in compute])
         comm_merged = merge([(k.ts, k.ts + k.dur) for k in comm])
-        self.beside_comm = dict(zip(map(id, compute), overlapping(compute, comm_merged), strict=True))
+        # the analysed compute kernels that ran beside communication, in trace order (what pending reads of them)
+        self.beside_comm = list(compress(compute_index, overlapping(compute, comm_merged)))
         self.device = device_limits(trace.device)
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
@@ -322,10 +328,7 @@ class _Rank:
         self.running_comm = _Running([kernels[i] for i in by_kind[KernelClass.COMMUNICATION]])
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
-        for i in self.analysed:
-            k = kernels[i]
-            if k.kind is not KernelClass.COMMUNICATION:
-                continue
+        for i, k in zip(comm_index, comm):
             ready, by = self.graph.ready(i)
             wait = k.ts - ready
             unresolved = self.graph.unresolved.get(i, ())
@@ -337,7 +340,6 @@ class _Rank:
                                       cause, self._alone(k), unresolved, index=i,
                                       blocker=blockers[0] if blockers else None,
                                       blocker_index=running.index(blockers[0]) if blockers else -1))
-        self.comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
         self.notes = list(self.graph.notes) + sm_wait.assumptions({c.cause for c in self.comm},
                                                                   comm_cluster or observed, self.device, self.comm)
 
@@ -356,18 +358,15 @@ class _Rank:
             frontier = max(frontier, hi)
             exposed.append(hi - lo - covered((lo, hi), compute, starts) if hi > lo else 0.0)
         held = {c.index for c in self.comm if c.waited}
-        compute_alone = {i: min(t, kernels[i].dur) for i in self.analysed
-                         if kernels[i].kind is KernelClass.COMPUTE and self.beside_comm[id(kernels[i])]
-                         and (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
+        compute_alone = {i: min(t, kernels[i].dur) for i in self.beside_comm
+                         if (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
         replays = tuple(self._replay(idx, held) for _, idx in self.windows)
         return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
                        tuple(shapes() if shapes else (shape(name, [kernels[i] for i in idx])
                                                       for name, idx in self.windows)),
                        replays, compute_alone,
-                       any(self.beside_comm.values()), self._compute_beside(),
-                       compute_slowed.slowed(kernels,
-                                             [i for i in self.analysed if self.beside_comm.get(id(kernels[i]))],
-                                             self._alone, self.running_comm, self.device),
+                       bool(self.beside_comm), self._compute_beside(),
+                       compute_slowed.slowed(kernels, self.beside_comm, self._alone, self.running_comm, self.device),
                        tuple(self.notes), self.device,
                        self.alone is not None, self.process)
 
@@ -382,10 +381,9 @@ class _Rank:
         earlier then moves it earlier too."""
         kernels, prev, events, unresolved, releases = (self.trace.kernels, self.graph.prev, self.graph.events,
                                                        self.graph.unresolved, self.graph.release)
-        end_of = self.ends.__getitem__
+        end_of = self.ends
         pos = dict(zip(idx, range(len(idx))))
-        ends = sorted(zip(map(end_of, idx), range(len(idx))))
-        end_at = [e for e, _ in ends]
+        ends: list[tuple[float, int]] = []  # (end, node) by end: sorted where a kernel first started late
         nodes = []
         for n, i in enumerate(idx):
             k = kernels[i]
@@ -396,26 +394,33 @@ class _Rank:
             for j in (prev[i], *events[i]) if i in events else (prev[i],):
                 if j < 0:
                     continue
-                end = end_of(j)
+                end = end_of[j]
+                # max() written out (the same value, without a call): this runs for every kernel of every step
                 if (at := pos.get(j, n)) >= n:  # outside the step: as measured
-                    release = max(release, ts if end > ts else end)
-                    base = max(base, release)
+                    if (measured := ts if end > ts else end) > release:
+                        release = measured
+                    if release > base:
+                        base = release
                 elif end > ts:  # started before it ended: only a stream predecessor can (deps checks events)
                     after.append((at, ts - kernels[j].ts))
                     base = ts
                 else:
                     deps.append(at)
-                    base = max(base, end)
+                    if end > base:
+                        base = end
             if ts - base > SM_WAIT_TOLERANCE_US and i not in held:
+                if not ends:
+                    ends = sorted(zip(map(end_of.__getitem__, idx), range(len(idx))))
+                    end_at = [e for e, _ in ends]
                 lo, hi = bisect_left(end_at, ts - SM_WAIT_TOLERANCE_US), bisect_right(end_at, ts)
                 for end, m in reversed(ends[lo:hi]):
                     if m < n and kernels[idx[m]].stream != k.stream:
                         deps.append(m)
                         base = max(base, end)
                         break
-            nodes.append((release, k.dur, tuple(deps), tuple(after), max(0.0, ts - base)))
+            nodes.append((release, k.dur, tuple(deps), tuple(after), wait if (wait := ts - base) > 0.0 else 0.0))
         launched = sorted(range(len(idx)), key=lambda n: kernels[idx[n]].correlation)  # stable: a graph's ties
-        return StepReplay.of(idx, tuple(nodes), max(map(end_of, idx)), launched)
+        return StepReplay.of(idx, tuple(nodes), max(map(end_of.__getitem__, idx)), launched)
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:
         """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
@@ -424,9 +429,9 @@ class _Rank:
             return None
         measured = alone = 0.0
         lost: Counter = Counter()
-        for i in self.analysed:
+        for i in self.beside_comm:
             k = self.trace.kernels[i]
-            if self.beside_comm.get(id(k)) and (t := self._alone(k)) is not None:
+            if (t := self._alone(k)) is not None:
                 measured, alone = measured + k.dur, alone + t
                 lost[k.name] += k.dur - t
         return measured, alone, lost.most_common(1)[0][0] if lost else None

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
 from ccoverlap.control import levers
 from ccoverlap.analysis.contention import RankDiagnosis, diagnose
@@ -29,7 +30,7 @@ def of_kind(kernels: Iterable[KernelEvent], kind: KernelClass) -> list[KernelEve
 
 
 def _merged(kernels: Iterable[KernelEvent]) -> list[Interval]:
-    return merge((k.ts, k.end) for k in kernels)
+    return merge([(k.ts, k.ts + k.dur) for k in kernels])  # KernelEvent.end without its call
 
 
 # --- padding: which launches carry more shared memory than the same kernel's reference ---
@@ -95,8 +96,9 @@ def kernel_stats(
     for k in kernels:
         groups[(k.name, k.kind, _key(k))].append(k)
     out = []
-    for (name, kind, _), ks in groups.items():
-        pads = [pad_bytes(k, reference) for k in ks]
+    for (name, kind, key), ks in groups.items():
+        # pad_bytes of each launch, the group's key looked up once
+        pads = [k.footprint.smem - ref for k in ks] if (ref := reference.get(key)) is not None else [0] * len(ks)
         widest = max(ks, key=lambda k: k.footprint.smem if k.footprint else -1)
         fp = widest.footprint
         bps = [k.blocks_per_sm for k in ks if k.blocks_per_sm is not None]
@@ -140,13 +142,17 @@ class RankTimes:
     def of(cls, trace: Trace, baseline: Trace | None) -> RankTimes:
         kernels = analysed_kernels(trace)
         stats = kernel_stats(kernels, reference_for(trace, baseline), device_limits(trace.device))
+        spans: dict[KernelClass, list[Interval]] = {kind: [] for kind in KernelClass}  # one pass for the classes
+        for k in kernels:
+            spans[k.kind].append((k.ts, k.ts + k.dur))  # KernelEvent.end without its call
+        merged = {kind: merge(s) for kind, s in spans.items()}
         return cls(
             kernels=kernels,
             baseline=analysed_kernels(baseline) if baseline else None,
-            compute=_merged(of_kind(kernels, KernelClass.COMPUTE)),
-            communication=_merged(of_kind(kernels, KernelClass.COMMUNICATION)),
-            memory=_merged(of_kind(kernels, KernelClass.MEMORY)),
-            busy=_merged(kernels),
+            compute=merged[KernelClass.COMPUTE],
+            communication=merged[KernelClass.COMMUNICATION],
+            memory=merged[KernelClass.MEMORY],
+            busy=merge(chain(*merged.values())),  # every kernel is of one class: the union of their unions
             padded=tuple(s for s in stats if s.padded_launches),
         )
 

@@ -102,13 +102,14 @@ def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]
 def shape(name: str, kernels: Sequence[KernelEvent]) -> Shape:
     """A step's shape from its kernels (any order)."""
     streams: dict[int, list[KernelEvent]] = defaultdict(list)
-    for k in sorted(kernels, key=lambda k: (k.ts, k.correlation)):
+    ordered = sorted(kernels, key=lambda k: (k.ts, k.correlation))
+    for k in ordered:
         streams[k.stream].append(k)
     seq = repr(sorted((s, [(k.name, k.footprint.grid if k.footprint else None) for k in ks])
                       for s, ks in streams.items()))
-    return Shape(name, min((k.ts for k in kernels), default=0.0), max((k.end for k in kernels), default=0.0),
-                 length(merge((k.ts, k.end) for k in kernels)), len(kernels),
-                 hashlib.blake2b(seq.encode(), digest_size=8).hexdigest())
+    spans = [(k.ts, k.ts + k.dur) for k in ordered]  # KernelEvent.end without its call
+    return Shape(name, min([k.ts for k in kernels], default=0.0), max([e for _, e in spans], default=0.0),
+                 length(merge(spans)), len(kernels), hashlib.blake2b(seq.encode(), digest_size=8).hexdigest())
 
 
 def shapes(trace: Trace) -> list[Shape]:

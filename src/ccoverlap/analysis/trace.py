@@ -705,18 +705,22 @@ def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: s
         return kernels
     mid = kernels[len(kernels) // 2].ts
     lo, hi = mid - MAX_SPAN_US, mid + MAX_SPAN_US
-    out = []
-    for k, call in zip(kernels, map(launches.get, map(_CORRELATION, kernels))):
-        if not lo <= k.ts <= hi:
-            tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h from "
-                  "the rank's other GPU events")
-        elif k.correlation in bad_calls:
-            tally(_Event(name=k.name, ts=k.ts, dur=k.dur), "whose launch call could not be read")
-        elif call is not None and not lo <= call.ts <= hi:
-            tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"launched more than {MAX_SPAN_US / 3.6e9:g} h from "
-                  "the rank's GPU events")
-        else:
-            out.append(k)
+    if lo <= kernels[0].ts and kernels[-1].ts <= hi and bad_calls.isdisjoint(map(_CORRELATION, kernels)) and (
+            not launches or lo <= min(map(_TS, launches.values())) and max(map(_TS, launches.values())) <= hi):
+        out = kernels  # every kernel and call within, none by a bad call (the usual trace): checked in C
+    else:
+        out = []
+        for k, call in zip(kernels, map(launches.get, map(_CORRELATION, kernels))):
+            if not lo <= k.ts <= hi:
+                tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h "
+                      "from the rank's other GPU events")
+            elif k.correlation in bad_calls:
+                tally(_Event(name=k.name, ts=k.ts, dur=k.dur), "whose launch call could not be read")
+            elif call is not None and not lo <= call.ts <= hi:
+                tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"launched more than {MAX_SPAN_US / 3.6e9:g} h from "
+                      "the rank's GPU events")
+            else:
+                out.append(k)
     for step in [s for s in steps if not lo <= s[1] <= hi]:
         tally(step[2], f"(ProfilerStep annotations) more than {MAX_SPAN_US / 3.6e9:g} h from the rank's GPU "
               "events", gpu=False)
