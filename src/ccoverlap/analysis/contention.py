@@ -125,13 +125,20 @@ class StepReplay(msgspec.Struct, frozen=True, gc=False):
     measured_end: float
     replayed_end: float  # replayed with nothing removed
     # node positions in launch order: a kernel's place in a step of the same launch sequence, whatever order they
-    # started in (mechanisms/late_start.py)
+    # started in (mechanisms/late_start.py); empty where that is node order (most steps: a rank holds thousands)
     launched: array = msgspec.field(default_factory=lambda: array("l"))
 
     @classmethod
     def of(cls, index: Sequence[int], nodes: tuple[tuple, ...], measured_end: float,
            launched: Sequence[int] = ()) -> StepReplay:
-        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes), array("l", launched))
+        order = array("l", launched)  # sorted stably: a graph's kernels, which share a correlation, in node order
+        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes),
+                   order if order != array("l", range(len(order))) else array("l"))
+
+    @property
+    def order(self) -> Sequence[int]:
+        """Node positions in launch order."""
+        return self.launched or range(len(self.index))
 
     @property
     def nodes(self) -> tuple[tuple, ...]:
@@ -419,7 +426,8 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), wait if (wait := ts - base) > 0.0 else 0.0))
-        launched = sorted(range(len(idx)), key=lambda n: kernels[idx[n]].correlation)  # stable: a graph's ties
+        corr = [kernels[i].correlation for i in idx]  # launch order, unless it is node order (most steps)
+        launched = () if all(a <= b for a, b in zip(corr, corr[1:])) else sorted(range(len(idx)), key=corr.__getitem__)
         return StepReplay.of(idx, tuple(nodes), max(map(end_of.__getitem__, idx)), launched)
 
     def _compute_beside(self) -> tuple[float, float, str | None] | None:

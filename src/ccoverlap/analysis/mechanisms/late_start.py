@@ -57,19 +57,18 @@ def measured(d: RankDiagnosis) -> Measured | None:
     calm_steps: set[int] = set()
     for i, (s, r) in enumerate(zip(d.steps, d.replays, strict=True)):
         late = [(n, c) for n, k in enumerate(r.index) if (c := comm.get(k)) is not None and _late(c)]
-        if not late or s.shape is None or len(r.launched) != len(r.index):
+        if not late or s.shape is None:
             continue
         others = [j for j in by_sequence[s.shape.signature, len(r.index)] if j != i]
-        place = {n: p for p, n in enumerate(r.launched)}  # node -> its place in launch order
+        place = {n: p for p, n in enumerate(r.order)}  # node -> its place in launch order
         times = None
         for n, c in late:
-            calm = [j for j in others if len((o := d.replays[j]).launched) == len(r.index)
-                    and (w := comm.get(o.index[o.launched[place[n]]])) is not None
+            calm = [j for j in others if (w := comm.get((o := d.replays[j]).index[o.order[place[n]]])) is not None
                     and w.sm_wait_us <= SM_WAIT_TOLERANCE_US]
             if not calm:
                 continue
             times = times or replay(r.nodes)
-            there = [(o.nodes, o.launched) for o in (d.replays[j] for j in calm)]
+            there = [(o.nodes, o.order) for o in (d.replays[j] for j in calm)]
             for m, k in enumerate(r.index):
                 if k in slowed and times[m][0] < c.kernel.end and times[m][1] > c.kernel.ts:
                     t = statistics.median(nodes[launched[place[m]]][1] for nodes, launched in there)
