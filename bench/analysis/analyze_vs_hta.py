@@ -229,6 +229,9 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         paths = [folder / f"rank{r}_trace.json" for r in range(args.ranks)]
+        if others := sorted(set(folder.iterdir()) - set(paths)):  # both tools read the whole folder
+            raise SystemExit(f"{folder} holds more than the {args.ranks} trace(s) measured: {others[0].name} (and "
+                             f"{len(others) - 1} more); the MB/s would count only ours: give an empty or own --dir")
         reused = args.reuse and args.dir is not None and all(p.is_file() for p in paths)
         sizes = ([p.stat().st_size for p in paths] if reused else
                  [build(args.source[r % len(args.source)], args.mb, r, args.ranks, p) for r, p in enumerate(paths)])
