@@ -561,22 +561,27 @@ def test_without_communication_there_is_no_headroom(tmp_path):
     assert diagnosis.headroom_ms == 0
 
 
-def test_a_lever_seen_in_some_typical_steps_only_is_named_with_the_steps_where_the_median_has_nothing(tmp_path):
-    """Four analysed steps of one launch sequence: a 0 B elementwise kernel (2000 us), then a 350 us kernel; the
-    collective (500 us, 101 KB) ready 104 us into the step. In steps #1-#3 it started at once (the step ends with
-    the 350 us kernel at 2350 us); in #4 it waited for the elementwise kernel's SMs (carveout) and ended the step at
-    2500 us. The median step has nothing to gain; #4's replay without the wait ends 0.150 ms sooner (6% of it), so
-    the verdict names the carveout hint with the step where it reaches that, and says what would tell (more steps)."""
+def _one_late_step(tmp_path, late_start: float, comm_us: float):
+    """Five profiler steps (four analysed) of one launch sequence: a 0 B elementwise kernel (2000 us), then a 350 us
+    kernel; the collective (`comm_us`, 101 KB) launched 100 us into the step, ready at 104 us, and started then in
+    every step but the fourth, where it starts at `late_start` (waiting for the elementwise kernel's SMs: carveout)."""
     kernels = []
     for n in range(5):
         b = 4000 * n + 100
-        start = b + 2000 if n == 3 else b + 104
         kernels += [ks.K(ks.ELEMENTWISE, b, 2000, block=128, grid=132, regs=32, smem=0, launch_ts=b - 10),
-                    ks.K(ks.NCCL, start, 500, launch_ts=b + 100, **NCCL),
+                    ks.K(ks.NCCL, b + (late_start if n == 3 else 104), comm_us, launch_ts=b + 100, **NCCL),
                     ks.K("fma_kernel", b + 2000, 350, block=128, grid=132, regs=32, launch_ts=b + 110)]
     _, d = one_rank(tmp_path, kernels, steps=[(4000 * n, 4000) for n in range(5)])
     assert [c.cause for c in d.comm] == [Cause.NONE] * 3 + [Cause.CARVEOUT]
-    v = verdict([d])
+    return verdict([d])
+
+
+def test_a_lever_seen_in_some_typical_steps_only_is_named_with_the_steps_where_the_median_has_nothing(tmp_path):
+    """A 500 us collective: in steps #1-#3 the step ends with the 350 us kernel at 2350 us; in #4 the collective
+    starts at 2000 us and ends the step at 2500 us. The median step has nothing to gain; #4's replay without the wait
+    ends 0.150 ms sooner (6% of it), so the verdict names the carveout hint with the step where it reaches that, and
+    says what would tell (more steps)."""
+    v = _one_late_step(tmp_path, 2000, 500)
     assert v.typical == ("ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4")
     assert v.headroom_ms == 0 and v.lever_headroom_ms == 0
     (top, *_) = v.recommendations
@@ -587,17 +592,8 @@ def test_a_lever_seen_in_some_typical_steps_only_is_named_with_the_steps_where_t
 
 
 def test_no_lever_where_no_typical_step_reaches_the_nothing_to_gain_line(tmp_path):
-    """The same steps, the collective 2256 us long and the one wait 40 us (carveout): its replay gains 0.040 ms of a
-    2.400 ms step, 1.7%, below the 2% line: "nothing to gain here", no lever."""
-    kernels = []
-    for n in range(5):
-        b = 4000 * n + 100
-        start = b + 144 if n == 3 else b + 104
-        kernels += [ks.K(ks.ELEMENTWISE, b, 2000, block=128, grid=132, regs=32, smem=0, launch_ts=b - 10),
-                    ks.K(ks.NCCL, start, 2256, launch_ts=b + 100, **NCCL),
-                    ks.K("fma_kernel", b + 2000, 350, block=128, grid=132, regs=32, launch_ts=b + 110)]
-    _, d = one_rank(tmp_path, kernels, steps=[(4000 * n, 4000) for n in range(5)])
-    assert [c.cause for c in d.comm] == [Cause.NONE] * 3 + [Cause.CARVEOUT]
-    v = verdict([d])
+    """A 2256 us collective, the one wait 40 us: its replay gains 0.040 ms of a 2.400 ms step, 1.7%, below the 2%
+    line: "nothing to gain here", no lever."""
+    v = _one_late_step(tmp_path, 144, 2256)
     assert v.recommendations == () and v.line.startswith("nothing to gain here: headroom 0.000 ms (0.0%) [median of "
                                                          "4 typical step(s), 0.0-1.7%]")
