@@ -550,7 +550,8 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         if gain.median > 0 and gain.median >= floor:  # below the floor: noise, not a lever's worth
             recs.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.median, typical, lever),
                                        (gain.low, gain.high)))
-        elif gain.high >= least > 0:
+        elif gain.high >= least > 0 and not any(r.price for _, r in levers_of[lever]):
+            # (a lever priced on both sides costs every step: one step's gain is not its worth)
             step_gains[lever] = values
             some.append(Recommendation(lever, gain.median, _evidence(diagnoses, taken, gain.high, typical, lever),
                                        (gain.low, gain.high)))
