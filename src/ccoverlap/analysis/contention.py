@@ -24,6 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ import msgspec
 from ccoverlap.analysis.alone import key_of
 from ccoverlap.analysis.deps import Graph, Unresolved, graph
 from ccoverlap.analysis.mechanisms import found as mechanisms_found
-from ccoverlap.analysis.mechanisms import compute_slowed, sm_wait
+from ccoverlap.analysis.mechanisms import compute_slowed, late_start, sm_wait
 from ccoverlap.analysis.mechanisms.compute_slowed import Slowed
 from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mechanism
 from ccoverlap.analysis.intervals import Interval, covered, merge
@@ -131,9 +132,7 @@ class StepReplay(msgspec.Struct, frozen=True, gc=False):
     @classmethod
     def of(cls, index: Sequence[int], nodes: tuple[tuple, ...], measured_end: float,
            launched: Sequence[int] = ()) -> StepReplay:
-        order = array("l", launched)  # sorted stably: a graph's kernels, which share a correlation, in node order
-        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes),
-                   order if order != array("l", range(len(order))) else array("l"))
+        return cls(array("l", index), marshal.dumps(nodes), measured_end, makespan(nodes), array("l", launched))
 
     @property
     def order(self) -> Sequence[int]:
@@ -187,6 +186,12 @@ class RankDiagnosis:
     @property
     def launches(self) -> LaunchStats | None:
         return self.process.launches if self.process else None
+
+    @cached_property
+    def started_late(self) -> late_start.Measured | None:
+        """Compute slowed beside collectives that started late, as the steps where they did not measured it
+        (mechanisms/late_start.py): read once, though the verdict asks for it once per lever and total."""
+        return late_start.measured(self)
 
     def gain_us(self, mechanisms: Iterable[Mechanism]) -> float | None:
         """What removing these mechanisms together saves, summed over the steps (a step whose replay ends later
@@ -426,7 +431,8 @@ class _Rank:
                         base = max(base, end)
                         break
             nodes.append((release, k.dur, tuple(deps), tuple(after), wait if (wait := ts - base) > 0.0 else 0.0))
-        corr = [kernels[i].correlation for i in idx]  # launch order, unless it is node order (most steps)
+        corr = [kernels[i].correlation for i in idx]  # launch order, unless it is node order (most steps); sorted
+        # stably: a graph's kernels, which share a correlation, in node order
         launched = () if all(a <= b for a, b in zip(corr, corr[1:])) else sorted(range(len(idx)), key=corr.__getitem__)
         return StepReplay.of(idx, tuple(nodes), max(map(end_of.__getitem__, idx)), launched)
 

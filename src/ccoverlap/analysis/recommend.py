@@ -312,6 +312,11 @@ def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
     return ""
 
 
+def _compute_remedy(lever: str) -> Remedy:
+    """The remedy of compute slowed beside communication that `lever` (a strategy term) is."""
+    return next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+
+
 def _compute_said(diagnoses: Sequence[RankDiagnosis]) -> str:
     """Compute slowed beside communication, in words: how much, the kernel that lost most, and why."""
     measured = sum(d.compute_beside_comm[0] for d in diagnoses if d.compute_beside_comm)
@@ -323,7 +328,7 @@ def _compute_said(diagnoses: Sequence[RankDiagnosis]) -> str:
 
 def _priced(diagnoses: Sequence[RankDiagnosis], lever: str, ms: float) -> str:
     """A priced lever's two sides: how much longer the collectives take under it, and the replay's net."""
-    remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+    remedy = _compute_remedy(lever)
     stretch = max((m.durations.get(c.index, c.kernel.dur) / c.kernel.dur for d in diagnoses
                    if (m := remedy.price(d)) is not None for c in d.comm if c.kernel.dur > 0), default=1.0)
     return (f"with {lever} the collectives take {stretch:.1f}x longer (their time scaled by the CTA threads taken "
@@ -350,7 +355,7 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
                 f"({total / 1000 / per:.3f} ms of wait per rank and step; "
                 f"the replay without it ends {ms:.3f} ms sooner)")
     if COMPUTE_SLOWED in keys:
-        remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+        remedy = _compute_remedy(lever)
         if remedy.said:
             return remedy.said(diagnoses, ms)
         return f"{_compute_said(diagnoses)}; {_priced(diagnoses, lever, ms)}"
@@ -412,7 +417,7 @@ def _disagree(recs: Sequence[Recommendation], typical: _Typical, step_gains: Map
 
 def _net(diagnoses: Sequence[RankDiagnosis], typical: _Typical, lever: str) -> float | None:
     """A priced lever's net in the median typical step (ms; negative: the step ends later), not clamped at 0."""
-    remedy = next(r for r in LEVERS_FOR[COMPUTE_SLOWED] if r.lever == lever)
+    remedy = _compute_remedy(lever)
 
     def signed(d: RankDiagnosis) -> list[float] | None:
         m = remedy.price(d)

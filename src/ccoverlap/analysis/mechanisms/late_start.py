@@ -45,7 +45,7 @@ class Measured:
 def measured(d: RankDiagnosis) -> Measured | None:
     """See the module; None where no step gives that measurement."""
     if not d.compute_slowed or len(d.steps) != len(d.replays) or not any(_late(c) for c in d.comm):
-        return None  # the cheap answers first: the verdict asks once per lever and total
+        return None  # the cheap answers first
     slowed = {s.index for s in d.compute_slowed}
     comm = {c.index: c for c in d.comm}
     by_sequence: dict[tuple[str, int], list[int]] = defaultdict(list)
@@ -84,13 +84,13 @@ def measured(d: RankDiagnosis) -> Measured | None:
 def price(d: RankDiagnosis, lever: str = "priority") -> Mechanism | None:
     """The lever's share: the late collectives started at their ready time, the compute beside them at its measured
     time where they were not late."""
-    m = measured(d)
+    m = d.started_late
     return None if m is None else Mechanism(lever, m.waits, m.durations)
 
 
 def said(diagnoses: Sequence[RankDiagnosis], ms: float) -> str:
     """In words: which collectives started late, by how much, and what the steps where they did not measured."""
-    found = [(d, m) for d in diagnoses if (m := measured(d)) is not None]
+    found = [(d, m) for d in diagnoses if (m := d.started_late) is not None]
     late = [c for d, m in found for c in d.comm if c.index in m.waits]
     calm = list(dict.fromkeys(name for _, m in found for name in m.calm))
     wait = statistics.median(c.sm_wait_us for c in late) / 1000 if late else 0.0
