@@ -243,11 +243,19 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
     return out
 
 
-def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
-    """The recorded run judged again: each doctor folder analysed as `ccoverlap doctor` does, at this commit."""
+def analysed(folder: Path) -> dict:
+    """A recorded doctor folder analysed as `ccoverlap doctor` does, at this commit: what the targets read (view)."""
     from ccoverlap.doctor import record
     from ccoverlap.analysis import analyze
     from ccoverlap.analysis.summary import document
+
+    records, _ = record.read_all(folder)
+    result = analyze(folder, None, None, processes=record.processes(folder, records))
+    return view({"analysis": document(result, None, []), "step_times": [r.summary() for r in records]})
+
+
+def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
+    """The recorded run judged again: each doctor folder analysed as `ccoverlap doctor` does, at this commit."""
     from ccoverlap.gpu import provenance
 
     recorded = json.loads(run.read_text())
@@ -255,9 +263,7 @@ def reanalyze(run: Path, folders: list[Path], out: Path) -> int:
     for folder in folders:  # doctor-NAME, or doctor-NAME@LABEL for another recording of the program
         key = folder.name.removeprefix("doctor-")
         name = key.split("@")[0]
-        records, _ = record.read_all(folder)
-        result = analyze(folder, None, None, processes=record.processes(folder, records))
-        got = view({"analysis": document(result, None, []), "step_times": [r.summary() for r in records]})
+        got = analysed(folder)
         entry = {"folder": str(folder), "doctor": got}
         real = (recorded["programs"].get(name) or {}).get("realized")
         if real:

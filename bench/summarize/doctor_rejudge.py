@@ -21,12 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(REPO / "bench" / "device"))
-from known_answers import CASES, judge, view  # noqa: E402
+from known_answers import CASES, analysed, judge  # noqa: E402
 
 import ccoverlap  # noqa: E402
-from ccoverlap.analysis import analyze  # noqa: E402
-from ccoverlap.analysis.summary import document  # noqa: E402
-from ccoverlap.doctor import record  # noqa: E402
 from ccoverlap.gpu import provenance  # noqa: E402
 
 #: the recorded captures: every known-answers run with its folders, and the doctor run again on held-out programs
@@ -54,9 +51,7 @@ def rejudge(work: Path) -> dict:
             tar.extractall(work / stem, filter="data")
         for folder in sorted(p for p in (work / stem).glob("doctor-*") if p.is_dir()):
             program = folder.name.removeprefix("doctor-").split("@")[0]
-            records, _ = record.read_all(folder)
-            result = analyze(folder, None, None, processes=record.processes(folder, records))
-            got = view({"analysis": document(result, None, []), "step_times": [r.summary() for r in records]})
+            got = analysed(folder)
             real, where = _realized(stem, program)
             judged = judge(CASES[program], real, got) if real and program in CASES else None
             out[f"{stem}/{folder.name}"] = {
