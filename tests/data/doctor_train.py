@@ -13,7 +13,8 @@ For the tuner's tests, environment knobs: DOCTOR_TRAIN_SLEEP_MS (host millisecon
 default 0: a knob that changes speed, not the result), DOCTOR_TRAIN_LR (the learning rate, default 0.05: a
 knob that changes the result) and DOCTOR_TRAIN_LOCAL_LR (the learning rate of each rank's own parameter, one
 that is stepped but never all-reduced, as rank-local state is, on the ranks of node 1 alone (GROUP_RANK=1):
-default 0.05, a knob that changes the result on one node and nowhere else).
+default 0.05, a knob that changes the result on one node and nowhere else). DOCTOR_TRAIN_SYNC=1: the host waits
+for the GPU inside every step, before its optimizer step (as a gradient scaler's check for infs does).
 """
 import argparse
 import json
@@ -60,6 +61,7 @@ own = torch.nn.Parameter(torch.ones(1, device=device))  # this rank's own: its g
 own_lr = float(os.environ.get("DOCTOR_TRAIN_LOCAL_LR", "0.05")) if os.environ.get("GROUP_RANK") == "1" else 0.05
 opt = torch.optim.SGD([{"params": model.parameters()}, {"params": [own], "lr": own_lr}], lr=lr)
 sleep_s = float(os.environ.get("DOCTOR_TRAIN_SLEEP_MS", "0")) / 1000
+sync_in_step = os.environ.get("DOCTOR_TRAIN_SYNC") == "1"
 data, target = torch.randn(128, 32).to(device), torch.randn(128, 1).to(device)
 kill_sig, kill_at = map(int, args.kill.split("@")) if args.kill else (0, 0)
 for step in range(1, args.steps + 1):
@@ -71,6 +73,8 @@ for step in range(1, args.steps + 1):
             dist.all_reduce(p.grad)
             p.grad /= dist.get_world_size()
     time.sleep(sleep_s)
+    if sync_in_step:
+        torch.isfinite(loss).item()
     opt.step()
     sys.stdout.write(f"step {step} loss {loss.item():.6f}\n")  # one write: ranks' lines never interleave
     sys.stdout.flush()

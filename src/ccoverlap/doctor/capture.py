@@ -15,6 +15,10 @@ ranks, not a launcher such as torchrun or a data loader's workers. The profiler 
 starts it, so a timer thread asks the main thread to open and close the window, as a pending call (the mechanism
 Python's own signal handlers use): the main thread does it between two bytecodes.
 
+Before each recorded step the capture holds the GPU (doctor/hold.py: the current stream waits on a flag until
+the step's optimizer step has ended), so the step's launches queue ahead of the GPU as they do where the host
+outruns it unprofiled; --hold off leaves the steps as the profiler paces them.
+
 Right after the window, the alone window records the same number of steps again with every kernel launch
 made alone (the launch interposer's serialized launches: each starts on an idle device and ends before the
 next starts), to rank<r>_trace.alone.gz: the doctor matches its launches to the first window's and so knows
@@ -47,7 +51,7 @@ from pathlib import Path
 import torch
 
 from ccoverlap.util import profiling
-from ccoverlap.doctor import graph_capture
+from ccoverlap.doctor import graph_capture, hold
 from ccoverlap.doctor.config import CaptureConfig
 from ccoverlap.doctor.record import Identity, Log, identity
 
@@ -96,6 +100,14 @@ def _event():
     return event
 
 
+def _holdable_stream() -> int | None:
+    """The current stream's handle, where the program uses CUDA and is not capturing a graph (a wait placed then
+    would become part of the graph); else None."""
+    if not _cuda_in_use() or torch.cuda.is_current_stream_capturing():
+        return None
+    return torch.cuda.current_stream().cuda_stream
+
+
 class Capture:
     def __init__(self, cfg: CaptureConfig):
         self.cfg = cfg
@@ -114,6 +126,8 @@ class Capture:
         self.killed: int | None = None
         self.finished = False
         self.graphs = graph_capture.Sink()  # the CUDA graphs captured so far (written as the window closes)
+        self.hold: hold.Hold | None = None  # the GPU held before each recorded step (--hold on), once placed
+        self.host_ms: list[float] = []  # the host time of the steps so far: what a hold's timer allows
 
     # -- the record ---------------------------------------------------------------------------------------
 
@@ -189,6 +203,7 @@ class Capture:
 
     def close_window(self, complete: bool) -> None:
         recorder, self.recorder, self.phase = self.recorder, None, None
+        self._release()
         if self.alone:
             self._end_serialized()
         try:
@@ -198,13 +213,33 @@ class Capture:
             written = recorder.written
         self.log.write({"alone_window" if self.alone else "window": "closed",
                         "trace": recorder.path.name if written else None, "recorded": self.recorded,
-                        "complete": complete, "t": time.monotonic()})
+                        "complete": complete, "t": time.monotonic()}
+                       | ({"hold": self.hold.summary()} if self.hold and not self.alone else {}))
         if not self.alone and (self.graphs.graphs or self.graphs.skipped):
             self.log.write({"graphs": self.graphs.graphs, "graphs_skipped": self.graphs.skipped})
         self.alone = False
         if (threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGTERM) == self._on_sigterm):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    # -- holding the GPU before each recorded step ------------------------------------------------------------
+
+    def _hold_next(self) -> None:
+        """Hold the current stream until the next step's optimizer step has ended (doctor/hold.py)."""
+        if self.cfg.hold != "on" or (stream := _holdable_stream()) is None:
+            return
+        try:
+            if self.hold is None:
+                self.hold = hold.Hold(hold.DriverWord.create())
+            self.hold.place(stream, hold.timeout_for(self.host_ms))
+        except OSError as exc:
+            self.log.write({"hold": "unavailable", "why": str(exc)})
+            _say(f"the GPU is not held before the profiled steps ({exc})")
+            self.cfg, self.hold = dataclasses.replace(self.cfg, hold="off"), None
+
+    def _release(self) -> None:
+        if self.hold is not None:
+            self.hold.release()
 
     # -- the alone window ----------------------------------------------------------------------------------
 
@@ -255,12 +290,15 @@ class Capture:
 
     def _step_ended(self, optimizer) -> None:
         end, gpu_end = time.perf_counter(), _event()
+        self._release()  # the step's launches are all queued
         self.done += 1
         first = self.phase is not None and not self.alone
         line = {"step": self.done, "ms": None if self.step_start is None else (end - self.step_start) * 1e3,
                 "gpu_ms": None, "profiled": first and self.phase == "recording",
                 "warmup": first and self.phase == "warmup",
                 "alone": self.alone}
+        if line["ms"] is not None and not line["warmup"]:  # (the warm-up step's holds the profiler's start)
+            self.host_ms.append(line["ms"])
         if self.gpu_start is not None and gpu_end is not None:
             self.pending.append((line, self.gpu_start, gpu_end))
         else:
@@ -268,6 +306,8 @@ class Capture:
         self._write_ready()
         if not self.cfg.seconds:
             self.advance()
+            if self.phase == "recording" and not self.alone:
+                self._hold_next()  # before the next step's start event: its GPU time starts when the hold ends
         if self.cfg.stop and self.done >= self.cfg.skip + self.cfg.steps and self.recorder is None:
             self._stop(optimizer)
         self.step_start, self.gpu_start = time.perf_counter(), _event()
@@ -311,6 +351,7 @@ class Capture:
             self._in_hook(self._flush)
 
     def _flush(self) -> None:
+        self._release()
         if self.recorder is not None:
             self.close_window(complete=False)
         if self.log is not None:
@@ -336,7 +377,7 @@ class Capture:
     def forget(self) -> None:
         """In a forked child (a data loader's worker): it is not the rank, its copy of the state is not ours."""
         self.enabled = False
-        self.recorder = self.log = None
+        self.recorder = self.log = self.hold = None
 
     # -- --seconds -----------------------------------------------------------------------------------------
 

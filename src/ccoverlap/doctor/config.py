@@ -19,6 +19,7 @@ class CaptureConfig:
     skip_seconds: float
     out: str
     alone: str
+    hold: str = "off"
     # the tuner's trials (tune/trial.py): time steps without the profiler, end the program once steps
     # skip+1..skip+steps are timed, and write a fingerprint of the trained parameters then
     profile: bool = True
@@ -63,14 +64,21 @@ class DoctorConfig:
         "metavar": "on|off", "help": "after the window, record its steps again with every kernel "
         "launched alone (the launch interposer, preloaded: each launch starts on an idle device), so each launch's "
         "time alone is measured; off: slowdown beside the other side is unknown"})
+    hold: str = field(default="on", metadata={
+        "metavar": "on|off", "help": "hold the GPU before each profiled step until the step's optimizer step has "
+        "ended (its stream waits on a flag: no kernel), so the step's launches queue ahead of the GPU as they do "
+        "where the host outruns it unprofiled; a host that waits for the GPU inside the step is let go after 4 times "
+        "its longest step. off: the steps as the profiler paces them"})
+
     def validate(self) -> DoctorConfig:
         check_range("--steps", self.steps, 1, 1000)
         check_range("--skip", self.skip, 1, 10**9)
         for flag, value in (("--seconds", self.seconds), ("--skip-seconds", self.skip_seconds)):
             if not 0 <= value <= 86400:
                 raise UsageError(f"{flag}={value:g} is out of range: valid 0..86400 seconds")
-        if self.alone not in ("on", "off"):
-            raise UsageError(f"--alone {self.alone}: valid on, off")
+        for flag, value in (("--alone", self.alone), ("--hold", self.hold)):
+            if value not in ("on", "off"):
+                raise UsageError(f"{flag} {value}: valid on, off")
         if self.skip_seconds and not self.seconds:
             raise UsageError("--skip-seconds goes with --seconds: give the window's length too")
         comm.check(self.comm_regex)
@@ -79,4 +87,4 @@ class DoctorConfig:
     def capture(self) -> CaptureConfig:
         """What the capture in every process of the program reads."""
         return CaptureConfig(steps=self.steps, skip=self.skip, seconds=self.seconds, skip_seconds=self.skip_seconds,
-                             out=self.out, alone=self.alone)
+                             out=self.out, alone=self.alone, hold=self.hold)

@@ -180,6 +180,8 @@ class RankRecord:
     window_s: tuple[float | None, float | None] = (None, None)  # wall time of the window and of the alone window
     graphs: tuple[dict, ...] = ()  # the CUDA graphs captured before its window closed (doctor/graph_capture)
     graphs_skipped: tuple[str, ...] = ()  # why a captured graph was not read (a child graph, an old torch, ...)
+    hold: dict | None = None  # the GPU held before each recorded step: {held, timed_out, timeout_ms} (doctor/hold.py)
+    hold_note: str | None = None  # why it was not held though asked to (no driver, no stream memory operations)
 
     @property
     def pid(self) -> int | None:
@@ -231,6 +233,7 @@ class RankRecord:
             "alone_ms": stats([s.ms for s in self.steps if s.alone and s.ms is not None]),
             "alone_trace": str(self.alone_trace) if self.alone_trace else None, "alone_note": self.alone_note,
             "window_s": self.window_s[0], "alone_window_s": self.window_s[1],
+            "hold": self.hold, "hold_note": self.hold_note,
         }
 
 
@@ -272,6 +275,8 @@ def read(path: Path) -> RankRecord:
         note = alone["unavailable"]["why"] if "unavailable" in alone else None
         graphs = tuple(g for e in rest if isinstance(e.get("graphs"), list) for g in e["graphs"])
         skipped = tuple(str(w) for e in rest if isinstance(e.get("graphs_skipped"), list) for w in e["graphs_skipped"])
+        held = closed.get("hold") if closed and isinstance(closed.get("hold"), dict) else None
+        not_held = next((str(e.get("why")) for e in rest if e.get("hold") == "unavailable"), None)
         return RankRecord(path, header["rank"], header, steps, opened["cuda"] if opened else None,
                           path.parent / trace if trace else None, closed["recorded"] if closed else None,
                           bool(closed and closed["complete"]), failed["error"] if failed else None,
@@ -279,7 +284,7 @@ def read(path: Path) -> RankRecord:
                           _number(printed.get("rounding")), stopped,
                           path.parent / alone_trace if alone_trace else None, note,
                           (_elapsed(opened, closed), _elapsed(alone.get("open"), alone.get("closed"))), graphs,
-                          skipped)
+                          skipped, held, not_held)
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{path}: a line without {exc} (not a ccoverlap doctor step record)") from None
 

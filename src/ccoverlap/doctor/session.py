@@ -185,7 +185,7 @@ def _set(values) -> str:
 
 
 def _windows(records: list[record.RankRecord], result) -> None:
-    """Per rank: the alone window, matched, and what each window cost in wall time."""
+    """Per rank: the alone window, matched, what each window cost in wall time, and the hold before each step."""
     for r in records:
         m = result.alone.get((result.ranks[0].strategy, r.rank)) if result.ranks else None
         cost = ", ".join(f"{what} {s:.2f} s" for what, s in zip(("window", "alone window"), r.window_s)
@@ -195,6 +195,13 @@ def _windows(records: list[record.RankRecord], result) -> None:
                   + (f" (first unmatched: {m.first})" if m.first else "") + (f"; {cost}" if cost else ""))
         elif r.alone_note:
             print(f"alone window rank {r.rank}: none: {r.alone_note}")
+        if r.hold:
+            late = r.hold["timed_out"]
+            print(f"hold rank {r.rank}: the GPU held before each of {r.hold['held']} profiled step(s) until its "
+                  "optimizer step ended" + (f"; {late} let go by the timer after {r.hold['timeout_ms']:g} ms (the host "
+                                            "waited for the GPU inside the step)" if late else ""))
+        elif r.hold_note:
+            print(f"hold rank {r.rank}: not held: {r.hold_note}")
 
 
 def _captured(out: Path, records: list[record.RankRecord], traces: int, code: int,

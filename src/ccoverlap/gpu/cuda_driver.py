@@ -36,6 +36,9 @@ DEFAULT_SMEM_PER_BLOCK = 48 * 1024
 
 LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 STREAM_NON_BLOCKING = 1
+MEMHOSTALLOC_PORTABLE = 0x01
+MEMHOSTALLOC_DEVICEMAP = 0x02
+STREAM_WAIT_VALUE_GEQ = 0x0
 
 
 class _LaunchAttribute(ctypes.Structure):
@@ -181,6 +184,23 @@ class Driver:
         buf = ctypes.create_string_buffer(nbytes)
         self._check("cuMemcpyDtoH", self._lib.cuMemcpyDtoH_v2(buf, ctypes.c_uint64(ptr), ctypes.c_size_t(nbytes)))
         return buf.raw
+
+    def host_alloc(self, nbytes: int) -> tuple[int, int]:
+        """Pinned host memory the GPU reads in place: (host pointer, its device pointer)."""
+        host, dev = ctypes.c_void_p(), ctypes.c_uint64()
+        self._check("cuMemHostAlloc", self._lib.cuMemHostAlloc(
+            ctypes.byref(host), ctypes.c_size_t(nbytes), MEMHOSTALLOC_PORTABLE | MEMHOSTALLOC_DEVICEMAP))
+        ctypes.memset(host, 0, nbytes)
+        self._check("cuMemHostGetDevicePointer",
+                    self._lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), host, ctypes.c_uint(0)))
+        return host.value, dev.value
+
+    def wait_value(self, stream: int, ptr: int, value: int) -> None:
+        """cuStreamWaitValue32: `stream`'s later work waits until the 32-bit word at `ptr` (a device pointer) is
+        at least `value`; no kernel (nothing a profiler records as GPU work)."""
+        self._check("cuStreamWaitValue32", self._lib.cuStreamWaitValue32_v2(
+            ctypes.c_void_p(stream), ctypes.c_uint64(ptr), ctypes.c_uint32(value),
+            ctypes.c_uint(STREAM_WAIT_VALUE_GEQ)))
 
     def synchronize(self) -> None:
         """cuCtxSynchronize: wait for all work of the current context."""
