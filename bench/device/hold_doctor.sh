@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The doctor on known-answer programs with its hold before each profiled step (--hold on, the default) and
 # without (--hold off), then the hold's GPU tests. Folders, JSONs and the log back in $OUT
-# (hold-doctor-files.tgz, pytest-hold.log).
+# (hold-doctor-files.tgz, pytest-hold.log, provenance.json); summarized by bench/summarize/hold_doctor.py.
 # usage (device tool): CCOVERLAP_COMMIT=<sha> bash bench/device/hold_doctor.sh PROGRAM...
 set -uo pipefail
 source "$(dirname "$0")/prologue.sh"
 exec > >(tee "$OUT/log") 2>&1
 W=/tmp/hold-doctor; mkdir -p "$W"
+python3 -c "import json; from ccoverlap.gpu import provenance; print(json.dumps(provenance.collect()))" > "$OUT/provenance.json"
 timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_doctor_hold.py 2>&1 | tee "$OUT/pytest-hold.log" | tail -5
 for p in "$@"; do
   for hold in off on; do
