@@ -130,7 +130,8 @@ def test_every_recorded_step_and_only_those_begin_held_and_end_released(tmp_path
     assert [s.step for s in rec.steps if s.profiled] == [3, 4, 5]
     assert rec.hold["held"] == 3 and rec.hold["timed_out"] == 0 and rec.hold_note is None
     assert rec.hold["timeout_ms"] == pytest.approx(1e3 * hold.timeout_for([s.ms for s in rec.steps[2:4]]), abs=1e-3)
-    assert rec.summary()["hold"] == rec.hold
+    assert rec.summary()["hold"] == rec.hold and rec.held
+    assert record.processes(tmp_path, [rec])[0].held  # what the verdict reads
 
 
 def test_off_places_no_hold_and_a_refusing_driver_is_one_line_and_the_steps_go_on(tmp_path, monkeypatch, capfd):

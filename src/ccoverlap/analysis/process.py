@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 class Process:
     """What the launch interposer saw a rank's process launch (its stats), the scheduling variables it ran with,
     its alone window's trace as the doctor recorded it (None: looked for beside the trace, by its name), the
-    topologies of the CUDA graphs it captured, and its steps' median times outside and inside the profiler's
-    window (what the profiler cost: the trace shows only the profiled steps)."""
+    topologies of the CUDA graphs it captured, its steps' median times outside and inside the profiler's
+    window (what the profiler cost: the trace shows only the profiled steps), and whether the doctor held the GPU
+    before each profiled step (then a profiled step is the GPU's time for it with its launches queued)."""
 
     launches: LaunchStats | None = None
     env: Mapping[str, str] = field(default_factory=dict)
@@ -24,6 +25,7 @@ class Process:
     graphs: tuple[dict, ...] = ()  # the CUDA graphs it captured, as the capture wrote them (analysis/graphs.py)
     graphs_skipped: tuple[str, ...] = ()  # why a graph it captured was not read
     step_ms: tuple[float | None, float | None] = (None, None)  # median step unprofiled, profiled (GPU period)
+    held: bool = False  # its profiled steps began held, their launches queued (doctor/hold.py)
 
     @property
     def profiler_slowdown(self) -> float | None:

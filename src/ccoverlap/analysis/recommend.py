@@ -36,7 +36,8 @@ NOTHING_TO_GAIN_PCT = 2.0
 #: A lever's gain, or a mechanism no lever reaches, below this share of the step is not worth naming.
 NAMED_PCT = 0.5
 #: Profiled steps paced by the host: the GPU idled at least this share of the median typical step, and the profiler
-#: slowed the steps by at least as much against the program's own (the doctor's step records).
+#: slowed the steps by at least as much against the program's own (the doctor's step records); or, the profiled
+#: steps held (their launches queued), the program's own steps at least this much longer than the GPU's for them.
 HOST_PACED = 0.05
 
 Fits = Callable[[CommWait, DeviceLimits], bool]
@@ -295,11 +296,18 @@ class _Typical:
 
 
 def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
-    """Why the profiled steps may hide contention, where the profiler paced them by the host: the program queues its
-    launches ahead of the GPU, so kernels that start together there reached the GPU one by one under the profiler
-    (measured: a radix sort launched after a collective; docs/doctor.md). Empty where no rank's were."""
+    """Where the host, not the GPU, set the steps: profiled, the program queues its launches ahead of the GPU, so
+    kernels that start together there reached the GPU one by one under the profiler (measured: a radix sort
+    launched after a collective; docs/doctor.md); or, where the doctor held each profiled step so its launches
+    queued, the steps unprofiled took longer than the GPU needed for them so: the host paces the program there,
+    and a lever that shortens the GPU's work does not shorten its step. Empty where no rank's were."""
     for d in diagnoses:
         slowdown = d.process.profiler_slowdown if d.process else None
+        if slowdown is not None and d.process.held and slowdown <= -HOST_PACED:
+            plain, profiled = d.process.step_ms
+            return (f"; unprofiled, rank {d.rank}'s steps took {plain:.2f} ms where, its launches queued, the GPU "
+                    f"needed {profiled:.2f} ms for one: the host paces the program there, and what a lever saves "
+                    "of the GPU's work does not shorten its step")
         if slowdown is None or slowdown < HOST_PACED:
             continue
         plain, profiled = d.process.step_ms

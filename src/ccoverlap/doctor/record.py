@@ -184,6 +184,11 @@ class RankRecord:
     hold_note: str | None = None  # why it was not held though asked to (no driver, no stream memory operations)
 
     @property
+    def held(self) -> bool:
+        """Most of its profiled steps began held and ended with their launches queued (not let go by the timer)."""
+        return bool(self.hold) and self.hold["held"] > 2 * self.hold["timed_out"]
+
+    @property
     def pid(self) -> int | None:
         return self.header.get("pid")
 
@@ -329,7 +334,7 @@ def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
                 ("outside_ms", "profiled_ms")
             out[r.rank] = Process(LaunchStats.read([folder / STATS_NAME.replace("%p", str(r.pid))]), r.env,
                                   r.alone_trace, r.graphs, r.graphs_skipped,
-                                  tuple((t[k] or {}).get("median") for k in pair))
+                                  tuple((t[k] or {}).get("median") for k in pair), r.held)
     return out
 
 
