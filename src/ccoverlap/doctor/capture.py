@@ -103,9 +103,12 @@ def _event():
 def _holdable_stream() -> int | None:
     """The current stream's handle, where the program uses CUDA and is not capturing a graph (a wait placed then
     would become part of the graph); else None."""
-    if not _cuda_in_use() or torch.cuda.is_current_stream_capturing():
+    try:
+        if not _cuda_in_use() or torch.cuda.is_current_stream_capturing():
+            return None
+        return torch.cuda.current_stream().cuda_stream
+    except RuntimeError:  # a CUDA error the program already met, or a torch without CUDA: nothing to hold
         return None
-    return torch.cuda.current_stream().cuda_stream
 
 
 class Capture:
