@@ -77,3 +77,19 @@ def test_a_serialized_graph_replay_runs_its_registered_twin_until_its_executable
     assert row["threads_wrong"] == 0  # 8 threads x 200 rounds of register, replay, destroy: each its own twin
     assert row["table"] == 256  # every slot free again, and a full table refuses
     assert json.loads(stats.read_text())["serial"]["serialized_twins"] == 1 + 8 * 200
+
+
+def test_an_armed_hold_is_placed_once_before_the_next_launch_of_any_thread_and_never_in_a_capture(fake, tmp_path):
+    """The doctor's hold (doctor/hold.py): armed as a step ends, placed by whichever of 8 threads launches first (a
+    kernel or a graph replay), on the held stream with the round's value, exactly once a round; a hold disarmed
+    before any launch is never placed, and one armed on a capturing stream is not placed (it would join the graph)."""
+    stats = tmp_path / "s.json"
+    (row,), err = launch(fake, "hold", 8, 200, CCOVERLAP_STATS=stats)
+    assert err == ""
+    assert row == {"rounds": 200, "waits": 200, "wrong": 0, "after_disarm": 0, "in_capture": 0}
+    assert json.loads(stats.read_text())["hold"] == {"holds": 200, "holds_capturing": 1}
+
+
+def test_without_the_interposer_no_hold_can_be_armed(fake):
+    (row,), _ = launch(fake, "hold", 1, 1, preload=False)
+    assert row == {"path": "no_hold"}

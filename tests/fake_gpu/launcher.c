@@ -26,6 +26,8 @@
  *   launcher twin T N           serial twins of graph executables (ccoverlap_graph_twin): who replays, refusals,
  *                               a failing twin, destroys; then T threads x N rounds of register, serialized
  *                               replay and destroy, each thread its own executable; then the table filled
+ *   launcher hold T N           N rounds: ccoverlap_arm_hold, then T threads launching at once (kernels and graph
+ *                               replays): the waits placed; then a disarmed hold and one armed on a capturing stream
  *   launcher observe            comm launches on streams of known priority and cluster, compute on a green
  *                               context's stream and elsewhere: what the stats must say */
 #define _GNU_SOURCE
@@ -471,6 +473,45 @@ static void serialize(int t, long n) {
            atomic_load(&fake_busy_launches) - busy);
 }
 
+typedef int (*arm_fn)(void *, unsigned long long, unsigned);
+static pthread_barrier_t hold_start;
+
+static void *hold_worker(void *arg) {
+    long id = (long)arg;
+    pthread_barrier_wait(&hold_start);
+    if (id % 2) cuGraphLaunch((void *)0x6a, COMPUTE_STREAM);
+    else cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+    return NULL;
+}
+
+static void hold(int t, long n) {
+    arm_fn arm = (arm_fn)dlsym(RTLD_DEFAULT, "ccoverlap_arm_hold");
+    if (!arm) { printf("{\"path\": \"no_hold\"}\n"); return; }
+    pthread_t tid[64];
+    t = t < 64 ? t : 64;
+    long wrong = 0;
+    for (long round = 1; round <= n; ++round) {
+        arm(COMPUTE_STREAM, 0xF1A6, (unsigned)round); /* the held stream is the compute one, whoever launches */
+        pthread_barrier_init(&hold_start, NULL, (unsigned)t);
+        for (long i = 0; i < t; ++i) pthread_create(&tid[i], NULL, hold_worker, (void *)i);
+        for (int i = 0; i < t; ++i) pthread_join(tid[i], NULL);
+        pthread_barrier_destroy(&hold_start);
+        unsigned long long last = atomic_load(&fake_wait_last);
+        wrong += (last >> 32) != (unsigned long long)round || (uint32_t)last != (uint32_t)(uintptr_t)COMPUTE_STREAM;
+    }
+    long armed = atomic_load(&fake_waits);
+    arm(COMPUTE_STREAM, 0xF1A6, (unsigned)n + 1);
+    arm(NULL, 0, 0); /* disarmed: the step ended before any launch */
+    cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+    long disarmed = atomic_load(&fake_waits) - armed;
+    fake_cuda_capture(CAPTURED_STREAM, 1);
+    arm(CAPTURED_STREAM, 0xF1A6, (unsigned)n + 2); /* a wait would become part of the graph */
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, CAPTURED_STREAM, NULL, NULL);
+    fake_cuda_capture(CAPTURED_STREAM, 0);
+    printf("{\"rounds\": %ld, \"waits\": %ld, \"wrong\": %ld, \"after_disarm\": %ld, \"in_capture\": %ld}\n",
+           n, armed, wrong, disarmed, atomic_load(&fake_waits) - armed - disarmed);
+}
+
 static void hip_serialize(long n) {
     serialize_fn on = (serialize_fn)dlsym(RTLD_DEFAULT, "ccoverlap_set_serialize");
     if (!on) { printf("{\"path\": \"no_serialize\"}\n"); return; }
@@ -604,6 +645,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "first") && argc > 3) first(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "serialize") && argc > 3) serialize(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "observe")) observe();
+    else if (!strcmp(cmd, "hold") && argc > 3) hold(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "hip_serialize") && argc > 2) hip_serialize(atol(argv[2]));
     else if (!strcmp(cmd, "twin") && argc > 3) twin(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(cmd, "big")) {

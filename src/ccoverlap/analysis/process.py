@@ -29,7 +29,8 @@ class Process:
 
     @property
     def profiler_slowdown(self) -> float | None:
-        return profiler_slowdown(self.step_ms)
+        """None for held steps: their recorded GPU time began before the hold's wait, so it holds the host's."""
+        return None if self.held else profiler_slowdown(self.step_ms)
 
 
 def profiler_slowdown(step_ms: tuple[float | None, float | None] | None) -> float | None:

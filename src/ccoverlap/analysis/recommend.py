@@ -302,12 +302,15 @@ def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
     queued, the steps unprofiled took longer than the GPU needed for them so: the host paces the program there,
     and a lever that shortens the GPU's work does not shorten its step. Empty where no rank's were."""
     for d in diagnoses:
+        if d.process and d.process.held and (plain := d.process.step_ms[0]):
+            # the held step's time is its span in the trace (its start event went in before the hold's wait)
+            spans = typical.values([d], lambda r: [s.shape.span_us / 1e3 for s in r.steps if s.shape])
+            if spans and plain >= (1 + HOST_PACED) * (need := statistics.median(spans)):
+                return (f"; unprofiled, rank {d.rank}'s steps took {plain:.2f} ms where, its launches queued, the "
+                        f"GPU needed {need:.2f} ms for one: the host paces the program there, and what a lever "
+                        "saves of the GPU's work does not shorten its step")
+            continue
         slowdown = d.process.profiler_slowdown if d.process else None
-        if slowdown is not None and d.process.held and slowdown <= -HOST_PACED:
-            plain, profiled = d.process.step_ms
-            return (f"; unprofiled, rank {d.rank}'s steps took {plain:.2f} ms where, its launches queued, the GPU "
-                    f"needed {profiled:.2f} ms for one: the host paces the program there, and what a lever saves "
-                    "of the GPU's work does not shorten its step")
         if slowdown is None or slowdown < HOST_PACED:
             continue
         plain, profiled = d.process.step_ms

@@ -212,6 +212,15 @@ def set_serialize(on: bool) -> bool | None:
     return None if fn is None else bool(fn(int(on)))
 
 
+def arm_hold(stream: int, ptr: int, value: int) -> bool:
+    """Make the next kernel launch of this process (any thread) first put a wait on `stream` until the 32-bit word
+    at device address `ptr` is at least `value` (value 0: disarm); False where the interposer is not preloaded."""
+    fn = _export("ccoverlap_arm_hold", (ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_uint), ctypes.c_int)
+    if fn is not None:
+        fn(stream or None, ptr, value)
+    return fn is not None
+
+
 def register_graph_twin(executable: int, twin: int) -> bool | None:
     """Register `twin` (a CUDA graph executable: the graph's nodes chained, doctor/graph_capture.py) to replay in
     place of `executable` in serialized launches; the interposer then owns it. True registered, False refused,

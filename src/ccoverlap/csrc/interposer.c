@@ -496,10 +496,46 @@ static void serial_end(ccov_launch *l) {
     pthread_mutex_unlock(&serial_lock);
 }
 
+/* ---------- the doctor's hold ----------
+ *
+ * ccoverlap_arm_hold(stream, ptr, value) makes the next launch of any thread first put a wait on `stream` until
+ * the 32-bit word at device address `ptr` is at least `value`; value 0 disarms. The doctor arms it as a profiled
+ * step's optimizer step ends and sets the word as the next one's ends (doctor/hold.py): the wait goes in before
+ * the next step's first kernel, so a copy the host waits for between the steps (a `loss.item()`) is not held. */
+
+static _Atomic int hold_armed;
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *hold_stream;
+static uint64_t hold_ptr;
+static uint32_t hold_value;
+enum { HOLD_COUNTS = 3 };
+static _Atomic unsigned long hold_counts[HOLD_COUNTS]; /* placed, capturing (not placed), failed */
+static const char *const hold_names[HOLD_COUNTS] = {"holds", "holds_capturing", "holds_failed"};
+
+CCOV_EXPORT int ccoverlap_arm_hold(void *stream, unsigned long long ptr, unsigned value) {
+    pthread_mutex_lock(&hold_lock);
+    hold_stream = stream, hold_ptr = ptr, hold_value = value;
+    atomic_store_explicit(&hold_armed, value != 0, memory_order_release);
+    pthread_mutex_unlock(&hold_lock);
+    return 0;
+}
+
+static void hold_fire(const ccov_backend *be) {
+    if (!atomic_load_explicit(&hold_armed, memory_order_acquire)) return;
+    pthread_mutex_lock(&hold_lock);
+    if (atomic_exchange(&hold_armed, 0)) {
+        int r = be->wait_value ? be->wait_value(hold_stream, hold_ptr, hold_value) : -1;
+        atomic_fetch_add(&hold_counts[r == 0 ? 0 : r == 1 ? 1 : 2], 1);
+        if (r < 0) ccov_log_once(51, "%s: the doctor's hold could not be placed: the step went out unheld", be->api);
+    }
+    pthread_mutex_unlock(&hold_lock);
+}
+
 /* A launch of work the core does not decide (a CUDA graph replay) serialized as one unit: drained before and
  * after, under the serial lock, so the graph's kernels run with nothing of another thread beside them. */
 void ccov_serial_unit_begin(const ccov_backend *be, void *stream, ccov_launch *l) {
     *l = (ccov_launch){.stream = stream, .be = be, .slot = -1};
+    hold_fire(be);
     serial_begin(be, l);
 }
 void ccov_serial_unit_end(ccov_launch *l) { serial_end(l); }
@@ -790,6 +826,7 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
     l->serialized = 0;
     l->nested = depth++ > 0;
     if (l->nested) return 0;
+    hold_fire(be);
     serial_begin(be, l);
     if (pol.error[0]) return skip(l, CCOV_R_POLICY_INVALID);
     uint64_t snap = l->snap = atomic_load_explicit(&live, memory_order_acquire);
@@ -949,9 +986,13 @@ static void count_hint(unsigned long (*hints)[HINT_STATES], const ccov_entry *e)
 /* The serialized launches and what communication launches showed (see "what launches showed"). */
 static void write_seen(FILE *f) {
     unsigned long serial[SERIAL_COUNTS], prio[PRIORITIES], cluster[CLUSTERS];
+    unsigned long held[HOLD_COUNTS];
     for (int i = 0; i < SERIAL_COUNTS; ++i) serial[i] = atomic_load(&serial_counts[i]);
+    for (int i = 0; i < HOLD_COUNTS; ++i) held[i] = atomic_load(&hold_counts[i]);
     fputs("\"serial\": ", f);
     write_nonzero(f, serial_names, serial, 0, SERIAL_COUNTS);
+    fputs(",\n  \"hold\": ", f);
+    write_nonzero(f, hold_names, held, 0, HOLD_COUNTS);
     fprintf(f, ",\n  \"comm_launches\": {\"launches\": %lu, \"priority_unknown\": %lu, \"priority\": {",
             atomic_load(&seen.launches), atomic_load(&seen.priority_unknown));
     for (int i = 0, first = 1; i < PRIORITIES; ++i)
@@ -1068,6 +1109,8 @@ static void after_fork_child(void) {
     pthread_mutex_init(&lock, NULL);
     pthread_mutex_init(&serial_lock, NULL); /* a parent's serialized launch is not the child's */
     atomic_store(&serialize_on, 0);
+    pthread_mutex_init(&hold_lock, NULL); /* the parent's hold is on the parent's stream */
+    atomic_store(&hold_armed, 0);
     for (int i = 0; i < RING; ++i) { /* the parent's events mean nothing here */
         atomic_store(&ring[i].state, SLOT_FREE);
         atomic_store(&ring[i].event, NULL);

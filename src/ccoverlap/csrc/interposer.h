@@ -88,6 +88,10 @@ typedef struct {
     int (*stream_priority)(void *stream, int *priority);
     int (*stream_sms)(void *stream, int *sms);
     void *(*current_context)(void); /* the calling thread's, for the special streams' cache key */
+    /* The doctor's hold (ccoverlap_arm_hold): `stream`'s later work waits until the 32-bit word at device
+     * address `ptr` is at least `value`. 0 placed, 1 `stream` is capturing a graph (nothing placed), -1 failed.
+     * NULL where the API cannot. */
+    int (*wait_value)(void *stream, uint64_t ptr, uint32_t value);
 } ccov_backend;
 
 typedef struct ccov_entry ccov_entry;

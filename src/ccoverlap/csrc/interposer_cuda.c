@@ -91,6 +91,7 @@ static struct {
     CUresult (*StreamGetPriority)(CUstream, int *);
     CUresult (*StreamGetCtx_v2)(CUstream, CUcontext *, void **); /* CUDA 12.5+: the green context too */
     CUresult (*GreenCtxGetDevResource)(void *, void *, int);
+    CUresult (*StreamWaitValue32)(CUstream, uint64_t, uint32_t, unsigned);
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
@@ -120,6 +121,7 @@ static void load_driver(void) {
     LOAD(StreamGetPriority, "cuStreamGetPriority");
     LOAD(StreamGetCtx_v2, "cuStreamGetCtx_v2");
     LOAD(GreenCtxGetDevResource, "cuGreenCtxGetDevResource");
+    LOAD(StreamWaitValue32, "cuStreamWaitValue32_v2");
 #undef LOAD
 }
 
@@ -272,6 +274,16 @@ static int stream_sms(void *stream, int *sms) {
     return 0;
 }
 
+/* The doctor's hold: a wait on the word (CU_STREAM_WAIT_VALUE_GEQ), never on a capturing stream (it would
+ * become a node of the graph). */
+static int wait_value(void *stream, uint64_t ptr, uint32_t value) {
+    pthread_once(&drv_once, load_driver);
+    if (!drv.StreamWaitValue32) return -1;
+    int c = capturing(stream);
+    if (c) return c;
+    return drv.StreamWaitValue32(stream, ptr, value, 0) == CUDA_SUCCESS ? 0 : -1;
+}
+
 static void *current_context(void) {
     CUcontext ctx = NULL;
     return drv.CtxGetCurrent && drv.CtxGetCurrent(&ctx) == CUDA_SUCCESS ? ctx : NULL;
@@ -279,7 +291,7 @@ static void *current_context(void) {
 
 static const ccov_backend cuda = {"cuda", current_device, describe, device_limits, get_max_dynamic,
                                   set_attribute, NULL, event_record, event_done, capture_done,
-                                  drain, stream_priority, stream_sms, current_context};
+                                  drain, stream_priority, stream_sms, current_context, wait_value};
 
 /* ---------- hooks ---------- */
 

@@ -188,7 +188,7 @@ static int stream_priority(void *stream, int *priority) {
 static const ccov_backend hip_backend = {
     "hip", current_device, describe, device_limits, NULL, NULL,
     "n/a on HIP (LDS is its own memory on AMD GPUs, not carved out of L1; ROCm ignores the hint)",
-    event_record, event_done, capture_done, drain, stream_priority, NULL, NULL};
+    event_record, event_done, capture_done, drain, stream_priority, NULL, NULL, NULL};
 
 enum { H_MODULE, H_EXT_MODULE, H_LAUNCH, H_GRAPH };
 static const char *const libhip[] = {"libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", NULL};

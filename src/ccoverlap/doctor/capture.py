@@ -15,9 +15,9 @@ ranks, not a launcher such as torchrun or a data loader's workers. The profiler 
 starts it, so a timer thread asks the main thread to open and close the window, as a pending call (the mechanism
 Python's own signal handlers use): the main thread does it between two bytecodes.
 
-Before each recorded step the capture holds the GPU (doctor/hold.py: the current stream waits on a flag until
-the step's optimizer step has ended), so the step's launches queue ahead of the GPU as they do where the host
-outruns it unprofiled; --hold off leaves the steps as the profiler paces them.
+With --hold on, the capture holds the GPU before each recorded step (doctor/hold.py: from the step's first
+kernel launch the current stream waits on a flag until the step's optimizer step has ended), so the step's
+launches queue ahead of the GPU as they do where the host outruns it unprofiled.
 
 Right after the window, the alone window records the same number of steps again with every kernel launch
 made alone (the launch interposer's serialized launches: each starts on an idle device and ends before the
@@ -233,7 +233,7 @@ class Capture:
             return
         try:
             if self.hold is None:
-                self.hold = hold.Hold(hold.DriverWord.create())
+                self.hold = hold.Hold(hold.InterposerWord.create())
             self.hold.place(stream, hold.timeout_for(self.host_ms))
         except OSError as exc:
             self.log.write({"hold": "unavailable", "why": str(exc)})

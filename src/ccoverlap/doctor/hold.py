@@ -5,11 +5,14 @@ launches queued, kernels of several streams ready together) may then reach the G
 kernels that contend for SMs unprofiled never meet, and the capture hides what a lever would gain (measured:
 a radix sort and a collective that priority sped up by 15%; docs/doctor.md, "Holding the GPU").
 
-Before each recorded step the capture makes the program's current stream wait on a word of pinned host memory
-(cuStreamWaitValue32: no kernel, nothing in the trace) and sets the word when that step's optimizer step has
-ended: the GPU then runs the step with every launch of it already queued. Work on a stream that does not wait
-for the held one (directly or through an event) is not held. Where the host waits for the GPU inside the step (an
-`.item()`, a synchronize, an allocation that frees cached memory), a timer sets the word after at most
+As each profiled step's optimizer step ends (and as the profiler's warm-up step's ends, for the first), the
+capture arms the launch interposer (ccoverlap_arm_hold): the next kernel launch of the process first makes the
+program's current stream wait on a 32-bit word of pinned host memory (cuStreamWaitValue32: no kernel, nothing in
+the trace). The capture sets the word as that next step's optimizer step ends: the GPU then runs the step with
+every launch of it already queued. Placed at the first launch, not at once, so a copy the host waits for between
+the steps (a `loss.item()` after the optimizer step) is not held. Work on a stream that does not wait for the held
+one (directly or through an event) is not held. Where the host waits for the GPU inside the step (an `.item()`,
+a synchronize, an allocation that frees cached memory), a timer disarms the hold and sets the word after at most
 `timeout_s`: the step then ran with its launches queued up to that point, and the record counts it.
 
 Each hold is a number one higher than the last; the word only grows (a wait is for "at least"), so a late
@@ -37,44 +40,46 @@ def timeout_for(host_ms: list[float]) -> float:
 class Word(Protocol):
     """The flag a held stream waits on."""
 
-    def wait(self, stream: int, value: int) -> None:
-        """`stream`'s later work waits until the word is at least `value`."""
+    def arm(self, stream: int, value: int) -> None:
+        """From the next kernel launch on, `stream`'s work waits until the word is at least `value`."""
 
     def set(self, value: int) -> None:
-        """Write `value` to the word."""
+        """Disarm a hold not yet placed, and write `value` to the word."""
 
 
 @dataclass
-class DriverWord:
-    """The word in pinned host memory, waited on through the CUDA driver."""
+class InterposerWord:
+    """The word in pinned host memory, the wait placed by the launch interposer at the next launch."""
 
-    drv: object  # ccoverlap.gpu.cuda_driver.Driver
     host: int
     device: int
 
     @classmethod
-    def create(cls) -> DriverWord:
-        """OSError (naming the call) where the driver or its stream memory operations are missing."""
-        from ccoverlap.gpu import cuda_driver  # on use: only a doctor's capture holds
+    def create(cls) -> InterposerWord:
+        """OSError (saying why) where the interposer is not preloaded or the driver gives no pinned memory."""
+        from ccoverlap.control import interposer  # on use: only a doctor's capture holds
+        from ccoverlap.gpu import cuda_driver
 
+        if not interposer.arm_hold(0, 0, 0):
+            raise OSError("the launch interposer is not loaded in this process (it must be preloaded)")
         drv = cuda_driver.driver()
         if drv is None:
             raise OSError("no CUDA driver")
         try:
             host, device = drv.host_alloc(4)
-        except (cuda_driver.CudaError, AttributeError) as exc:
+        except cuda_driver.CudaError as exc:
             raise OSError(str(exc)) from None
-        return cls(drv, host, device)
+        return cls(host, device)
 
-    def wait(self, stream: int, value: int) -> None:
-        from ccoverlap.gpu import cuda_driver
+    def arm(self, stream: int, value: int) -> None:
+        from ccoverlap.control import interposer
 
-        try:
-            self.drv.wait_value(stream, self.device, value)
-        except (cuda_driver.CudaError, AttributeError) as exc:
-            raise OSError(str(exc)) from None
+        interposer.arm_hold(stream, self.device, value)
 
     def set(self, value: int) -> None:
+        from ccoverlap.control import interposer
+
+        interposer.arm_hold(0, 0, 0)
         ctypes.c_uint32.from_address(self.host).value = value
 
 
@@ -95,10 +100,10 @@ class Hold:
         return self._released < self._placed
 
     def place(self, stream: int, timeout_s: float) -> None:
-        """Hold `stream` until release() or `timeout_s`; OSError where the driver refuses (nothing held)."""
+        """Hold `stream` from the next launch until release() or `timeout_s`."""
         with self._lock:
             value = self._placed + 1
-            self.word.wait(stream, value)
+            self.word.arm(stream, value)
             self._placed, self.timeout_s = value, timeout_s
         timer = threading.Timer(timeout_s, self._expire, (value,))
         timer.daemon = True

@@ -38,7 +38,6 @@ LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 STREAM_NON_BLOCKING = 1
 MEMHOSTALLOC_PORTABLE = 0x01
 MEMHOSTALLOC_DEVICEMAP = 0x02
-STREAM_WAIT_VALUE_GEQ = 0x0
 
 
 class _LaunchAttribute(ctypes.Structure):
@@ -194,13 +193,6 @@ class Driver:
         self._check("cuMemHostGetDevicePointer",
                     self._lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), host, ctypes.c_uint(0)))
         return host.value, dev.value
-
-    def wait_value(self, stream: int, ptr: int, value: int) -> None:
-        """cuStreamWaitValue32: `stream`'s later work waits until the 32-bit word at `ptr` (a device pointer) is
-        at least `value`; no kernel (nothing a profiler records as GPU work)."""
-        self._check("cuStreamWaitValue32", self._lib.cuStreamWaitValue32_v2(
-            ctypes.c_void_p(stream), ctypes.c_uint64(ptr), ctypes.c_uint32(value),
-            ctypes.c_uint(STREAM_WAIT_VALUE_GEQ)))
 
     def synchronize(self) -> None:
         """cuCtxSynchronize: wait for all work of the current context."""
