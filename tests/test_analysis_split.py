@@ -161,7 +161,10 @@ def test_forked_sends_back_the_result_its_error_or_nothing():
     """What fn returned; its exception, raised here; None where the child died before it answered."""
     from ccoverlap.analysis.parallel import Forked
 
-    assert Forked(lambda: [1, 2.5, "x"]).result() == [1, 2.5, "x"]
+    answered = Forked(lambda: [1, 2.5, "x"])
+    assert answered.result() == [1, 2.5, "x"]
+    answered.cancel()  # the caller reaps a child that answered
+    assert answered.pid == 0
     with pytest.raises(ValueError, match="bad value"):
         Forked(_raises).result()
     assert Forked(lambda: os._exit(3)).result() is None
