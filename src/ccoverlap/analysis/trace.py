@@ -17,12 +17,11 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property, partial
-from itertools import starmap
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -107,9 +106,6 @@ class StreamWait(msgspec.Struct, frozen=True, gc=False):
     record_correlation: int  # the recording call's correlation; -1: unknown
 
 
-_KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields, KernelEvent's arguments
-_WAIT_FIELDS = attrgetter(*StreamWait.__struct_fields__)
-_CALL_FIELDS = attrgetter(*Call.__struct_fields__)
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")
 _CORRELATION = attrgetter("correlation")
 
@@ -486,12 +482,11 @@ class _Reading:
 
     def sent(self) -> tuple:
         """What another process sends back of its range (not the classifier: it holds a compiled regex): kernels,
-        calls and waits as plain tuples, which pickle in C (a dataclass's __reduce__ is a Python call, each
-        object; the calls as structs took half as long again as tuples there and back, measured), and of each
-        step's event only what a tally names (the event struct pickles slowly)."""
+        calls and waits a list per field (_columns), and of each step's event only what a tally names (the event
+        struct pickles slowly)."""
         launches = self.launches
-        return (list(map(_KERNEL_FIELDS, self.kernels)), [(n, t, e.name, e.ts, e.dur) for n, t, e in self.steps],
-                list(launches), list(map(_CALL_FIELDS, launches.values())), list(map(_WAIT_FIELDS, self.waits)),
+        return (_columns(self.kernels, KernelEvent), [(n, t, e.name, e.ts, e.dur) for n, t, e in self.steps],
+                list(launches), _columns(launches.values(), Call), _columns(self.waits, StreamWait),
                 self.records, self.wait_calls, self.event_streams, self.graph_calls, self.bad_calls, self.tally,
                 self.device_id)
 
@@ -499,10 +494,10 @@ class _Reading:
         """What a later range of the events gave (`sent`): appended, as one pass over both would have it."""
         (kernels, steps, corrs, calls, waits, records, wait_calls, event_streams, graph_calls, bad_calls, tally,
          device_id) = later
-        self.kernels += starmap(KernelEvent, kernels)
-        self.waits += starmap(StreamWait, waits)
+        self.kernels += map(KernelEvent, *kernels)
+        self.waits += map(StreamWait, *waits)
         self.steps += ((n, t, _Event(name=name, ts=ts, dur=dur)) for n, t, name, ts, dur in steps)  # as tallied
-        self.launches.update(zip(corrs, starmap(Call, calls)))
+        self.launches.update(zip(corrs, map(Call, *calls)))
         self.records += records
         self.wait_calls += wait_calls
         self.graph_calls += graph_calls
@@ -586,6 +581,13 @@ class _Reading:
             elif "ProfilerStep" in (name := str(ev.name)):
                 _step(ev, name, steps, tally)
         self.device_id = device_id
+
+
+def _columns(structs: Iterable, cls: type[msgspec.Struct]) -> list[list]:
+    """`structs` (of type `cls`) as a list per field, cls's arguments: lists of numbers and of shared objects
+    pickle in C without a memo entry per object, as tuples (and structs) have; half the time of tuples there and
+    back, measured."""
+    return [list(map(attrgetter(name), structs)) for name in cls.__struct_fields__]
 
 
 def _batches(array: memoryview, start: int, stop: int) -> Iterator[tuple[list[_Event], int]]:
