@@ -662,7 +662,7 @@ def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) 
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
                          if events is not UNSET else "not a Chrome trace: no traceEvents")
     kernels.sort(key=_TS)
-    kernels = _in_span(kernels, launches, reading.bad_calls, steps, tally)
+    kernels, calls = _in_span(kernels, launches, reading.bad_calls, steps, tally)
     left = tally.left_out(kernels)
     if not kernels:
         raise UsageError(f"no readable GPU kernel ({'; '.join(left.lines)})")
@@ -670,9 +670,11 @@ def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) 
     rank, world, notes = _rank(meta, path)
     device, device_note = _device(meta, reading.device_id)
     notes = notes + left.lines + ((device_note,) if device_note else ())
-    return Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
-                 tuple(reading.waits), tuple(reading.records), tuple(reading.wait_calls), reading.event_streams,
-                 frozenset(reading.graph_calls), left_out=left)
+    trace = Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
+                  tuple(reading.waits), tuple(reading.records), tuple(reading.wait_calls), reading.event_streams,
+                  frozenset(reading.graph_calls), left_out=left)
+    vars(trace)["calls"] = calls  # Trace.calls' cache (a cached_property's place), filled from _in_span's lookup
+    return trace
 
 
 def _unreadable(ev: _Event, lane: _Args, cat: str | None, why: str, tally: _Tally, bad_calls: set[int]) -> None:
@@ -700,19 +702,22 @@ def _step(ev: _Event, name: str, steps: list, tally: _Tally) -> None:
 
 
 def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: set[int], steps: list,
-             tally: _Tally) -> list[KernelEvent]:
+             tally: _Tally) -> tuple[list[KernelEvent], tuple[Call | None, ...]]:
     """The kernels (sorted by start) that start within MAX_SPAN_US of their median start and were launched
-    within it, by a call that could be read; the rest, and the profiler steps outside it, left out."""
+    within it, by a call that could be read, and their calls (Trace.calls: looked up here once); the rest, and
+    the profiler steps outside it, left out."""
     if not kernels:
-        return kernels
+        return kernels, ()
     mid = kernels[len(kernels) // 2].ts
     lo, hi = mid - MAX_SPAN_US, mid + MAX_SPAN_US
+    calls = tuple(map(launches.get, map(_CORRELATION, kernels)))
+    starts = list(map(_TS, filter(None, calls)))
     if lo <= kernels[0].ts and kernels[-1].ts <= hi and bad_calls.isdisjoint(map(_CORRELATION, kernels)) and (
-            not launches or lo <= min(map(_TS, launches.values())) and max(map(_TS, launches.values())) <= hi):
-        out = kernels  # every kernel and call within, none by a bad call (the usual trace): checked in C
+            not starts or lo <= min(starts) and max(starts) <= hi):
+        out = kernels  # every kernel and its call within, none by a bad call (the usual trace): checked in C
     else:
-        out = []
-        for k, call in zip(kernels, map(launches.get, map(_CORRELATION, kernels))):
+        out, kept = [], []
+        for k, call in zip(kernels, calls):
             if not lo <= k.ts <= hi:
                 tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h "
                       "from the rank's other GPU events")
@@ -723,12 +728,14 @@ def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: s
                       "the rank's GPU events")
             else:
                 out.append(k)
+                kept.append(call)
+        calls = tuple(kept)
     for step in [s for s in steps if not lo <= s[1] <= hi]:
         tally(step[2], f"(ProfilerStep annotations) more than {MAX_SPAN_US / 3.6e9:g} h from the rank's GPU "
               "events", gpu=False)
         tally.steps += 1
         steps.remove(step)
-    return out
+    return out, calls
 
 
 def _int(value) -> int:
