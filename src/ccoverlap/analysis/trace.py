@@ -240,9 +240,10 @@ _BATCH = 1 << 16
 #: Text past this (bytes) is read by two processes where a core is free (read_trace's `split`): each decodes
 #: and models half of the events, and the halves are merged in order.
 SPLIT_BYTES = 32 << 20
-#: The share of them this process reads: more than half, as the other also starts later (forked) and pickles what
-#: it sends (at 157 MB, this one waited 40-50 ms for it with 0.55; measured).
-_FIRST_SHARE = 0.6
+#: The share of the events this process reads: more than half, as the other also decodes the top level, starts
+#: later (forked) and pickles what it sends (at 157 MB, this one waited 110-140 ms for it with 0.6, the time to
+#: unpickle its answer with 0.72; measured).
+_FIRST_SHARE = 0.68
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 #: Kineto's categories of GPU activity: an event of one of them that cannot be read is left out, counted.
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
