@@ -289,10 +289,10 @@ def beside(trace: Trace) -> tuple[list[Interval], list[int]]:
     kernels = trace.kernels
     compute_index = [i for i in analysed_indices(trace) if kernels[i].kind is KernelClass.COMPUTE]
     compute = [kernels[i] for i in compute_index]
-    comm_merged = merge([(k.ts, k.ts + k.dur) for k in analysed_kernels(trace) if k.kind is KernelClass.COMMUNICATION])
     # the kernels' intervals (KernelEvent.end without its call)
-    return merge([(k.ts, k.ts + k.dur) for k in compute]), list(compress(compute_index, overlapping(compute,
-                                                                                                    comm_merged)))
+    comm_merged = merge([(k.ts, k.ts + k.dur) for k in analysed_kernels(trace) if k.kind is KernelClass.COMMUNICATION])
+    beside_comm = list(compress(compute_index, overlapping(compute, comm_merged)))
+    return merge([(k.ts, k.ts + k.dur) for k in compute]), beside_comm
 
 
 def across_ranks(pending: Mapping[int, Pending]) -> dict[int, RankDiagnosis]:
