@@ -1,7 +1,8 @@
-"""The reader's batches and its two-process read (trace._batches, trace._events) build the very model, and raise
+"""The reader's batches and its two-process read (trace._batches, trace._split) build the very model, and raise
 the very error, that one pass over one event at a time does: on every recorded trace, on traces whose text
 looks like a cut where there is none (strings holding '},{', nested arrays of objects, one event longer than a
-batch), and on damaged ones. Forced here: SPLIT_BYTES 0 and batches of a few hundred bytes."""
+batch), on top levels where the events' start is guessed wrong, and on damaged ones. Forced here: SPLIT_BYTES 0
+and batches of a few hundred bytes."""
 from __future__ import annotations
 
 import copy
@@ -81,9 +82,9 @@ def test_text_that_looks_like_a_cut_is_not_taken_for_one(tmp_path, monkeypatch, 
         assert not isinstance(once, str) and split == once
 
 
-def test_a_cut_inside_an_event_reads_the_rest_in_this_process(tmp_path, monkeypatch):
+def test_a_cut_inside_an_event_reads_the_file_in_this_process(tmp_path, monkeypatch):
     """Every candidate cut after the midpoint lies inside one huge event's string: the first half does not
-    decode up to it, the child's answer is dropped, and this process reads the rest."""
+    decode up to it, the child's answer is dropped, and this process reads the file in one pass."""
     doc = _doc()
     events = doc["traceEvents"]
     middle = len(events) // 2
@@ -115,6 +116,37 @@ def test_the_child_ends_with_the_read(monkeypatch):
     for pid in children:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def _top_level(doc: dict, change: str) -> bytes:
+    """The capture's text with its top level changed where _split's guess of the events' start can go wrong."""
+    if change == "a traceEvents key inside an earlier value":
+        return json.dumps({"meta": {"traceEvents": [{"ph": "X"}, {"ph": "X"}]}, **doc}).encode()
+    text = json.dumps(doc).encode()
+    if change == "the key twice":  # the decoder takes the last
+        return text.replace(b"{", b'{"traceEvents": [{"ph": "i"}, {"ph": "i"}], ', 1)
+    if change == "cut short":
+        return text[:-1]
+    if change == "text after it":
+        return text + b" x"
+    # the guessed cut falls past the events, in a later value that looks like events
+    after = len(json.dumps(doc["traceEvents"])) // 100 + 1  # twice the events' text, in objects of 200 bytes
+    return json.dumps({**doc, "zzz": [{"x": "." * 190} for _ in range(after)]}).encode()
+
+
+@pytest.mark.parametrize("change", ["a traceEvents key inside an earlier value", "the key twice", "cut short",
+                                    "text after it", "the cut past the events"])
+def test_a_top_level_the_guess_misreads_is_read_alike(tmp_path, monkeypatch, change):
+    """_split reads from where the events seem to start before the top level is decoded (the forked process
+    decodes and checks it): where the guess is wrong, or the top level refused, the file is read in one pass,
+    the same model or the same error."""
+    path = tmp_path / "rank0_trace.json"
+    path.write_bytes(_top_level(_doc(), change))
+    split_read = []
+    real = T._split
+    monkeypatch.setattr(T, "_split", lambda *a: split_read.append(real(*a)) or split_read[-1])
+    once, split = _both(path, monkeypatch)
+    assert split == once and split_read == [None]
 
 
 DAMAGE = [None, "x", [], {}, -1, 0, 1e30, True, [{"a": 1}, {"b": 2}]]
@@ -161,7 +193,10 @@ def test_forked_sends_back_the_result_its_error_or_nothing():
     """What fn returned; its exception, raised here; None where the child died before it answered."""
     from ccoverlap.analysis.parallel import Forked
 
-    assert Forked(lambda: [1, 2.5, "x"]).result() == [1, 2.5, "x"]
+    answered = Forked(lambda: [1, 2.5, "x"])
+    assert answered.result() == [1, 2.5, "x"]
+    answered.cancel()  # the caller reaps a child that answered
+    assert answered.pid == 0
     with pytest.raises(ValueError, match="bad value"):
         Forked(_raises).result()
     assert Forked(lambda: os._exit(3)).result() is None

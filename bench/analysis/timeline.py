@@ -2,9 +2,9 @@
 
 Runs the command REPS times, each in a fresh process (`--child`), with the analysis's phase functions wrapped to
 note when each starts and ends (this process's wall clock and CPU seconds), and the two processes a large file's
-first pass forks (trace._read: the later part of the events; analysis._trace_only: the steps' shapes and the
-time metrics) noting their own. Writes each run's timeline, the medians of its phases' durations and the load
-average around each run to --out.
+first pass forks (trace._later: the top level and the later part of the events; analysis._trace_only: the steps'
+shapes and the time metrics) noting their own. Writes each run's timeline, the medians of its phases' durations
+and the load average around each run to --out.
 
 usage: python bench/analysis/timeline.py FILE --reps 3 --out bench/results/analyze-1x157-timeline-cpu.json
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 #: (phase, the mark it starts at, the mark it ends at): the parent's own marks, in order.
 PHASES = [("imports", "start", "imported"), ("read the text", "> _load", "< _load"),
-          ("top level", "< _load", "> _events"), ("events, this process's share", "> _events", "> result"),
-          ("the other share's wait, unpickling and merge", "> result", "< _events"),
-          ("model, alone window, forks", "< _events", "> first_pass"),
+          ("events, this process's share", "> _split", "> result"),
+          ("the other share's wait, unpickling and merge", "> result", "< _split"),
+          ("model, alone window, forks", "< _split", "> first_pass"),
           ("rank's first pass", "> first_pass", "< first_pass"), ("cross-rank pass and output", "< first_pass", "end")]
 
 
@@ -56,7 +56,7 @@ def child(path: str, notes: str) -> None:
                 note(f"< {name}")
         setattr(owner, name, marked)
 
-    for owner, name in ((trace, "_load"), (trace, "_events"), (trace, "_read"), (analysis, "first_pass"),
+    for owner, name in ((trace, "_load"), (trace, "_split"), (trace, "_later"), (analysis, "first_pass"),
                         (analysis, "_trace_only"), (parallel.Forked, "result")):
         wrap(owner, name)
     sys.argv = ["ccoverlap", "analyze", path, "--json", os.devnull, "--jobs", "2"]
@@ -80,7 +80,7 @@ def one(path: str) -> dict:
         if r["pid"] == parent:
             marks.setdefault(r["label"], r)  # the first: Forked.result comes twice (the events, then _Ahead)
     forked = {}
-    for label in ("_read", "_trace_only"):
+    for label in ("_later", "_trace_only"):
         start = next(r for r in rows if r["label"] == f"> {label}")
         end = next(r for r in rows if r["label"] == f"< {label}" and r["pid"] == start["pid"])
         forked[label] = {"wall_start": round(start["wall"], 3), "wall_end": round(end["wall"], 3),

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ccoverlap.analysis.alone import Match, with_alone
-from ccoverlap.analysis.contention import Pending, across_ranks, first_pass, windows
+from ccoverlap.analysis.contention import Pending, Steps, across_ranks, beside, first_pass, windows
+from ccoverlap.analysis.intervals import Interval
 from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.metrics import Measured, RankMetrics, Timed, measure, timed
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
@@ -139,7 +140,7 @@ def first(task: Task) -> Part:
     if task.split and len(trace.kernels) > AHEAD_KERNELS:  # a core is free: the trace-only part beside the rest
         ahead = _Ahead(trace, base)
         try:
-            pending = first_pass(trace, task.comm_cluster, process, ahead.shapes)
+            pending = first_pass(trace, task.comm_cluster, process, ahead)
             measured = measure(task.strategy, trace, base, pending.provisional(), ahead.timed())
         finally:
             ahead.forked.cancel()
@@ -155,30 +156,37 @@ def first(task: Task) -> Part:
 AHEAD_KERNELS = 20_000
 
 
-def _trace_only(trace: Trace, base: Trace | None) -> tuple[tuple[Shape, ...], Timed]:
-    """What a rank's first pass needs of its trace alone: the steps' shapes and what its times give."""
-    return tuple(shapes(trace)), timed(trace, base)
+def _trace_only(trace: Trace, base: Trace | None,
+                steps: Steps) -> tuple[tuple[Shape, ...], tuple[list[Interval], list[int]], Timed]:
+    """What a rank's first pass needs of its trace alone (its steps given): the steps' shapes, the compute beside
+    communication (contention.beside), what its times give."""
+    return tuple(shapes(trace, steps)), beside(trace), timed(trace, base)
 
 
 class _Ahead:
     """_trace_only computed in a process forked from this one while this one diagnoses the rank (0.4 s of a
-    1.3 s first pass at 157 MB, measured); done here where that process sent nothing."""
+    1.3 s first pass at 157 MB, measured); done here where that process sent nothing. The steps (steps.windows)
+    are found before the fork: both processes read them (contention.Ahead)."""
 
     def __init__(self, trace: Trace, base: Trace | None):
         self.trace, self.base = trace, base
-        self.forked = parallel.Forked(partial(_trace_only, trace, base))
+        self.steps = windows(trace, analysed_indices(trace))
+        self.forked = parallel.Forked(partial(_trace_only, trace, base, self.steps))
         self.got = None
 
     def _get(self) -> tuple:
         if self.got is None:
-            self.got = self.forked.result() or _trace_only(self.trace, self.base)
+            self.got = self.forked.result() or _trace_only(self.trace, self.base, self.steps)
         return self.got
 
     def shapes(self) -> tuple[Shape, ...]:
         return self._get()[0]
 
-    def timed(self) -> Timed:
+    def beside(self) -> tuple[list[Interval], list[int]]:
         return self._get()[1]
+
+    def timed(self) -> Timed:
+        return self._get()[2]
 
 
 class _Packed(NamedTuple):

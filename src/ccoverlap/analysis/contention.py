@@ -22,12 +22,12 @@ import math
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -40,7 +40,8 @@ from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mech
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.steps import Shape, shape, windows
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_indices, device_limits
+from ccoverlap.analysis.trace import (KernelEvent, KernelClass, Trace, analysed_indices, analysed_kernels,
+                                      device_limits)
 from ccoverlap.model.limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -261,11 +262,37 @@ def diagnose(traces: dict[int, Trace], comm_cluster: int | None = None,
     return across_ranks({rank: first_pass(t, comm_cluster, processes.get(rank)) for rank, t in traces.items()})
 
 
+Steps = list[tuple[str, list[int]]]  # steps.windows: the analysed kernels (indices) by profiler step
+
+
+class Ahead(Protocol):
+    """What a rank's first pass reads of its trace alone, handed to it (analysis._Ahead: computed in another process
+    while this one diagnoses the rank): the steps (computed before that process was forked: both read them), and,
+    asked for when read, the steps' shapes (steps.shapes) and the compute beside communication (beside)."""
+
+    steps: Steps
+
+    def shapes(self) -> Sequence[Shape]: ...
+
+    def beside(self) -> tuple[list[Interval], list[int]]: ...
+
+
 def first_pass(trace: Trace, comm_cluster: int | None = None, process: Process | None = None,
-               shapes: Callable[[], Sequence[Shape]] | None = None) -> Pending:
-    """What one rank's diagnosis needs from its trace, compact: what the other ranks change comes later.
-    `shapes`: gives the steps' shapes (steps.shapes of the trace), where another process computed them."""
-    return _Rank(trace, comm_cluster, process).pending(shapes)
+               ahead: Ahead | None = None) -> Pending:
+    """What one rank's diagnosis needs from its trace, compact: what the other ranks change comes later."""
+    return _Rank(trace, comm_cluster, process, ahead).pending()
+
+
+def beside(trace: Trace) -> tuple[list[Interval], list[int]]:
+    """The analysed compute kernels' merged intervals, and those of them (indices) that ran beside communication,
+    in trace order: what a rank's first pass reads of its compute."""
+    kernels = trace.kernels
+    compute_index = [i for i in analysed_indices(trace) if kernels[i].kind is KernelClass.COMPUTE]
+    compute = [kernels[i] for i in compute_index]
+    # the kernels' intervals (KernelEvent.end without its call)
+    comm_merged = merge([(k.ts, k.ts + k.dur) for k in analysed_kernels(trace) if k.kind is KernelClass.COMMUNICATION])
+    beside_comm = list(compress(compute_index, overlapping(compute, comm_merged)))
+    return merge([(k.ts, k.ts + k.dur) for k in compute]), beside_comm
 
 
 def across_ranks(pending: Mapping[int, Pending]) -> dict[int, RankDiagnosis]:
@@ -306,29 +333,20 @@ def _across_ranks(ranks: dict[int, list[CommWait]]) -> tuple[dict[int, list[floa
 class _Rank:
     """One rank's first pass: graph, windows, times alone and each collective's wait (skew comes later)."""
 
-    def __init__(self, trace: Trace, comm_cluster: int | None, process: Process | None):
+    def __init__(self, trace: Trace, comm_cluster: int | None, process: Process | None, ahead: Ahead | None = None):
         self.trace = trace
         self.process = process
+        self.ahead = ahead
         launches = process.launches if process else None
         self.graph: Graph = graph(trace)
         kernels = trace.kernels
         self.ends = [k.ts + k.dur for k in kernels]  # each kernel's end (KernelEvent.end), read by every replay
         self.analysed = analysed_indices(trace)
-        self.windows = windows(trace, self.analysed)
+        self.windows = ahead.steps if ahead else windows(trace, self.analysed)
         self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
         self.alone_key = key_of(trace)
-        comm_index, compute_index = [], []  # the analysed kernels of each class, in one pass
-        for i in self.analysed:
-            if (kind := kernels[i].kind) is KernelClass.COMMUNICATION:
-                comm_index.append(i)
-            elif kind is KernelClass.COMPUTE:
-                compute_index.append(i)
-        comm, compute = [kernels[i] for i in comm_index], [kernels[i] for i in compute_index]
-        # the kernels' intervals (KernelEvent.end without its call)
-        self.compute_merged = merge([(k.ts, k.ts + k.dur) for k in compute])
-        comm_merged = merge([(k.ts, k.ts + k.dur) for k in comm])
-        # the analysed compute kernels that ran beside communication, in trace order (what pending reads of them)
-        self.beside_comm = list(compress(compute_index, overlapping(compute, comm_merged)))
+        comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
+        comm = [kernels[i] for i in comm_index]
         self.device = device_limits(trace.device)
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
@@ -358,27 +376,28 @@ class _Rank:
     def _alone(self, k: KernelEvent) -> float | None:
         return None if self.alone is None else self.alone.get(self.alone_key(k))
 
-    def pending(self, shapes: Callable[[], Sequence[Shape]] | None = None) -> Pending:
+    def pending(self) -> Pending:
         """What finishes the diagnosis once the other ranks are in, without the trace: each collective's exposed
         time before it is split (each exposed instant counted for the earliest-started), the steps' replays
         (the SM-waits a replay removes do not depend on the other ranks), the compute kernels' times alone."""
-        kernels = self.trace.kernels
-        compute, starts = self.compute_merged, [s for s, _ in self.compute_merged]
+        kernels, ahead = self.trace.kernels, self.ahead
+        held = {c.index for c in self.comm if c.waited}
+        replays = tuple(self._replay(idx, held) for _, idx in self.windows)  # first: the ahead's time to compute
+        compute, beside_comm = ahead.beside() if ahead else beside(self.trace)
+        starts = [s for s, _ in compute]
         exposed, frontier = [], -math.inf
         for c in self.comm:
             lo, hi = max(c.kernel.ts, frontier), c.kernel.end
             frontier = max(frontier, hi)
             exposed.append(hi - lo - covered((lo, hi), compute, starts) if hi > lo else 0.0)
-        held = {c.index for c in self.comm if c.waited}
-        compute_alone = {i: min(t, kernels[i].dur) for i in self.beside_comm
+        compute_alone = {i: min(t, kernels[i].dur) for i in beside_comm
                          if (t := self._alone(kernels[i])) is not None and t < kernels[i].dur}
-        replays = tuple(self._replay(idx, held) for _, idx in self.windows)
         return Pending(self.trace.rank, tuple(self.comm), tuple(exposed),
-                       tuple(shapes() if shapes else (shape(name, [kernels[i] for i in idx])
-                                                      for name, idx in self.windows)),
+                       tuple(ahead.shapes() if ahead else (shape(name, [kernels[i] for i in idx])
+                                                           for name, idx in self.windows)),
                        replays, compute_alone,
-                       bool(self.beside_comm), self._compute_beside(),
-                       compute_slowed.slowed(kernels, self.beside_comm, self._alone, self.running_comm, self.device),
+                       bool(beside_comm), self._compute_beside(beside_comm),
+                       compute_slowed.slowed(kernels, beside_comm, self._alone, self.running_comm, self.device),
                        tuple(self.notes), self.device,
                        self.alone is not None, self.process)
 
@@ -436,14 +455,14 @@ class _Rank:
         launched = () if all(a <= b for a, b in zip(corr, corr[1:])) else sorted(range(len(idx)), key=corr.__getitem__)
         return StepReplay.of(idx, tuple(nodes), max(map(end_of.__getitem__, idx)), launched)
 
-    def _compute_beside(self) -> tuple[float, float, str | None] | None:
-        """Compute kernels that ran beside communication, with a measured time alone: measured and alone (us),
-        and the one that lost the most; None without an alone window."""
+    def _compute_beside(self, beside_comm: list[int]) -> tuple[float, float, str | None] | None:
+        """Compute kernels that ran beside communication (`beside_comm`), with a measured time alone: measured and
+        alone (us), and the one that lost the most; None without an alone window."""
         if self.alone is None:
             return None
         measured = alone = 0.0
         lost: Counter = Counter()
-        for i in self.beside_comm:
+        for i in beside_comm:
             k = self.trace.kernels[i]
             if (t := self._alone(k)) is not None:
                 measured, alone = measured + k.dur, alone + t

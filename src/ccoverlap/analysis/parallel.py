@@ -161,13 +161,15 @@ class Forked:
 
     def result(self) -> Any:
         """What fn returned (its exception raised here), or None where the child sent nothing whole (killed, out
-        of memory, an answer that would not pickle): the caller does the work itself."""
+        of memory, an answer that would not pickle): the caller does the work itself. A child that answered is
+        left to exit (10 ms and more: its copy of a large parent's memory is unmapped) while this one goes on;
+        the caller's cancel() reaps it, by then without waiting."""
         try:
             ok, answer = pickle.load(self.pipe)
         except Exception:
-            return None
-        finally:
             self.cancel()
+            return None
+        self.pipe.close()
         if not ok:
             raise answer
         return answer

@@ -112,9 +112,10 @@ def shape(name: str, kernels: Sequence[KernelEvent]) -> Shape:
                  length(merge(spans)), len(kernels), hashlib.blake2b(seq.encode(), digest_size=8).hexdigest())
 
 
-def shapes(trace: Trace) -> list[Shape]:
-    """Each analysed step's shape, in the order of `windows`."""
-    return [shape(name, [trace.kernels[i] for i in idx]) for name, idx in windows(trace, analysed_indices(trace))]
+def shapes(trace: Trace, steps: Sequence[tuple[str, list[int]]] | None = None) -> list[Shape]:
+    """Each analysed step's shape, in the order of `windows` (`steps`: theirs, where already found)."""
+    return [shape(name, [trace.kernels[i] for i in idx])
+            for name, idx in (windows(trace, analysed_indices(trace)) if steps is None else steps)]
 
 
 def typical(of: Trace | Sequence[Shape]) -> Steps:

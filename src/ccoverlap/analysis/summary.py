@@ -6,24 +6,30 @@ from pathlib import Path
 
 from ccoverlap.util.output import print_table
 from ccoverlap.analysis.metrics import shown, strategy_values
-from ccoverlap.analysis.report import files_folder, write_report
-from ccoverlap.analysis.perfetto import write
 
 
 def write_html(result, path: Path, perfetto: Path | None = None) -> list[Path]:
     """The HTML report at `path` and its PNGs (every file written), linking the annotated trace `perfetto`
     where one was written; util/output.OutputError where it cannot be written."""
+    from ccoverlap.analysis.report import write_report  # on use: the report and its plots, only where asked
+
     return write_report(result, path, perfetto=perfetto)
 
 
 def report_folder(path: str | Path | None) -> dict[str, Path | None]:
     """The report's PNGs' folder as util/output.check_outputs takes folders (None where it makes none)."""
-    return {"--report's folder": files_folder(Path(path)) if path else None}
+    if not path:
+        return {"--report's folder": None}
+    from ccoverlap.analysis.report import files_folder
+
+    return {"--report's folder": files_folder(Path(path))}
 
 
 def write_perfetto(result, path: Path) -> Path:
     """The annotated trace at `path` (analysis.perfetto, through util/output: OutputError where it cannot be
     written)."""
+    from ccoverlap.analysis.perfetto import write
+
     return write(result, path)
 
 

@@ -17,12 +17,11 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property, partial
-from itertools import starmap
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -107,9 +106,6 @@ class StreamWait(msgspec.Struct, frozen=True, gc=False):
     record_correlation: int  # the recording call's correlation; -1: unknown
 
 
-_KERNEL_FIELDS = attrgetter(*KernelEvent.__struct_fields__)  # a kernel's fields, KernelEvent's arguments
-_WAIT_FIELDS = attrgetter(*StreamWait.__struct_fields__)
-_CALL_FIELDS = attrgetter(*Call.__struct_fields__)
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")
 _CORRELATION = attrgetter("correlation")
 
@@ -237,13 +233,17 @@ _NO_ARGS = _Args()
 #: Where one event ends and the next begins, unless inside a string or a nested value: a batch cut there that
 #: decodes proves it (cut elsewhere, the text before the cut leaves a string or a bracket open).
 _CUT = re.compile(rb"\}\s*,\s*\{")
+#: Where a trace's events seem to start, found without the top level's decode (_split: the forked process checks).
+_EVENTS_AT = re.compile(rb'"traceEvents"\s*:\s*\[')
 #: Bytes of events decoded at once: small batches decode fastest (measured: 64 kB 0.26 s, 4 MB 0.6 s for 157 MB).
 _BATCH = 1 << 16
 #: Text past this (bytes) is read by two processes where a core is free (read_trace's `split`): each decodes
 #: and models half of the events, and the halves are merged in order.
 SPLIT_BYTES = 32 << 20
-#: The share of them this process reads: a little more than half, as the other also pickles what it sends.
-_FIRST_SHARE = 0.55
+#: The share of the events this process reads: more than half, as the other also decodes the top level, starts
+#: later (forked) and pickles what it sends (at 157 MB, this one waited 110-140 ms for it with 0.6, the time to
+#: unpickle its answer with 0.72; measured).
+_FIRST_SHARE = 0.68
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 #: Kineto's categories of GPU activity: an event of one of them that cannot be read is left out, counted.
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
@@ -351,9 +351,18 @@ def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | N
                split: bool = False) -> Trace:
     """Decode one trace file into a Trace (typed: only the fields read are built); a UsageError says why a file
     is unusable. `limit`: the largest decompressed text read, in bytes (default: trace_limit()); `split`: a core
-    is free for this file, a large one's events are read in two processes (_events)."""
+    is free for this file, a large one is read in two processes (_split)."""
     try:
         text = _load(path, trace_limit() if limit is None else limit)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
+    if split and len(text) > SPLIT_BYTES:
+        with no_cyclic_gc(), _refused_events():
+            if (read := _split(text, classifier)) is not None:
+                return _built(path, *read, events=True)
+    try:
         doc = _FILE.decode(text)
         if doc.traceEvents is not UNSET and memoryview(doc.traceEvents)[:1] != b"[":
             _EVENTS.decode(text)  # raises what a traceEvents that is not an array is refused for
@@ -365,13 +374,20 @@ def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | N
         raise UsageError("nested too deeply: not a Chrome trace") from None
     except msgspec.DecodeError as exc:
         raise UsageError(f"invalid or truncated JSON ({_short(exc)})") from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise UsageError(f"truncated or corrupt gzip ({_short(exc)})") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read ({exc.strerror or _short(exc)})") from None
+    with no_cyclic_gc(), _refused_events():
+        reading = _Reading(classifier)
+        if (events := doc.traceEvents) is not UNSET:
+            for batch, _ in _batches(memoryview(events), 1, len(events) - 1):  # up to the closing bracket
+                reading.feed(batch)
+        return _built(path, doc, reading, events=events is not UNSET)
+
+
+@contextmanager
+def _refused_events():
+    """An event the model cannot take (of the wrong type, or refused by name: a UsageError) as the one-line
+    UsageError that refuses the file."""
     try:
-        with no_cyclic_gc():
-            return _model(path, doc, classifier, split)
+        yield
     except UsageError:  # a refused event, named
         raise
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
@@ -486,12 +502,11 @@ class _Reading:
 
     def sent(self) -> tuple:
         """What another process sends back of its range (not the classifier: it holds a compiled regex): kernels,
-        calls and waits as plain tuples, which pickle in C (a dataclass's __reduce__ is a Python call, each
-        object; the calls as structs took half as long again as tuples there and back, measured), and of each
-        step's event only what a tally names (the event struct pickles slowly)."""
+        calls and waits a list per field (_columns), and of each step's event only what a tally names (the event
+        struct pickles slowly)."""
         launches = self.launches
-        return (list(map(_KERNEL_FIELDS, self.kernels)), [(n, t, e.name, e.ts, e.dur) for n, t, e in self.steps],
-                list(launches), list(map(_CALL_FIELDS, launches.values())), list(map(_WAIT_FIELDS, self.waits)),
+        return (_columns(self.kernels, KernelEvent), [(n, t, e.name, e.ts, e.dur) for n, t, e in self.steps],
+                list(launches), _columns(launches.values(), Call), _columns(self.waits, StreamWait),
                 self.records, self.wait_calls, self.event_streams, self.graph_calls, self.bad_calls, self.tally,
                 self.device_id)
 
@@ -499,10 +514,10 @@ class _Reading:
         """What a later range of the events gave (`sent`): appended, as one pass over both would have it."""
         (kernels, steps, corrs, calls, waits, records, wait_calls, event_streams, graph_calls, bad_calls, tally,
          device_id) = later
-        self.kernels += starmap(KernelEvent, kernels)
-        self.waits += starmap(StreamWait, waits)
+        self.kernels += map(KernelEvent, *kernels)
+        self.waits += map(StreamWait, *waits)
         self.steps += ((n, t, _Event(name=name, ts=ts, dur=dur)) for n, t, name, ts, dur in steps)  # as tallied
-        self.launches.update(zip(corrs, starmap(Call, calls)))
+        self.launches.update(zip(corrs, map(Call, *calls)))
         self.records += records
         self.wait_calls += wait_calls
         self.graph_calls += graph_calls
@@ -588,6 +603,13 @@ class _Reading:
         self.device_id = device_id
 
 
+def _columns(structs: Iterable, cls: type[msgspec.Struct]) -> list[list]:
+    """`structs` (of type `cls`) as a list per field, cls's arguments: lists of numbers and of shared objects
+    pickle in C without a memo entry per object, as tuples (and structs) have; half the time of tuples there and
+    back, measured."""
+    return [list(map(attrgetter(name), structs)) for name in cls.__struct_fields__]
+
+
 def _batches(array: memoryview, start: int, stop: int) -> Iterator[tuple[list[_Event], int]]:
     """The events of array[start:stop] (whole events and the commas and blanks between them), decoded about _BATCH
     bytes at a time, each batch with where the next starts. A batch that does not decode (cut inside a string or
@@ -608,38 +630,50 @@ def _batches(array: memoryview, start: int, stop: int) -> Iterator[tuple[list[_E
         yield events, at
 
 
-def _events(reading: _Reading, array: msgspec.Raw, split: bool) -> None:
-    """Every event fed to `reading`, in order. `split` (and more than SPLIT_BYTES of them): the later half read
-    by a forked process (the text shared, not copied) while this one reads the first, its pieces sent back
-    pickled and merged; where the halves' cut turns out not to be between two events (the first half does not
-    decode up to it), or that process fails to answer, this one reads on past it itself."""
-    text = memoryview(array)
-    stop = len(text) - 1  # the closing bracket
-    cut = _CUT.search(text, int(stop * _FIRST_SHARE), stop) if split and stop > SPLIT_BYTES else None
-    if cut is None:
-        for events, _ in _batches(text, 1, stop):
-            reading.feed(events)
-        return
-    later = Forked(partial(_read, reading.classifier, text, cut.end() - 1, stop))
-    done = 1
+def _split(text: bytes | bytearray, classifier: Classifier) -> tuple[_File, _Reading] | None:
+    """A large file read in two processes, the top level's decode (80 ms at 157 MB: msgspec checks all the text)
+    left to the forked one: this one reads the first _FIRST_SHARE of the events from where they seem to start
+    (the first '"traceEvents": ['), while the forked one decodes the top level, checks that its events are the
+    text from there on, and reads the rest (_later); its pieces come back pickled and are merged in order. The
+    top level's other fields and the reading; None where anything is off (no such start or cut, the top level
+    refused or its events elsewhere, this share not read whole: a cut inside an event or an event refused, the
+    forked process silent): read_trace then reads the file in one pass, as it would have, and raises what one pass
+    raises. An error in the later share is raised as one pass raises it, after this share read whole."""
+    view = memoryview(text)
+    if (found := _EVENTS_AT.search(view)) is None:
+        return None
+    start = found.end() - 1  # the events' opening bracket
+    if (cut := _CUT.search(view, start + int((len(view) - start) * _FIRST_SHARE))) is None:
+        return None
+    later = Forked(partial(_later, classifier, text, start, cut.end() - 1))
     try:
+        reading = _Reading(classifier)
         try:
-            for events, done in _batches(text, 1, cut.start() + 1):
+            for events, _ in _batches(view, start + 1, cut.start() + 1):
                 reading.feed(events)
-        except msgspec.DecodeError as exc:  # the cut is inside an event: the rest read here
-            if isinstance(exc, msgspec.ValidationError):  # an event of the wrong type, raised where it is
-                raise
-            later.cancel()
-            for events, _ in _batches(text, done, stop):
-                reading.feed(events)
-            return
-        if (sent := later.result()) is None:
-            for events, _ in _batches(text, cut.end() - 1, stop):
-                reading.feed(events)
-        else:
-            reading.merge(sent)
+        except Exception:  # raised again, where one pass raises it, by the one pass that reads the file
+            return None
+        if (answer := later.result()) is None:
+            return None
+        top, sent = answer
+        reading.merge(sent)
+        return top, reading
     finally:
         later.cancel()
+
+
+def _later(classifier: Classifier, text: bytes | bytearray, start: int, at: int) -> tuple[_File, tuple] | None:
+    """_split's forked half: the top level decoded as read_trace decodes it, and, where its events are the text
+    from `start` on and hold `at`, its other fields and what the events from `at` to the closing bracket give
+    (_read); None where not."""
+    try:
+        doc = _FILE.decode(text)
+    except Exception:  # RecursionError too: the one pass says why
+        return None
+    events = doc.traceEvents
+    if events is UNSET or not start < at < (stop := start + len(events) - 1) or not text.startswith(events, start):
+        return None
+    return _File(UNSET, doc.distributedInfo, doc.deviceProperties), _read(classifier, memoryview(text), at, stop)
 
 
 def _read(classifier: Classifier, text: memoryview, start: int, stop: int) -> tuple:
@@ -650,17 +684,14 @@ def _read(classifier: Classifier, text: memoryview, start: int, stop: int) -> tu
     return reading.sent()
 
 
-def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) -> Trace:
-    """The Trace of a decoded file (see _Reading; `split`: see _events)."""
-    reading = _Reading(classifier)
-    if (events := doc.traceEvents) is not UNSET:
-        _events(reading, events, split)
+def _built(path: Path, doc: _File, reading: _Reading, events: bool) -> Trace:
+    """The Trace of a file's top level (`doc`: its events aside) and its events read (`events`: it has some)."""
     kernels, launches, steps, tally = reading.kernels, reading.launches, reading.steps, reading.tally
     if not kernels and not tally.gpu:
         raise UsageError("no GPU kernels (record with torch.profiler activities including CUDA)"
-                         if events is not UNSET else "not a Chrome trace: no traceEvents")
+                         if events else "not a Chrome trace: no traceEvents")
     kernels.sort(key=_TS)
-    kernels = _in_span(kernels, launches, reading.bad_calls, steps, tally)
+    kernels, calls = _in_span(kernels, launches, reading.bad_calls, steps, tally)
     left = tally.left_out(kernels)
     if not kernels:
         raise UsageError(f"no readable GPU kernel ({'; '.join(left.lines)})")
@@ -668,9 +699,11 @@ def _model(path: Path, doc: _File, classifier: Classifier, split: bool = False) 
     rank, world, notes = _rank(meta, path)
     device, device_note = _device(meta, reading.device_id)
     notes = notes + left.lines + ((device_note,) if device_note else ())
-    return Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
-                 tuple(reading.waits), tuple(reading.records), tuple(reading.wait_calls), reading.event_streams,
-                 frozenset(reading.graph_calls), left_out=left)
+    trace = Trace(path, rank, world, device, tuple(kernels), tuple((n, t) for n, t, _ in steps), launches, notes,
+                  tuple(reading.waits), tuple(reading.records), tuple(reading.wait_calls), reading.event_streams,
+                  frozenset(reading.graph_calls), left_out=left)
+    vars(trace)["calls"] = calls  # Trace.calls' cache (a cached_property's place), filled from _in_span's lookup
+    return trace
 
 
 def _unreadable(ev: _Event, lane: _Args, cat: str | None, why: str, tally: _Tally, bad_calls: set[int]) -> None:
@@ -698,19 +731,22 @@ def _step(ev: _Event, name: str, steps: list, tally: _Tally) -> None:
 
 
 def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: set[int], steps: list,
-             tally: _Tally) -> list[KernelEvent]:
+             tally: _Tally) -> tuple[list[KernelEvent], tuple[Call | None, ...]]:
     """The kernels (sorted by start) that start within MAX_SPAN_US of their median start and were launched
-    within it, by a call that could be read; the rest, and the profiler steps outside it, left out."""
+    within it, by a call that could be read, and their calls (Trace.calls: looked up here once); the rest, and
+    the profiler steps outside it, left out."""
     if not kernels:
-        return kernels
+        return kernels, ()
     mid = kernels[len(kernels) // 2].ts
     lo, hi = mid - MAX_SPAN_US, mid + MAX_SPAN_US
+    calls = tuple(map(launches.get, map(_CORRELATION, kernels)))
+    starts = list(map(_TS, filter(None, calls)))
     if lo <= kernels[0].ts and kernels[-1].ts <= hi and bad_calls.isdisjoint(map(_CORRELATION, kernels)) and (
-            not launches or lo <= min(map(_TS, launches.values())) and max(map(_TS, launches.values())) <= hi):
-        out = kernels  # every kernel and call within, none by a bad call (the usual trace): checked in C
+            not starts or lo <= min(starts) and max(starts) <= hi):
+        out = kernels  # every kernel and its call within, none by a bad call (the usual trace): checked in C
     else:
-        out = []
-        for k, call in zip(kernels, map(launches.get, map(_CORRELATION, kernels))):
+        out, kept = [], []
+        for k, call in zip(kernels, calls):
             if not lo <= k.ts <= hi:
                 tally(_Event(name=k.name, ts=k.ts, dur=k.dur), f"that start more than {MAX_SPAN_US / 3.6e9:g} h "
                       "from the rank's other GPU events")
@@ -721,12 +757,14 @@ def _in_span(kernels: list[KernelEvent], launches: dict[int, Call], bad_calls: s
                       "the rank's GPU events")
             else:
                 out.append(k)
+                kept.append(call)
+        calls = tuple(kept)
     for step in [s for s in steps if not lo <= s[1] <= hi]:
         tally(step[2], f"(ProfilerStep annotations) more than {MAX_SPAN_US / 3.6e9:g} h from the rank's GPU "
               "events", gpu=False)
         tally.steps += 1
         steps.remove(step)
-    return out
+    return out, calls
 
 
 def _int(value) -> int:

@@ -11,7 +11,6 @@ from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name
-from ccoverlap.analysis import cpu
 from ccoverlap.analysis.metrics import strategy_verdict
 from ccoverlap.analysis.trace import grouped, no_cyclic_gc
 from ccoverlap.doctor import record
@@ -87,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _cpu(root: Path, cfg: AnalyzeConfig, problems: list) -> int:
     """No GPU kernel anywhere: the CPU timeline's exposed communication (gloo), where the traces have one."""
+    from ccoverlap.analysis import cpu  # on use, as the traces with GPU kernels never need it
+
     strategies, cpu_problems = cpu.analyze_folders(root, cfg.comm_regex)
     if not strategies:
         lines = grouped(problems)

@@ -319,6 +319,8 @@ def read_all(folder: Path) -> tuple[list[RankRecord], list[UsageError]]:
 
 def processes(folder: Path, records: list[RankRecord]) -> dict[int, Process]:
     """Rank -> its process (the first record of a rank: the one whose trace the analysis reads)."""
+    if not records:  # a folder of traces alone (`analyze` on any folder asks): nothing more to import
+        return {}
     # on use, not at the top: the capture imports this module inside the user's program, which needs neither the
     # interposer's module nor the analysis (msgspec, orjson)
     from ccoverlap.analysis.process import Process
