@@ -330,20 +330,15 @@ def test_steps_the_profiler_paced_by_the_host_are_said_to_hide_queued_contention
             "against 1.00 ms unprofiled)" in line) == said and ("paced" in line) == said
 
 
-@pytest.mark.parametrize(("plain", "held", "said"), [(1.12, True, False), (1.5, True, True), (1.5, False, False)])
-def test_held_steps_the_gpu_ran_faster_than_the_program_steps_say_the_host_paces_it(tmp_path, plain, held, said):
-    """Steps whose launches were queued (the doctor's hold) span 1.1 ms on the GPU; unprofiled the program's took
-    1.5 (36% longer): the host sets its step there, and the verdict says so. Not at 1.12 ms (2%: within the 5% a
-    step varies), nor without the hold (its profiled steps' span is then the profiler's pace, not the GPU's need).
-    The held step's time is read from the trace: its recorded GPU time began before the hold's wait."""
+def test_held_steps_are_never_said_to_be_paced_by_the_host(tmp_path):
+    """The same steps with the GPU idle 27% of each, profiled 20% slower than the program's own: held (the doctor's
+    hold queued their launches), the idle is the program's, not the profiler's pacing, and nothing is said."""
     kernels = [ks.K(ks.ELEMENTWISE, 2000 * n + at, 400, launch_ts=2000 * n + at - 5)
                for n in range(4) for at in (100, 800)]
     trace = read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, kernels, [(2000 * n, 2000) for n in range(4)]))
-    line = verdict([diagnose({0: trace}, processes={0: Process(step_ms=(plain, 9.9), held=held)})[0]]).line
-    assert ("the host paces the program there" in line) == said
-    if said:
-        assert ("unprofiled, rank 0's steps took 1.50 ms where, its launches queued, the GPU needed 1.10 ms for "
-                "one: the host paces the program there" in line)
+    said = [verdict([diagnose({0: trace}, processes={0: Process(step_ms=(1.0, 1.2), held=held)})[0]]).line
+            for held in (False, True)]
+    assert "paced" in said[0] and "paced" not in said[1]
 
 
 def _slowed(tmp_path, alone):

@@ -1,5 +1,6 @@
 """The record of bench/device/hold_doctor.sh: per program the doctor with its hold (--hold on) and without, each
-judged (bench/device/known_answers.py's targets) against the gains its program realized in the held-out runs.
+folder analysed again at this commit and judged (bench/device/known_answers.py's targets) against the gains its
+program realized in the held-out runs; the verdict printed on the device kept beside.
 
   python bench/summarize/hold_doctor.py OUT_DIR --command "..." --out bench/results/hold-doctor-DATE-GPU.json
 """
@@ -16,7 +17,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "device"))
-from known_answers import CASES, judge, view  # noqa: E402
+from known_answers import CASES, analysed, judge, view  # noqa: E402
+
+from ccoverlap.gpu.provenance import source_commit  # noqa: E402
 
 #: where the held-out programs' gains were realized (one H100, plain runs beside every lever)
 REALIZED = "known-answers-heldout-2026-12-06-*-h100.json"
@@ -56,13 +59,14 @@ def main() -> int:
             program = tag.split("@")[0]
             doc = json.loads(path.read_text())
             times = (doc.get("step_times") or [{}])[0]
-            got = view(doc)
+            got = analysed(path.with_suffix(""))
             real, where = realized(program)
             runs[tag] = {
                 "exit_code": doc.get("exit_code"), "wall_s": walls.get(tag), "hold": times.get("hold"),
                 "hold_note": times.get("hold_note"),
                 "outside_gpu_ms": times.get("outside_gpu_ms"), "profiled_gpu_ms": times.get("profiled_gpu_ms"),
                 "typical_idle_share": idle_share(path.with_suffix("")), "verdict": got["verdict"],
+                "verdict_on_device": view(doc)["verdict"],
                 "recommendations": [{"lever": r["lever"], "gain_ms": r["gain_ms"]}
                                     for r in got["recommendations"] or []],
                 "realized_in": where, "judged": judge(CASES[program], real, got) if real and program in CASES else None}
@@ -72,6 +76,7 @@ def main() -> int:
     doc = {"what": "ccoverlap doctor with its hold before each profiled step (--hold on) and without (--hold off), on "
                    "held-out programs; the folders in the -files.tgz beside",
            "provenance": json.loads((a.out_dir / "provenance.json").read_text()) | {"command": a.command},
+           "analysed_at": source_commit(),
            "gpu_tests": (a.out_dir / "pytest-hold.log").read_text().strip().splitlines()[-1:],
            "runs": runs, "log": log.splitlines()}
     a.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -67,9 +67,8 @@ class DoctorConfig:
     hold: str = field(default="off", metadata={
         "metavar": "on|off", "help": "on: hold the GPU before each profiled step until the step's optimizer step has "
         "ended (its stream waits on a flag from the step's first kernel launch: no kernel), so the step's launches "
-        "queue ahead of the GPU as they do where the host outruns it unprofiled, and say where the host paces the "
-        "program unprofiled; a host that waits for the GPU inside the step is let go after 4 times its longest "
-        "step. off: the steps as the profiler paces them"})
+        "queue ahead of the GPU as they do where the host outruns it unprofiled; a host that waits for the GPU "
+        "inside the step is let go after 4 times its longest step. off: the steps as the profiler paces them"})
 
     def validate(self) -> DoctorConfig:
         check_range("--steps", self.steps, 1, 1000)
