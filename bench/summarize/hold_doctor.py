@@ -66,7 +66,7 @@ def main() -> int:
                 "hold_note": times.get("hold_note"),
                 "outside_gpu_ms": times.get("outside_gpu_ms"), "profiled_gpu_ms": times.get("profiled_gpu_ms"),
                 "typical_idle_share": idle_share(path.with_suffix("")), "verdict": got["verdict"],
-                "verdict_on_device": view(doc)["verdict"],
+                "on_device": {"verdict": view(doc)["verdict"]},
                 "recommendations": [{"lever": r["lever"], "gain_ms": r["gain_ms"]}
                                     for r in got["recommendations"] or []],
                 "realized_in": where, "judged": judge(CASES[program], real, got) if real and program in CASES else None}
