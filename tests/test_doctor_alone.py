@@ -73,7 +73,9 @@ def test_the_alone_window_follows_the_window_with_launches_serialized(tmp_path, 
     r = record.read(next(tmp_path.glob("*_steps.jsonl")))
     assert [s.step for s in r.steps if s.profiled] == [3, 4, 5]
     assert [s.step for s in r.steps if s.alone] == [6, 7, 8, 9]  # its warm-up step, then its 3 steps
-    assert [s.step for s in r.steps if s.outside] == [1, 10, 11, 12]
+    # step 10 starts after the alone trace's export (host and GPU cold: measured 1.2-1.9x a steady step on one H100)
+    assert [s.step for s in r.steps if s.after_window] == [10]
+    assert [s.step for s in r.steps if s.outside] == [1, 11, 12]
     assert r.trace.name == "rank0_trace.json.gz" and r.alone_trace.name == "rank0_trace.alone.gz"
     assert r.alone_trace.exists() and r.alone_note is None
     assert all(t is not None and t >= 0 for t in r.window_s)

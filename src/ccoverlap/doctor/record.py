@@ -154,11 +154,12 @@ class Step:
     profiled: bool  # recorded in the trace
     warmup: bool  # the profiler was warming up (started in this step's optimizer step)
     alone: bool = False  # in the alone window (its warm-up included): every launch serialized
+    after_window: bool = False  # the first step after a window closed: its trace's export left host and GPU cold
 
     @property
     def outside(self) -> bool:
         """A step the profiler did not touch: the ones to compare with a run without the doctor."""
-        return not (self.profiled or self.warmup or self.alone)
+        return not (self.profiled or self.warmup or self.alone or self.after_window)
 
 
 @dataclass(frozen=True)
@@ -267,8 +268,8 @@ def read(path: Path) -> RankRecord:
         raise UsageError(f"{path}: empty (not a ccoverlap doctor step record)")
     header, rest = events[0], events[1:]
     try:
-        steps = tuple(sorted((Step(e["step"], e["ms"], e["gpu_ms"], e["profiled"], e["warmup"], bool(e.get("alone")))
-                              for e in rest if "step" in e), key=lambda s: s.step))
+        steps = tuple(sorted((Step(e["step"], e["ms"], e["gpu_ms"], e["profiled"], e["warmup"], bool(e.get("alone")),
+                                   bool(e.get("after_window"))) for e in rest if "step" in e), key=lambda s: s.step))
         opened = next((e for e in rest if e.get("window") == "open"), None)
         closed = next((e for e in rest if e.get("window") == "closed"), None)
         failed = next((e for e in rest if e.get("window") == "failed"), None)
