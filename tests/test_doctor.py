@@ -254,12 +254,13 @@ def test_gpu_traces_are_analysed_and_reported(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert ("captured 2 trace(s) and the step times of rank(s) 0, 1" in shown
             and "overlap in the profiled steps" in shown)
-    # steps 2-4, 9, 10: 12, 13, 14, 19, 20
+    # steps 3, 4, 10: 13, 14, 20
     assert [row[:5] for row in table_rows(shown) if "steps 6-8" in row] == [
         ["0", "?", "10", "steps 6-8", "14.000"], ["1", "?", "10", "steps 6-8", "14.000"]]
     doc = json.loads((tmp_path / "d.json").read_text())
     assert [round(r["comp_comm_overlap_pct"], 2) for r in doc["analysis"]["ranks"]] == [94.11, 91.04]  # HTA's
-    assert doc["step_times"][0]["outside_gpu_ms"]["median"] == 13.0  # 11, 12, 13, 18, 19
+    # steps 3, 4, 10: 12, 13, 19 (2 is the program's first timed step, 9 follows the window)
+    assert doc["step_times"][0]["outside_gpu_ms"]["median"] == 13.0
     assert (tmp_path / "r.html").exists() and doc["analysis"]["report"][0] == str(tmp_path / "r.html")
 
 
@@ -305,6 +306,22 @@ def test_the_record_leaves_out_a_line_cut_short_and_refuses_a_foreign_one(tmp_pa
         record.read(path)
 
 
+def test_the_programs_own_step_leaves_out_its_warm_up_and_the_step_after_each_window(tmp_path):
+    """Steps 1-8: 1 untimed, 2 the program's warm-up (9 ms), 3-4 steady (4 ms), 5 the profiler's warm-up, 6 profiled,
+    7 the step after the window (8 ms: the export left the host and GPU cold), 8 steady: the program's step is 4 ms
+    (steps 3, 4, 8), not the 8.5 ms median of every step outside the window."""
+    log = record.Log(tmp_path, 0, {"world_size": 1, "skip": 5, "steps": 1})
+    for step, ms, profiled, warmup in [(1, None, False, False), (2, 9.0, False, False), (3, 4.0, False, False),
+                                       (4, 4.0, False, False), (5, 20.0, False, True), (6, 6.0, True, False),
+                                       (7, 8.0, False, False), (8, 4.0, False, False)]:
+        log.write({"step": step, "ms": ms, "gpu_ms": ms, "profiled": profiled, "warmup": warmup})
+    rec = record.read(tmp_path / "rank0_steps.jsonl")
+    assert [s.step for s in rec.steps if s.after_window] == [7]
+    assert [s.step for s in rec.steps if s.outside] == [1, 2, 3, 4, 8]
+    assert [s.step for s in rec.steady] == [1, 3, 4, 8]
+    assert rec.summary()["outside_gpu_ms"]["median"] == 4.0 and rec.summary()["outside_gpu_ms"]["n"] == 3
+
+
 def test_the_first_optimizer_to_step_sets_the_pace(tmp_path):
     """Two optimizers stepped each iteration (a GAN's) are one step; a replaced optimizer hands the pace on."""
     pytest.importorskip("torch")
@@ -340,7 +357,8 @@ def test_on_gpus_every_rank_is_analysed_with_its_waits_and_its_steps_timed_by_cu
     import torch
 
     ranks = min(2, torch.cuda.device_count())
-    # 4 more than before the alone window: its warm-up and 3 steps; outside: 2 and 12-14 (11 follows its close)
+    # 4 more than before the alone window: its warm-up and 3 steps; steady: 12-14 (11 follows the alone window, 2 is
+    # the program's first timed step)
     out, doc = run_doctor(tmp_path, "--steps", "3", "--skip", "3", "--report", str(tmp_path / "r.html"), "--",
                           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
                           TRAIN, "--cuda", "--steps", "14")
@@ -349,7 +367,7 @@ def test_on_gpus_every_rank_is_analysed_with_its_waits_and_its_steps_timed_by_cu
     if ranks == 2:  # NCCL's kernels beside the MLP's
         assert all(r["comp_comm_overlap_pct"] is not None for r in analysed)
     for times in doc["step_times"]:
-        assert times["cuda"] is True and times["outside_gpu_ms"]["n"] == 4 and times["outside_gpu_ms"]["median"] > 0
+        assert times["cuda"] is True and times["outside_gpu_ms"]["n"] == 3 and times["outside_gpu_ms"]["median"] > 0
         events = json.loads(gzip.decompress(Path(times["trace"]).read_bytes()))["traceEvents"]
         assert any(e.get("cat") == "cuda_sync" for e in events)  # CUDA sync events on (loss.item() waits each step)
     assert (tmp_path / "r.html").exists() and "overlap in the profiled steps" in out.stdout

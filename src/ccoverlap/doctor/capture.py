@@ -131,7 +131,6 @@ class Capture:
         self.graphs = graph_capture.Sink()  # the CUDA graphs captured so far (written as the window closes)
         self.hold: hold.Hold | None = None  # the GPU held before each recorded step (--hold on), once placed
         self.host_ms: list[float] = []  # the host time of the steps so far: what a hold's timer allows
-        self.closed = False  # a window closed in the last step: the next one starts after its export
 
     # -- the record ---------------------------------------------------------------------------------------
 
@@ -208,7 +207,6 @@ class Capture:
     def close_window(self, complete: bool) -> None:
         recorder, self.recorder, self.phase = self.recorder, None, None
         self._release()
-        self.closed = True
         if self.alone:
             self._end_serialized()
         try:
@@ -301,8 +299,7 @@ class Capture:
         line = {"step": self.done, "ms": None if self.step_start is None else (end - self.step_start) * 1e3,
                 "gpu_ms": None, "profiled": first and self.phase == "recording",
                 "warmup": first and self.phase == "warmup",
-                "alone": self.alone, "after_window": self.closed and not self.alone}
-        self.closed = False
+                "alone": self.alone}
         if line["ms"] is not None and not line["warmup"]:  # (the warm-up step's holds the profiler's start)
             self.host_ms.append(line["ms"])
         if self.gpu_start is not None and gpu_end is not None:
