@@ -243,6 +243,16 @@ def judge(case: dict, real: dict, doc: dict) -> dict:
     return out
 
 
+def recorded_realization(pattern: str, program: str) -> tuple[dict | None, str | None]:
+    """The gains `program` realized in the first recorded run under bench/results/ matching `pattern` that has
+    them, and that run's file name; (None, None) where none has."""
+    for path in sorted((REPO / "bench" / "results").glob(pattern)):
+        real = (json.loads(path.read_text()).get("programs", {}).get(program) or {}).get("realized")
+        if real and real.get("levers"):
+            return real, path.name
+    return None, None
+
+
 def analysed(folder: Path) -> dict:
     """A recorded doctor folder analysed as `ccoverlap doctor` does, at this commit: what the targets read (view)."""
     from ccoverlap.doctor import record

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
 sys.path.insert(0, str(REPO / "bench" / "device"))
-from known_answers import CASES, analysed, judge  # noqa: E402
+from known_answers import CASES, analysed, judge, recorded_realization  # noqa: E402
 
 import ccoverlap  # noqa: E402
 from ccoverlap.gpu import provenance  # noqa: E402
@@ -37,11 +37,7 @@ REALIZED_ELSEWHERE = {"queued-doctor-2026-12-06-h100": "known-answers-heldout-20
 
 def _realized(stem: str, program: str) -> tuple[dict | None, str | None]:
     """The program's realized gains: its own record's, or for a capture recorded apart, the run's that realized it."""
-    for path in sorted(RESULTS.glob(REALIZED_ELSEWHERE.get(stem, f"{stem}.json"))):
-        real = (json.loads(path.read_text()).get("programs", {}).get(program) or {}).get("realized")
-        if real and real.get("levers"):
-            return real, path.name
-    return None, None
+    return recorded_realization(REALIZED_ELSEWHERE.get(stem, f"{stem}.json"), program)
 
 
 def rejudge(work: Path) -> dict:

@@ -17,20 +17,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "device"))
-from known_answers import CASES, analysed, judge, view  # noqa: E402
+from known_answers import CASES, analysed, judge, recorded_realization, view  # noqa: E402
 
 from ccoverlap.gpu.provenance import source_commit  # noqa: E402
 
 #: where the held-out programs' gains were realized (one H100, plain runs beside every lever)
 REALIZED = "known-answers-heldout-2026-12-06-*-h100.json"
-
-
-def realized(program: str) -> tuple[dict | None, str | None]:
-    for path in sorted((REPO / "bench" / "results").glob(REALIZED)):
-        real = (json.loads(path.read_text()).get("programs", {}).get(program) or {}).get("realized")
-        if real and real.get("levers"):
-            return real, path.name
-    return None, None
 
 
 def idle_share(folder: Path) -> float | None:
@@ -60,7 +52,7 @@ def main() -> int:
             doc = json.loads(path.read_text())
             times = (doc.get("step_times") or [{}])[0]
             got = analysed(path.with_suffix(""))
-            real, where = realized(program)
+            real, where = recorded_realization(REALIZED, program)
             runs[tag] = {
                 "exit_code": doc.get("exit_code"), "wall_s": walls.get(tag), "hold": times.get("hold"),
                 "hold_note": times.get("hold_note"),

@@ -130,7 +130,7 @@ class Capture:
         self.finished = False
         self.graphs = graph_capture.Sink()  # the CUDA graphs captured so far (written as the window closes)
         self.hold: hold.Hold | None = None  # the GPU held before each recorded step (--hold on), once placed
-        self.host_ms: list[float] = []  # the host time of the steps so far: what a hold's timer allows
+        self.longest_ms = 0.0  # the longest host step so far: what a hold's timer allows
 
     # -- the record ---------------------------------------------------------------------------------------
 
@@ -228,13 +228,14 @@ class Capture:
     # -- holding the GPU before each recorded step ------------------------------------------------------------
 
     def _hold_next(self) -> None:
-        """Hold the current stream until the next step's optimizer step has ended (doctor/hold.py)."""
+        """Hold the current stream from the next kernel launch until the next step's optimizer step has ended
+        (doctor/hold.py)."""
         if self.cfg.hold != "on" or (stream := _holdable_stream()) is None:
             return
         try:
             if self.hold is None:
                 self.hold = hold.Hold(hold.InterposerWord.create())
-            self.hold.place(stream, hold.timeout_for(self.host_ms))
+            self.hold.place(stream, hold.timeout_for(self.longest_ms))
         except OSError as exc:
             self.log.write({"hold": "unavailable", "why": str(exc)})
             _say(f"the GPU is not held before the profiled steps ({exc})")
@@ -301,7 +302,7 @@ class Capture:
                 "warmup": first and self.phase == "warmup",
                 "alone": self.alone}
         if line["ms"] is not None and not line["warmup"]:  # (the warm-up step's holds the profiler's start)
-            self.host_ms.append(line["ms"])
+            self.longest_ms = max(self.longest_ms, line["ms"])
         if self.gpu_start is not None and gpu_end is not None:
             self.pending.append((line, self.gpu_start, gpu_end))
         else:
@@ -310,7 +311,7 @@ class Capture:
         if not self.cfg.seconds:
             self.advance()
             if self.phase == "recording" and not self.alone:
-                self._hold_next()  # before the next step's start event: its GPU time starts when the hold ends
+                self._hold_next()  # armed: the wait goes in at the next step's first kernel launch
         if self.cfg.stop and self.done >= self.cfg.skip + self.cfg.steps and self.recorder is None:
             self._stop(optimizer)
         self.step_start, self.gpu_start = time.perf_counter(), _event()
@@ -354,8 +355,7 @@ class Capture:
             self._in_hook(self._flush)
 
     def _flush(self) -> None:
-        self._release()
-        if self.recorder is not None:
+        if self.recorder is not None:  # (closing it lets a hold go: none is placed outside the window)
             self.close_window(complete=False)
         if self.log is not None:
             self._write_ready(deadline=time.monotonic() + DRAIN_S)

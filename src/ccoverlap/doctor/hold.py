@@ -32,9 +32,9 @@ TIMEOUT_MIN_S = 0.02
 TIMEOUT_MAX_S = 2.0
 
 
-def timeout_for(host_ms: list[float]) -> float:
-    """How long a hold may last: TIMEOUT_STEPS times the longest host step so far, within the bounds."""
-    return min(TIMEOUT_MAX_S, max(TIMEOUT_MIN_S, TIMEOUT_STEPS * 1e-3 * max(host_ms, default=0.0)))
+def timeout_for(longest_ms: float) -> float:
+    """How long a hold may last: TIMEOUT_STEPS times the longest host step so far (ms), within the bounds."""
+    return min(TIMEOUT_MAX_S, max(TIMEOUT_MIN_S, TIMEOUT_STEPS * 1e-3 * longest_ms))
 
 
 class Word(Protocol):
