@@ -218,7 +218,10 @@ def test_the_progress_counts_process_sets_and_names_what_runs(monkeypatch, capsy
     def ranks(cfg, strategy, launcher_name, label, progress):
         for workload in cfg.workloads:
             worker._say(progress, workload)
-            time.sleep(0.2)  # the watch looks every POLL_S
+            # the watch looks every POLL_S, from a thread a loaded machine may starve: wait until it has seen it
+            deadline = time.monotonic() + 30
+            while not (bar.labels and bar.labels[-1].endswith(workload)) and time.monotonic() < deadline:
+                time.sleep(0.01)
         raise RuntimeError("no ranks in this test")
 
     monkeypatch.setattr(schedule, "POLL_S", 0.02)
