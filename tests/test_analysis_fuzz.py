@@ -120,7 +120,7 @@ def _row(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in ("file", "rank")}
 
 
-@settings(max_examples=60, deadline=10_000, derandomize=True, database=None,
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(mutation, min_size=1, max_size=3))
 def test_a_mutated_capture_is_a_one_line_error_or_the_same_rows_with_the_loss_named(mutations):

@@ -143,7 +143,7 @@ def test_a_stopped_bench_leaves_no_rank_no_folder_and_valid_json(signum, group, 
 def test_ranks_die_with_a_killed_bench(tmp_path):
     proc, ranks, _, _ = _start(tmp_path)
     proc.kill()  # no clean-up at all: the ranks' keepers end them
-    proc.wait(timeout=10)
+    proc.wait(timeout=60)
     assert _until(lambda: not any(_alive(r) for r in ranks), 20)
 
 
