@@ -316,21 +316,22 @@ def test_the_tuner_orders_its_arms_by_predicted_gain_and_prunes_below_the_noise_
     assert [space.arm_strategy(a) for a in ordered] == [fewer, "shape", "priority", None] and not pruned
 
 
-def serial_capture(root, alone=None, steps: int = 0, first_idle: float = 0.0):
+def serial_capture(root, alone=None, steps: int = 0, first_idle: float = 0.0, idle: float = 0.0):
     """A doctor capture of one stream: 50 us of compute, a 300 us all-reduce, 500 us of compute, back to back,
-    once or in `steps` profiler steps 4000 us apart, the first with `first_idle` us of idle GPU before its last
-    launch (the profiler's disturbed first step); `alone`: the alone window's three durations (default: as
-    measured, so the simulated default is each measured step exactly, 850 us)."""
+    once or in `steps` profiler steps 4000 us apart, each with `idle` us of idle GPU before its last launch (its
+    launch came late), the first with `first_idle` more (the profiler's disturbed first step); `alone`: the alone
+    window's three durations (default: as measured, so the simulated default is each measured step exactly, 850 us
+    and the idle)."""
     import kineto_synth as ks
     from ccoverlap.util.tracefiles import alone_trace
     from test_analysis_doctor import NCCL as NCCL_ARGS, alone_window
 
     kernels = []
     for n in range(max(steps, 1)):
-        t, idle = 100 + 4000 * n, first_idle if n == 0 else 0.0
+        t, late = 100 + 4000 * n, idle + (first_idle if n == 0 else 0.0)
         kernels += [ks.K("compute_a", t, 50, launch_ts=t - 10),
                     ks.K(ks.NCCL, t + 50, 300, launch_ts=t, **NCCL_ARGS | {"stream": 7}),
-                    ks.K("compute_a", t + 350 + idle, 500, launch_ts=t + 10 + idle)]
+                    ks.K("compute_a", t + 350 + late, 500, launch_ts=t + 340 + late)]
     path = ks.write(root / "rank0_trace.json", 0, 1, kernels, [(4000 * n, 4000) for n in range(steps)])
     # the doctor's alone window: as many steps again, each launch by itself
     serialized = [k for n in range(max(steps, 1))
@@ -489,6 +490,26 @@ def test_the_disturbed_first_step_is_left_out_and_the_typical_steps_reproduced(t
     assert any("ProfilerStep#1" in n and "left out as atypical" in n for n in cap.notes)
     check = session.validate(cap, calibration.load("NVIDIA H200")[0])
     assert check.measured_us == pytest.approx(850.0) and check.simulated_us == pytest.approx(850.0) and check.reproduced
+
+
+@pytest.mark.parametrize(("step_ms", "held", "refused"), [((0.9, 1.15), False, True), ((1.12, 1.15), False, False),
+                                                         ((0.9, 1.15), True, False), ((None, None), False, False)])
+def test_a_capture_the_profiler_paced_by_the_host_is_refused_unless_held(tmp_path, step_ms, held, refused):
+    """Each typical step idles 300 of its 1150 us waiting for its last launch. Where the profiler also slowed the steps
+    28% against the program's own (the doctor's step records), the program queues its launches ahead of the GPU
+    unprofiled, where they may contend as the trace never shows: refused, and told how to capture it queued. At 3%
+    slower, held by the doctor (its launches queued) or without step records, it is simulated as captured."""
+    from ccoverlap.analysis import Process
+    from ccoverlap.whatif import session
+
+    cap = session.capture(serial_capture(tmp_path / "cap", steps=4, idle=300.0),
+                          processes={0: Process(step_ms=step_ms, held=held)})
+    assert session.validate(cap, calibration.load("NVIDIA H200")[0]).reproduced
+    said = ("cannot predict this capture: the profiler paced its steps by the host (the GPU idle 26% of the median "
+            "typical step, 1.15 ms a step against 0.90 ms unprofiled)")
+    assert (cap.hidden or "").startswith(said) == refused and (cap.hidden is None) != refused
+    assert not refused or cap.hidden.endswith("capture it with `ccoverlap doctor --hold on`, which queues each "
+                                              "profiled step's launches")
 
 
 def test_a_capture_not_reproduced_is_refused_in_one_line_exit_0_and_unvalidated_on_request(tmp_path, capsys):

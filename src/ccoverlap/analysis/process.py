@@ -2,13 +2,18 @@
 records and passes it in; a trace analysed on its own has none."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ccoverlap.control.interposer import LaunchStats
+
+#: Profiled steps paced by the host: the GPU idled at least this share of the median typical step, and the profiler
+#: slowed the steps by at least as much against the program's own (the doctor's step records).
+HOST_PACED = 0.05
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,17 @@ class Process:
     def profiler_slowdown(self) -> float | None:
         """None for held steps: their recorded GPU time began before the hold's wait, so it holds the host's."""
         return None if self.held else profiler_slowdown(self.step_ms)
+
+    def host_paced(self, idle_shares: Sequence[float]) -> float | None:
+        """The GPU's median idle share of the typical steps (`idle_shares`: each one's idle time over its span) where
+        the profiler paced them by the host, else None. Unprofiled the program queues its launches ahead of the
+        GPU, so kernels that started one by one in the trace may contend there (measured: a radix sort launched
+        after a collective; docs/doctor.md, "Limits"): the doctor says so, the what-if refuses such a capture."""
+        slowdown = self.profiler_slowdown
+        if slowdown is None or slowdown < HOST_PACED or not idle_shares:
+            return None
+        share = statistics.median(idle_shares)
+        return share if share >= HOST_PACED else None
 
 
 def profiler_slowdown(step_ms: tuple[float | None, float | None] | None) -> float | None:

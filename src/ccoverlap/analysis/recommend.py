@@ -36,9 +36,6 @@ from ccoverlap.util.errors import UsageError
 NOTHING_TO_GAIN_PCT = 2.0
 #: A lever's gain, or a mechanism no lever reaches, below this share of the step is not worth naming.
 NAMED_PCT = 0.5
-#: Profiled steps paced by the host: the GPU idled at least this share of the median typical step, and the profiler
-#: slowed the steps by at least as much against the program's own (the doctor's step records).
-HOST_PACED = 0.05
 
 Fits = Callable[[CommWait, DeviceLimits], bool]
 
@@ -316,16 +313,11 @@ def _host_paced(diagnoses: Sequence[RankDiagnosis], typical: _Typical) -> str:
     (doctor/hold.py) had their launches queued: nothing to say. Whether the host paces the program unprofiled is
     not said either: the doctor's few steps outside its windows (a program's first, the one after a window) made
     two GPU-bound held-out programs look host-paced by 21-41% (docs/results.md, "The doctor's hold")."""
-    for d in diagnoses:
-        if d.process and d.process.held:
-            continue
-        slowdown = d.process.profiler_slowdown if d.process else None
-        if slowdown is None or slowdown < HOST_PACED:
-            continue
-        plain, profiled = d.process.step_ms
+    for d in (d for d in diagnoses if d.process):
         idle = typical.values([d], lambda r: [s.shape.idle_us / s.shape.span_us if s.shape and s.shape.span_us
                                              else 0.0 for s in r.steps])
-        if idle and (share := statistics.median(idle)) >= HOST_PACED:
+        if (share := d.process.host_paced(idle)) is not None:
+            plain, profiled = d.process.step_ms
             return (f"; the profiler paced these steps by the host (rank {d.rank}'s GPU idle {100 * share:.0f}% of "
                     f"the median typical step, {profiled:.2f} ms a step against {plain:.2f} ms unprofiled): "
                     "contention among launches the program queues ahead of the GPU does not show here")

@@ -71,9 +71,9 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: no launch of the typical steps has a time alone")
     told = [] if comm_cluster is not None or cluster == 1 else [
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
-    hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
-                   for s in steps if s.hidden), None) or _unknown(steps)
     own = (processes or {}).get(rank)
+    hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
+                   for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
     step_ms = own.step_ms if own and all(own.step_ms) else None
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
                     trace.world_size, hidden, step_ms)
@@ -263,6 +263,22 @@ def _unknown(steps: Sequence[Step]) -> str | None:
     return (f"cannot predict this capture: launches without a time alone ({names}) ran "
             f"{worst.unknown_us / 1000:.3f} ms of the {worst.measured_us / 1000:.3f} ms step {worst.name} (more than "
             f"{100 * anchor.STEP_TOLERANCE:g}%): the alone window did not run them alone (docs/doctor.md)")
+
+
+def _host_paced(own: Process | None, steps: Sequence[Step]) -> str | None:
+    """Why a capture cannot be predicted where the profiler paced its steps by the host (the doctor's rule,
+    `Process.host_paced`): the runs a lever is predicted for are unprofiled, and there the program queues its
+    launches ahead of the GPU, so kernels that reached the GPU one by one in the trace may contend (on held-out
+    programs, what the what-if missed most: docs/whatif.md, "Host-paced captures"). A capture held by the doctor
+    (`--hold on`) had its launches queued: it is simulated as captured."""
+    idle = [s.idle_us / s.measured_us for s in steps if s.measured_us and s.idle_us is not None]
+    if own is None or (share := own.host_paced(idle)) is None:
+        return None
+    plain, profiled = own.step_ms
+    return (f"cannot predict this capture: the profiler paced its steps by the host (the GPU idle {100 * share:.0f}% "
+            f"of the median typical step, {profiled:.2f} ms a step against {plain:.2f} ms unprofiled), and unprofiled "
+            "the program queues its launches ahead of the GPU, where they may contend as they did not here: capture "
+            "it with `ccoverlap doctor --hold on`, which queues each profiled step's launches")
 
 
 def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None = None) -> dict:

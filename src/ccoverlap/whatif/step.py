@@ -70,6 +70,7 @@ class Step:
     serial: bool = False
     name: str = ""  # the profiler step it was read from
     measured_us: float | None = None  # the captured step's span (analysis/steps.py; None: not captured)
+    idle_us: float | None = None  # the GPU's idle time within that span (None: not captured)
     hidden: str | None = None  # why what a kernel of the step waited for is not in the trace (a CUDA graph's edges)
     unknown_us: float = 0.0  # measured time of the launches left out for want of a time alone
     unknown: tuple[str, ...] = ()  # their names, in the trace's order
@@ -205,7 +206,7 @@ def typical_steps(trace, device: DeviceLimits, *, comm_cluster: int = 1) -> tupl
     steps, notes = [], {}
     for n in chosen.typical:
         s, left = from_trace(trace, device, comm_cluster=comm_cluster, step=n)
-        steps.append(s.replace(measured_us=chosen.shapes[n].span_us))
+        steps.append(s.replace(measured_us=chosen.shapes[n].span_us, idle_us=chosen.shapes[n].idle_us))
         for x in left:  # the first step's line for each name: the typical steps share one launch sequence
             notes.setdefault(x.split(": no time alone")[0], x)
     return steps, ([note] if (note := chosen.note()) else []) + list(notes.values())
