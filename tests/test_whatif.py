@@ -499,7 +499,7 @@ def test_a_capture_the_profiler_paced_by_the_host_is_refused_unless_held(tmp_pat
     28% against the program's own (the doctor's step records), the program queues its launches ahead of the GPU
     unprofiled, where they may contend as the trace never shows: refused, and told how to capture it queued. At 3%
     slower, held by the doctor (its launches queued) or without step records, it is simulated as captured."""
-    from ccoverlap.analysis import Process
+    from ccoverlap.analysis import Process, analyze
     from ccoverlap.whatif import session
 
     cap = session.capture(serial_capture(tmp_path / "cap", steps=4, idle=300.0),
@@ -510,6 +510,13 @@ def test_a_capture_the_profiler_paced_by_the_host_is_refused_unless_held(tmp_pat
     assert (cap.hidden or "").startswith(said) == refused and (cap.hidden is None) != refused
     assert not refused or cap.hidden.endswith("capture it with `ccoverlap doctor --hold on`, which queues each "
                                               "profiled step's launches")
+    # the tuner passes the doctor's analysis, which carries the step records: its pruning is refused alike
+    read = analyze(tmp_path / "cap", processes={0: Process(step_ms=step_ms, held=held)})
+    if refused:
+        with pytest.raises(session.Refused, match="paced its steps by the host"):
+            session.gains(tmp_path / "cap", None, ["priority"], read)
+    else:
+        assert set(session.gains(tmp_path / "cap", None, ["priority"], read)) == {"priority"}
 
 
 def test_a_capture_not_reproduced_is_refused_in_one_line_exit_0_and_unvalidated_on_request(tmp_path, capsys):

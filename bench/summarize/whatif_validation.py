@@ -148,7 +148,10 @@ def program_rows(program: str, folder: Path, real: dict[str, tuple[float, str]] 
     processes, _ = record.folder_processes(folder)  # as `ccoverlap whatif` reads the folder: the step records too
     report = session.run(cfg, folder, processes)
     check = report["validation"]
-    refused = check["refused"]  # the rule's reason, --unvalidated or not
+    # the reason, --unvalidated or not: what the capture hides or how it ran first (a CUDA graph's edges, launches
+    # without a time alone, steps the profiler paced by the host), then the simulated default against the measured
+    refused = report["unpredictable"] or check["refused"]
+    check = check | {"reproduced": check["reproduced"] and not report["unpredictable"]}
     unvalidated = ratios(report)
     simulated = {p["strategy"]: p for p in report["predictions"] if p["status"] in ("ok", "range")}
     default = simulated["default"]

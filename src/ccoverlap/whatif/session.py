@@ -71,7 +71,8 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: no launch of the typical steps has a time alone")
     told = [] if comm_cluster is not None or cluster == 1 else [
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
-    own = (processes or {}).get(rank)
+    own = (processes or {}).get(rank) or next((r.diagnosis.process for r in a.ranks  # as the caller's analysis read it
+                                               if r.strategy == name and r.rank == rank), None)
     hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
                    for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
     step_ms = own.step_ms if own and all(own.step_ms) else None
@@ -317,6 +318,7 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
         "label": label, "assumptions": assumptions,
         "notes": own_notes + list(cap.notes) + ([cal_note] if cal_note else []), "unprofiled": own,
         "validation": check.to_dict(), "refused": None if cfg.unvalidated else refused, "unvalidated": False,
+        "unpredictable": cap.hidden,
         "calibration": {"gpu": cal.gpu, "fitted_on_the_captured_gpu": cal.gpu == cap.step.device.name,
                         "error_median": cal.error_median, "error_p90": cal.error_p90, "provenance": cal.provenance},
         "anchored": "predicted step = the measured step (median of the typical steps) x simulated strategy / "
