@@ -608,6 +608,8 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
     if (pct(blind_ms) or 0.0) >= NOTHING_TO_GAIN_PCT:
         blind = (f"; cannot tell the rest: {blind_ms:.3f} ms of the collectives' exposed time a step waited for what "
                  f"the trace does not show ({why_blind})")
+    # compute slowed beside collectives that started late, where no step priced starting them on time
+    late = "; " + said if (said := late_start.unmeasured_said(diagnoses, 1000 * floor)) else ""
     if blind and (head_pct is None or head_pct < NOTHING_TO_GAIN_PCT):  # not "nothing": unknown
         line = (f"cannot tell: headroom {headroom:.3f} ms ({shown}) in what the trace shows{of_steps}"
                 f"{blind}{unknown}")
@@ -620,14 +622,15 @@ def verdict(diagnoses: Sequence[RankDiagnosis]) -> Verdict:
         beyond = (_beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
                   or "no lever removes the mechanisms found")
         recs = some if len(typical.names) > 1 else []
-        line = (f"nothing a scheduling lever can do{' in the median typical step' if recs else ''}: headroom "
-                f"{headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms: {beyond}"
+        head = "cannot tell whether a scheduling lever helps" if late else "nothing a scheduling lever can do"
+        line = (f"{head}{' in the median typical step' if recs else ''}: headroom {headroom:.3f} ms ({shown})"
+                f"{of_steps}, a lever reaches {reach:.3f} ms: {beyond}{late}"
                 f"{_disagree(recs, typical, step_gains, least)}{blind}{unknown}{unrecoverable}")
     else:
         beyond = _beyond(diagnoses, reachable, by_mechanism, floor, typical, nets)
         top = recs[0]
         line = (f"headroom {headroom:.3f} ms ({shown}){of_steps}, a lever reaches {reach:.3f} ms ({reach_pct:.1f}%); "
                 f"try {top.lever} (up to {top.gain_ms:.3f} ms): {top.evidence}"
-                + (f"; beyond any lever: {beyond}" if beyond else "") + blind + unknown + unrecoverable)
+                + (f"; beyond any lever: {beyond}" if beyond else "") + late + blind + unknown + unrecoverable)
     return Verdict(headroom, head_pct, reach, reach_pct, by_mechanism, lever_steps, tuple(recs), parts, exposed,
                    known, line, typical.names, typical.left_out, spread)

@@ -21,7 +21,11 @@ is a transformation of those steps, the median over them reported. First the
 simulated default must reproduce the capture: its step within 5% of the measured
 one and each collective's start within max(5% of the step, 50 us); otherwise the
 capture is refused in one line (no lever predicted; --unvalidated prints them
-anyway, labelled). A prediction is anchored: the measured step x simulated lever
+anyway, labelled). So is a capture whose steps the profiler paced by the host
+(the GPU idle 5% or more of the median typical step, the steps 5% or more slower
+than the program's own): unprofiled its launches queue and may contend as the
+trace never shows; `ccoverlap doctor --hold on` captures them queued. A
+prediction is anchored: the measured step x simulated lever
 / simulated default; where the doctor's step records show what an unprofiled
 step took, "unprofiled ms" is that step plus the prediction's change
 (the profiler's cost is said where above 5%). The interval is the fit's

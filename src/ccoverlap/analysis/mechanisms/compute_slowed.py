@@ -50,6 +50,7 @@ class Slowed:
     footprint: KernelFootprint | None
     beside: tuple[KernelFootprint, ...]  # the collectives' CTAs resident at its start (their footprints)
     spilled: int = 0  # blocks past one wave (a wave tail)
+    span_us: tuple[float, float] = (0.0, 0.0)  # its start and end, trace time
 
     def to_dict(self) -> dict:
         return {"name": self.name, "measured_us": self.measured_us, "alone_us": self.alone_us, "cause": self.cause,
@@ -97,7 +98,7 @@ def slowed(kernels: Sequence[KernelEvent], indices: Sequence[int], alone: Callab
             room = capacity(device, k.footprint, at_start)
             if room < k.footprint.grid:
                 cause, spilled = WAVE_TAIL, k.footprint.grid - room
-        out.append(Slowed(i, k.name, k.dur, t, cause, k.footprint, at_start, spilled))
+        out.append(Slowed(i, k.name, k.dur, t, cause, k.footprint, at_start, spilled, (k.ts, k.end)))
     return tuple(out)
 
 

@@ -81,11 +81,41 @@ def measured(d: RankDiagnosis) -> Measured | None:
     return Measured(frozenset(waits), durations, tuple(d.steps[j].name for j in sorted(calm_steps)))
 
 
+def unmeasured(d: RankDiagnosis) -> tuple[float, float]:
+    """Where no step measured it (`measured` None): the collectives that started late for no cause the model names,
+    and the compute that ran slower than alone beside them, as (their median wait, that compute's time beyond its
+    time alone a step, the mean over the analysed steps), in us; (0, 0) where there are none. Whether starting them
+    at their ready time would save that time, the capture cannot tell: heldout_sort's histogram ran 6.5-7.0x its
+    time alone in every step where its collective started as the sort's first grid did, 1.0-1.25x where it started
+    85 us or more before (bench/results/heldout-sort-order-2026-12-07.json)."""
+    if not d.compute_slowed or d.started_late is not None:
+        return 0.0, 0.0
+    late = [c for c in d.comm if _late(c)]
+    beside = [s for s in d.compute_slowed if any(s.span_us[0] < c.kernel.end and s.span_us[1] > c.kernel.ts
+                                                  for c in late)]
+    if not beside:
+        return 0.0, 0.0
+    return (statistics.median(c.sm_wait_us for c in late),
+            sum(s.measured_us - s.alone_us for s in beside) / max(len(d.steps), 1))
+
+
 def price(d: RankDiagnosis, lever: str = "priority") -> Mechanism | None:
     """The lever's share: the late collectives started at their ready time, the compute beside them at its measured
     time where they were not late."""
     m = d.started_late
     return None if m is None else Mechanism(lever, m.waits, m.durations)
+
+
+def unmeasured_said(diagnoses: Sequence[RankDiagnosis], floor_us: float) -> str:
+    """`unmeasured` in words, where the compute lost at least `floor_us` a step on some rank; empty otherwise."""
+    found = [m for d in diagnoses if (m := unmeasured(d))[1] >= floor_us]
+    if not found:
+        return ""
+    wait, lost = (statistics.median(x) for x in zip(*found, strict=True))
+    return (f"compute ran {lost / 1000:.3f} ms a step longer than alone beside collectives that started "
+            f"{wait / 1000:.3f} ms after they were ready (cause unknown), and no profiled step ran them at their ready "
+            "time: what starting them then saves, this capture cannot tell (try priority, which starts a collective "
+            "ahead of the grids queued beside it; more profiled steps may hold one that started on time)")
 
 
 def said(diagnoses: Sequence[RankDiagnosis], ms: float) -> str:
