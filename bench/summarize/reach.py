@@ -100,6 +100,9 @@ def main() -> int:
         captured = json.loads((root / "ddp-doctor.json").read_text())["provenance"]
     for r in rows:
         d = r["strategies"].get("default", {})
+        if r["refused"]:
+            print(f"{r['workload']}: {r['refused']}", file=sys.stderr)
+            continue
         print(f"{r['workload']}: predicted {d.get('predicted_unprofiled_ms') or 0:.2f} ms unprofiled against "
               + ", ".join(f"{x['step_ms']:.2f}" for x in d.get("real", [])) + " ms real: "
               + ("met" if d.get("met") else "missed"), file=sys.stderr)
