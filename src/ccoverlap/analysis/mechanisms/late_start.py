@@ -85,9 +85,9 @@ def unmeasured(d: RankDiagnosis) -> tuple[float, float]:
     """Where no step measured it (`measured` None): the collectives that started late for no cause the model names,
     and the compute that ran slower than alone beside them, as (their median wait, that compute's time beyond its
     time alone a step, the mean over the analysed steps), in us; (0, 0) where there are none. Whether starting them
-    at their ready time would save that time, the capture cannot tell: heldout_sort's histogram ran 6.5-7.0x its
-    time alone in every step where its collective started as the sort's first grid did, 1.0-1.25x where it started
-    85 us or more before (bench/results/heldout-sort-order-2026-12-07.json)."""
+    at their ready time would save that time, the capture cannot tell: heldout_sort's histogram ran 6.45-7.00x its
+    time alone in every step where its collective started as the sort's first grid did, 0.99-1.25x where it started
+    84.9 us or more before (bench/results/heldout-sort-order-2026-12-07.json)."""
     if not d.compute_slowed or d.started_late is not None:
         return 0.0, 0.0
     late = [c for c in d.comm if _late(c)]
