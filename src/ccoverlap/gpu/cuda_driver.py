@@ -6,7 +6,6 @@ lets tests substitute a fake driver object with the same methods.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import cache
 
 # cuda.h enums (CUDA 13.0 headers)
@@ -210,6 +209,8 @@ class Driver:
 @cache
 def driver() -> Driver | None:
     """The process's driver, or None where there is no libcuda or no usable GPU."""
+    import ctypes.util  # on use: 7 ms of `ccoverlap analyze`'s start, which never needs it
+
     name = ctypes.util.find_library("cuda") or "libcuda.so.1"
     try:
         drv = Driver(ctypes.CDLL(name))

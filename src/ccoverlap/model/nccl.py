@@ -8,7 +8,6 @@ number says where it came from.
 """
 from __future__ import annotations
 
-import ctypes.util
 import glob
 import importlib.util
 import os
@@ -270,6 +269,8 @@ def find_libnccl() -> str | None:
     for root in (spec.submodule_search_locations or []) if spec else []:
         if hits := sorted(glob.glob(os.path.join(root, "lib", "libnccl.so*"))):
             return hits[0]
+    import ctypes.util  # on use, as in gpu.cuda_driver
+
     return ctypes.util.find_library("nccl")
 
 
