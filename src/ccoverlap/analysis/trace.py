@@ -994,7 +994,7 @@ def _analysed_indices(trace: Trace) -> tuple[int, ...]:
 
 def unlaunched(trace: Trace) -> list[KernelEvent]:
     """Kernels that analysed_kernels leaves out because their launch call is not in the trace."""
-    if len({name for name, _ in trace.steps}) < 2:
+    if len({name for name, _ in trace.steps}) < 2 or None not in trace.calls:  # the test in C: 2 ms, not 11
         return []
     return [k for k, call in zip(trace.kernels, trace.calls) if call is None]
 
