@@ -37,7 +37,7 @@ from ccoverlap.analysis.alone import Match, with_alone
 from ccoverlap.analysis.contention import Pending, Steps, across_ranks, beside, first_pass, windows
 from ccoverlap.analysis.intervals import Interval
 from ccoverlap.analysis.deps import graph
-from ccoverlap.analysis.metrics import Measured, RankMetrics, Timed, measure, timed
+from ccoverlap.analysis.metrics import Measured, RankMetrics, RankTimes, Timed, measure, timed
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.steps import Shape, shapes
 from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
@@ -159,8 +159,10 @@ AHEAD_KERNELS = 20_000
 def _trace_only(trace: Trace, base: Trace | None,
                 steps: Steps) -> tuple[tuple[Shape, ...], tuple[list[Interval], list[int]], Timed]:
     """What a rank's first pass needs of its trace alone (its steps given): the steps' shapes, the compute beside
-    communication (contention.beside), what its times give."""
-    return tuple(shapes(trace, steps)), beside(trace), timed(trace, base)
+    communication (contention.beside, from the merged intervals the times have), what its times give."""
+    times = RankTimes.of(trace, base)
+    return (tuple(shapes(trace, steps)), beside(trace, (times.compute, times.communication)),
+            timed(trace, base, times))
 
 
 class _Ahead:

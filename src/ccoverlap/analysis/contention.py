@@ -283,16 +283,19 @@ def first_pass(trace: Trace, comm_cluster: int | None = None, process: Process |
     return _Rank(trace, comm_cluster, process, ahead).pending()
 
 
-def beside(trace: Trace) -> tuple[list[Interval], list[int]]:
+def beside(trace: Trace, merged: tuple[list[Interval], list[Interval]] | None = None,
+           ) -> tuple[list[Interval], list[int]]:
     """The analysed compute kernels' merged intervals, and those of them (indices) that ran beside communication,
-    in trace order: what a rank's first pass reads of its compute."""
+    in trace order: what a rank's first pass reads of its compute. `merged`: the analysed compute and
+    communication kernels' merged intervals, where already found (metrics.RankTimes has them)."""
     kernels = trace.kernels
     compute_index = [i for i in analysed_indices(trace) if kernels[i].kind is KernelClass.COMPUTE]
     compute = [kernels[i] for i in compute_index]
     # the kernels' intervals (KernelEvent.end without its call)
-    comm_merged = merge([(k.ts, k.ts + k.dur) for k in analysed_kernels(trace) if k.kind is KernelClass.COMMUNICATION])
-    beside_comm = list(compress(compute_index, overlapping(compute, comm_merged)))
-    return merge([(k.ts, k.ts + k.dur) for k in compute]), beside_comm
+    compute_merged, comm_merged = merged or (
+        merge([(k.ts, k.ts + k.dur) for k in compute]),
+        merge([(k.ts, k.ts + k.dur) for k in analysed_kernels(trace) if k.kind is KernelClass.COMMUNICATION]))
+    return compute_merged, list(compress(compute_index, overlapping(compute, comm_merged)))
 
 
 def across_ranks(pending: Mapping[int, Pending]) -> dict[int, RankDiagnosis]:

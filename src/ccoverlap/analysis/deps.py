@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import msgspec
 
 from ccoverlap.analysis import graphs
-from ccoverlap.analysis.trace import KernelEvent, Trace
+from ccoverlap.analysis.trace import Call, KernelEvent, Trace
 from ccoverlap.util.text import shorten
 
+_CORRELATION = attrgetter("correlation")
 #: A producer ending this long (us) after its consumer started is not what the consumer waited for.
 PLAUSIBLE_US = 1.0
 #: Event records on the wait's thread looked at, the latest first, for one whose producer is plausible.
@@ -113,7 +116,9 @@ class _Launches:
 def graph(trace: Trace) -> Graph:
     """The rank's dependency graph (see Graph), with every unresolved event wait listed."""
     kernels = trace.kernels
-    calls = [c if k.correlation >= 0 else None for k, c in zip(kernels, trace.calls)]
+    calls: Sequence[Call | None] = trace.calls  # a kernel without a correlation (-1) has no launch call
+    if min(map(_CORRELATION, kernels), default=0) < 0:
+        calls = [c if k.correlation >= 0 else None for k, c in zip(kernels, calls)]
     # min(c.end, k.ts), without the call: once per kernel
     release = [(ts if (ts := k.ts) < (end := c.end) else end) if c else k.ts
                for k, c in zip(kernels, calls, strict=True)]
@@ -125,12 +130,16 @@ def graph(trace: Trace) -> Graph:
     # stream-wait call's without a record), and the event records by thread and event: each built only where
     # what reads it is in the trace (a trace without sync events has tens of thousands of records none reads).
     by_stream, by_thread = _Launches(), _Launches()
-    if trace.waits or trace.wait_calls:
+    if trace.waits:
         streams, threads = by_stream.items, by_thread.items
         for i, (k, c) in enumerate(zip(kernels, calls, strict=True)):
             if c:
-                if trace.waits:
-                    streams[k.stream].append((c.ts, i))
+                streams[k.stream].append((c.ts, i))
+                threads[c.tid].append((c.ts, i))
+    elif trace.wait_calls:
+        threads = by_thread.items
+        for i, c in enumerate(calls):
+            if c:
                 threads[c.tid].append((c.ts, i))
     by_stream.freeze()
     by_thread.freeze()
@@ -199,10 +208,11 @@ def graph(trace: Trace) -> Graph:
 
     matched = {w.correlation for w in trace.waits}
     blind = 0
+    call_of, first_after = trace.launches.get, by_thread.first_after  # once, not once a wait call
     for corr in trace.wait_calls:
-        if corr in matched or (call := trace.launches.get(corr)) is None:
+        if corr in matched or (call := call_of(corr)) is None:
             continue
-        if (consumer := by_thread.first_after(call.tid, call.ts)) >= 0:
+        if (consumer := first_after(call.tid, call.ts)) >= 0:
             blind += 1
             unresolved[consumer].append(Unresolved(_NO_WAIT_RECORD, call.ts))
     hidden, resolved = _graph_edges(kernels, trace, events, unresolved)

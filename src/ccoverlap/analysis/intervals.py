@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from operator import itemgetter, sub
 
 Interval = tuple[float, float]
+_START, _END = itemgetter(0), itemgetter(1)
 
 
 def merge(intervals: Iterable[Interval]) -> list[Interval]:
@@ -26,7 +28,8 @@ def merge(intervals: Iterable[Interval]) -> list[Interval]:
 
 
 def length(merged: Sequence[Interval]) -> float:
-    return sum(e - s for s, e in merged)
+    """The intervals' summed length: each end less its start, added in order (in C)."""
+    return sum(map(sub, map(_END, merged), map(_START, merged)))
 
 
 def intersection(a: Sequence[Interval], b: Sequence[Interval]) -> float:

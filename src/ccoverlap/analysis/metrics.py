@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
+from operator import attrgetter
 
 from ccoverlap.control import levers
 from ccoverlap.analysis.contention import RankDiagnosis, diagnose
@@ -38,17 +39,24 @@ def _merged(kernels: Iterable[KernelEvent]) -> list[Interval]:
 FootprintKey = tuple[str, int, int]  # name, threads per block, registers per thread
 
 
+_NAME, _FOOTPRINT = attrgetter("name"), attrgetter("footprint")
+
+
 def _key(k: KernelEvent) -> FootprintKey | None:
     fp = k.footprint
     return (k.name, fp.threads, fp.regs) if fp else None
 
 
 def smem_reference(kernels: Iterable[KernelEvent]) -> dict[FootprintKey, int]:
-    """Smallest shared memory seen per kernel and block shape: its unpadded footprint."""
+    """Smallest shared memory seen per kernel and block shape: its unpadded footprint. Looked at once per
+    distinct name and footprint object (the reader shares one among a launch shape's kernels), found in C."""
     ref: dict[FootprintKey, int] = {}
-    for k in kernels:
-        if (key := _key(k)) is not None:
-            ref[key] = min(ref.get(key, k.footprint.smem), k.footprint.smem)
+    kernels = list(kernels)
+    names, fps = list(map(_NAME, kernels)), list(map(_FOOTPRINT, kernels))
+    for name, fp in dict(zip(zip(names, map(id, fps)), zip(names, fps))).values():
+        if fp is not None:
+            key = (name, fp.threads, fp.regs)
+            ref[key] = min(ref.get(key, fp.smem), fp.smem)
     return ref
 
 
@@ -356,10 +364,10 @@ class Measured:
 Timed = tuple[dict[str, Value], tuple[KernelStats, ...], float]
 
 
-def timed(trace: Trace, baseline: Trace | None) -> Timed:
+def timed(trace: Trace, baseline: Trace | None, times: RankTimes | None = None) -> Timed:
     """What the rank's times give, which no diagnosis changes: the METRICS that are not judged, the padded kernels,
-    the overlap (us)."""
-    times = RankTimes.of(trace, baseline)
+    the overlap (us). `times`: RankTimes.of(trace, baseline), where already made."""
+    times = times or RankTimes.of(trace, baseline)
     return {m.key: m.value(times) for m in METRICS if not m.judged}, times.padded, times.overlap_us
 
 

@@ -23,12 +23,15 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from operator import attrgetter, itemgetter
 
 import msgspec
 
 from ccoverlap.analysis.intervals import length, merge
 from ccoverlap.analysis.trace import KernelEvent, Trace, analysed_indices
 
+_TS, _TS_CORRELATION, _END = attrgetter("ts"), attrgetter("ts", "correlation"), itemgetter(1)
 #: Robust z-score beyond which a step's span or idle time is atypical (Iglewicz and Hoaglin's 3.5).
 MAD_Z = 3.5
 #: ... and only where it is also this far (a share of the median span) from the median: the stated floor.
@@ -101,15 +104,21 @@ def windows(trace: Trace, analysed: Sequence[int]) -> list[tuple[str, list[int]]
 
 def shape(name: str, kernels: Sequence[KernelEvent]) -> Shape:
     """A step's shape from its kernels (any order)."""
-    streams: dict[int, list[KernelEvent]] = defaultdict(list)
-    ordered = sorted(kernels, key=lambda k: (k.ts, k.correlation))
+    streams: dict[int, list[tuple]] = defaultdict(list)
+    ordered = sorted(kernels, key=_TS_CORRELATION)
     for k in ordered:
-        streams[k.stream].append(k)
-    seq = repr(sorted((s, [(k.name, k.footprint.grid if k.footprint else None) for k in ks])
-                      for s, ks in streams.items()))
+        streams[k.stream].append((k.name, k.footprint.grid if k.footprint else None))
     spans = [(k.ts, k.ts + k.dur) for k in ordered]  # KernelEvent.end without its call
-    return Shape(name, min([k.ts for k in kernels], default=0.0), max([e for _, e in spans], default=0.0),
-                 length(merge(spans)), len(kernels), hashlib.blake2b(seq.encode(), digest_size=8).hexdigest())
+    return Shape(name, min(map(_TS, kernels), default=0.0), max(map(_END, spans), default=0.0),
+                 length(merge(spans)), len(kernels), _signature(tuple(sorted((s, tuple(seq))
+                                                                             for s, seq in streams.items()))))
+
+
+@lru_cache(maxsize=4096)
+def _signature(sequence: tuple[tuple[int, tuple], ...]) -> str:
+    """The digest of a launch sequence (per stream, by stream: name and grid of each kernel, in order): a trace's
+    steps mostly repeat a few, each digested once."""
+    return hashlib.blake2b(repr([(s, list(seq)) for s, seq in sequence]).encode(), digest_size=8).hexdigest()
 
 
 def shapes(trace: Trace, steps: Sequence[tuple[str, list[int]]] | None = None) -> list[Shape]:
