@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ccoverlap.analysis.process import Process
 
 
-_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+_TS, _DUR, _KIND = attrgetter("ts"), attrgetter("dur"), attrgetter("kind")
 
 #: What exposed communication time is split into (the JSON's order).
 PARTS = ("sm_wait", "slowdown", "dependency", "skew")
@@ -343,22 +343,24 @@ class _Rank:
         launches = process.launches if process else None
         self.graph: Graph = graph(trace)
         kernels = trace.kernels
-        self.ends = [k.ts + k.dur for k in kernels]  # each kernel's end (KernelEvent.end), read by every replay
+        # each kernel's end (KernelEvent.end), read by every replay; the passes over every kernel here in C
+        self.ends = list(map(add, map(_TS, kernels), map(_DUR, kernels)))
         self.analysed = analysed_indices(trace)
         self.windows = ahead.steps if ahead else windows(trace, self.analysed)
         self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
         self.alone_key = key_of(trace)
-        comm_index = [i for i in self.analysed if kernels[i].kind is KernelClass.COMMUNICATION]
+        kinds = list(map(_KIND, kernels))
+        comm_index = list(compress(self.analysed, map(KernelClass.COMMUNICATION.__eq__,
+                                                       map(kinds.__getitem__, self.analysed))))
         comm = [kernels[i] for i in comm_index]
         self.device = device_limits(trace.device)
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
-        by_kind: dict[KernelClass, list[int]] = {kind: [] for kind in KernelClass}  # one pass for both
-        for i, k in enumerate(kernels):
-            by_kind[k.kind].append(i)
-        running = _Running([kernels[i] for i in by_kind[KernelClass.COMPUTE]], by_kind[KernelClass.COMPUTE])
-        self.running_comm = _Running([kernels[i] for i in by_kind[KernelClass.COMMUNICATION]])
+        of_kind = {kind: list(compress(range(len(kinds)), map(kind.__eq__, kinds)))
+                   for kind in (KernelClass.COMPUTE, KernelClass.COMMUNICATION)}
+        running = _Running(list(map(kernels.__getitem__, of_kind[KernelClass.COMPUTE])), of_kind[KernelClass.COMPUTE])
+        self.running_comm = _Running(list(map(kernels.__getitem__, of_kind[KernelClass.COMMUNICATION])))
         step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i, k in zip(comm_index, comm):

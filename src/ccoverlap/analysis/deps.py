@@ -23,7 +23,7 @@ from ccoverlap.analysis import graphs
 from ccoverlap.analysis.trace import Call, KernelEvent, Trace
 from ccoverlap.util.text import shorten
 
-_CORRELATION = attrgetter("correlation")
+_CORRELATION, _END, _TS = attrgetter("correlation"), attrgetter("end"), attrgetter("ts")
 #: A producer ending this long (us) after its consumer started is not what the consumer waited for.
 PLAUSIBLE_US = 1.0
 #: Event records on the wait's thread looked at, the latest first, for one whose producer is plausible.
@@ -119,9 +119,10 @@ def graph(trace: Trace) -> Graph:
     calls: Sequence[Call | None] = trace.calls  # a kernel without a correlation (-1) has no launch call
     if min(map(_CORRELATION, kernels), default=0) < 0:
         calls = [c if k.correlation >= 0 else None for k, c in zip(kernels, calls)]
-    # min(c.end, k.ts), without the call: once per kernel
-    release = [(ts if (ts := k.ts) < (end := c.end) else end) if c else k.ts
-               for k, c in zip(kernels, calls, strict=True)]
+    # min(c.end, k.ts): in C where every kernel has its call (the usual trace)
+    release = (list(map(min, map(_END, calls), map(_TS, kernels))) if None not in calls else
+               [(ts if (ts := k.ts) < (end := c.end) else end) if c else k.ts
+                for k, c in zip(kernels, calls, strict=True)])
     prev, last = [], {}
     for i, k in enumerate(kernels):
         prev.append(last.get(k.stream, -1))
