@@ -205,6 +205,28 @@ def test_forked_sends_back_the_result_its_error_or_nothing():
     assert slow.pid == 0
 
 
+def _two_then_raises():
+    yield 1
+    yield [2.5, "x"]
+    raise ValueError("bad value")
+
+
+def test_forked_sends_what_a_generator_yields_in_turn():
+    """Each item as the child makes it, then its exception; None once nothing more comes, and after an item that
+    would not pickle (it ends them)."""
+    from ccoverlap.analysis.parallel import Forked
+
+    items = Forked(_two_then_raises)
+    assert items.result() == 1 and items.result() == [2.5, "x"]
+    with pytest.raises(ValueError, match="bad value"):
+        items.result()
+    assert items.result() is None
+    items.cancel()
+    unpicklable = Forked(lambda: (x for x in [1, lambda: 0, 3]))
+    assert unpicklable.result() == 1 and unpicklable.result() is None
+    unpicklable.cancel()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_forked_child_dies_with_the_process_that_forked_it(tmp_path):
     """A parent killed mid-analysis (SIGKILL: no cleanup of its own) leaves no child computing for nobody."""

@@ -2,8 +2,8 @@
 
 Runs the command REPS times, each in a fresh process (`--child`), with the analysis's phase functions wrapped to
 note when each starts and ends (this process's wall clock and CPU seconds), and the two processes a large file's
-first pass forks (trace._later: the top level and the later part of the events; analysis._trace_only: the steps'
-shapes and the time metrics) noting their own. Writes each run's timeline, the medians of its phases' durations
+first pass forks (trace._later: the top level and the later part of the events; analysis._of_steps: the steps'
+shapes and the time metrics, after the steps it sends first) noting their own. Writes each run's timeline, the medians of its phases' durations
 and the load average around each run to --out.
 
 usage: python bench/analysis/timeline.py FILE --reps 3 --out bench/results/analyze-1x157-timeline-cpu.json
@@ -57,7 +57,7 @@ def child(path: str, notes: str) -> None:
         setattr(owner, name, marked)
 
     for owner, name in ((trace, "_load"), (trace, "_split"), (trace, "_later"), (analysis, "first_pass"),
-                        (analysis, "_trace_only"), (parallel.Forked, "result")):
+                        (analysis, "_of_steps"), (parallel.Forked, "result")):
         wrap(owner, name)
     sys.argv = ["ccoverlap", "analyze", path, "--json", os.devnull, "--jobs", "2"]
     try:
@@ -78,9 +78,9 @@ def one(path: str) -> dict:
     marks: dict[str, dict] = {}
     for r in rows:
         if r["pid"] == parent:
-            marks.setdefault(r["label"], r)  # the first: Forked.result comes twice (the events, then _Ahead)
+            marks.setdefault(r["label"], r)  # the first: Forked.result comes three times (the events, then _Ahead's two)
     forked = {}
-    for label in ("_later", "_trace_only"):
+    for label in ("_later", "_of_steps"):
         start = next(r for r in rows if r["label"] == f"> {label}")
         end = next(r for r in rows if r["label"] == f"< {label}" and r["pid"] == start["pid"])
         forked[label] = {"wall_start": round(start["wall"], 3), "wall_end": round(end["wall"], 3),

@@ -27,7 +27,7 @@ import os
 import pickle
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
@@ -156,29 +156,41 @@ def first(task: Task) -> Part:
 AHEAD_KERNELS = 20_000
 
 
-def _trace_only(trace: Trace, base: Trace | None,
-                steps: Steps) -> tuple[tuple[Shape, ...], tuple[list[Interval], list[int]], Timed]:
-    """What a rank's first pass needs of its trace alone (its steps given): the steps' shapes, the compute beside
-    communication (contention.beside, from the merged intervals the times have), what its times give."""
+def _trace_only(trace: Trace, base: Trace | None) -> Iterator:
+    """What a rank's first pass needs of its trace alone, as the process forked for it sends it (_Ahead): first the
+    steps (steps.windows), which the rest of the first pass reads early, then what _of_steps gives."""
+    yield (steps := windows(trace, analysed_indices(trace)))
+    yield _of_steps(trace, base, steps)
+
+
+def _of_steps(trace: Trace, base: Trace | None,
+              steps: Steps) -> tuple[tuple[Shape, ...], tuple[list[Interval], list[int]], Timed]:
+    """The steps' shapes, the compute beside communication (contention.beside, from the merged intervals the times
+    have) and what the rank's times give."""
     times = RankTimes.of(trace, base)
-    return (tuple(shapes(trace, steps)), beside(trace, (times.compute, times.communication)),
-            timed(trace, base, times))
+    return tuple(shapes(trace, steps)), beside(trace, (times.compute, times.communication)), timed(trace, base, times)
 
 
 class _Ahead:
-    """_trace_only computed in a process forked from this one while this one diagnoses the rank (0.4 s of a
-    1.3 s first pass at 157 MB, measured); done here where that process sent nothing. The steps (steps.windows)
-    are found before the fork: both processes read them (contention.Ahead)."""
+    """_trace_only computed in a process forked from this one while this one diagnoses the rank, the steps first
+    (this one reads them once its dependency graph is made); what that process did not send is computed here."""
 
     def __init__(self, trace: Trace, base: Trace | None):
         self.trace, self.base = trace, base
-        self.steps = windows(trace, analysed_indices(trace))
-        self.forked = parallel.Forked(partial(_trace_only, trace, base, self.steps))
-        self.got = None
+        self.forked = parallel.Forked(partial(_trace_only, trace, base))
+        self.found: Steps | None = None
+        self.got: tuple | None = None
+
+    @property
+    def steps(self) -> Steps:
+        if self.found is None:
+            self.found = self.forked.result() or windows(self.trace, analysed_indices(self.trace))
+        return self.found
 
     def _get(self) -> tuple:
         if self.got is None:
-            self.got = self.forked.result() or _trace_only(self.trace, self.base, self.steps)
+            steps = self.steps  # the first answer, read before the rest
+            self.got = self.forked.result() or _of_steps(self.trace, self.base, steps)
         return self.got
 
     def shapes(self) -> tuple[Shape, ...]:
@@ -189,7 +201,6 @@ class _Ahead:
 
     def timed(self) -> Timed:
         return self._get()[2]
-
 
 class _Packed(NamedTuple):
     """A worker's Part as it comes back and waits in the parent for the cross-rank pass: pickled and compressed

@@ -267,10 +267,11 @@ Steps = list[tuple[str, list[int]]]  # steps.windows: the analysed kernels (indi
 
 class Ahead(Protocol):
     """What a rank's first pass reads of its trace alone, handed to it (analysis._Ahead: computed in another process
-    while this one diagnoses the rank): the steps (computed before that process was forked: both read them), and,
-    asked for when read, the steps' shapes (steps.shapes) and the compute beside communication (beside)."""
+    while this one diagnoses the rank), each asked for when read: the steps (read once the dependency graph is
+    made), the steps' shapes (steps.shapes) and the compute beside communication (beside)."""
 
-    steps: Steps
+    @property
+    def steps(self) -> Steps: ...
 
     def shapes(self) -> Sequence[Shape]: ...
 

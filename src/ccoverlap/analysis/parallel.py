@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import pickle
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
@@ -133,9 +133,11 @@ def _stop(workers: dict) -> None:
 
 class Forked:
     """`fn()` run in a process forked from this one (its memory shared, not copied) while this one goes on; the
-    result comes back pickled through a pipe. The child ignores Ctrl-C (util/lifetime: this process ends it) and
-    leaves by os._exit: nothing of the parent's (buffers, atexit handlers) runs twice. Works inside a pool's
-    worker, where multiprocessing refuses a daemon process children."""
+    result comes back pickled through a pipe. Where fn is a generator, each item it yields is sent as it is made,
+    and result() returns them in turn: the caller reads the first while the child computes the next. The child
+    ignores Ctrl-C (util/lifetime: this process ends it) and leaves by os._exit: nothing of the parent's (buffers,
+    atexit handlers) runs twice. Works inside a pool's worker, where multiprocessing refuses a daemon process
+    children."""
 
     def __init__(self, fn: Callable[[], Any]):
         read, write = os.pipe()
@@ -146,13 +148,10 @@ class Forked:
             try:
                 die_with(parent)  # a parent killed mid-analysis leaves no child computing for nobody
                 os.close(read)
-                try:
-                    answer = (True, fn())
-                except Exception as exc:  # raised again by result()
-                    answer = (False, exc)
-                data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)  # whole, before the pipe blocks on it
                 with os.fdopen(write, "wb") as fh:
-                    fh.write(data)
+                    for answer in _answers(fn):  # one that does not pickle ends them: result() then says None
+                        fh.write(pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))  # whole, before the pipe blocks
+                        fh.flush()
                 code = 0
             finally:
                 os._exit(code)
@@ -160,16 +159,15 @@ class Forked:
         self.pipe = os.fdopen(read, "rb")
 
     def result(self) -> Any:
-        """What fn returned (its exception raised here), or None where the child sent nothing whole (killed, out
-        of memory, an answer that would not pickle): the caller does the work itself. A child that answered is
-        left to exit (10 ms and more: its copy of a large parent's memory is unmapped) while this one goes on;
-        the caller's cancel() reaps it, by then without waiting."""
+        """What fn returned, or the next item it yielded (its exception raised here), or None where the child sent
+        nothing whole (killed, out of memory, an answer that would not pickle, nothing more yielded): the caller
+        does the work itself. A child that answered is left to exit (10 ms and more: its copy of a large parent's
+        memory is unmapped) while this one goes on; the caller's cancel() reaps it, by then without waiting."""
         try:
             ok, answer = pickle.load(self.pipe)
         except Exception:
             self.cancel()
             return None
-        self.pipe.close()
         if not ok:
             raise answer
         return answer
@@ -184,3 +182,17 @@ class Forked:
                 pass
             os.waitpid(self.pid, 0)
             self.pid = 0
+
+
+def _answers(fn: Callable[[], Any]) -> Iterator[tuple[bool, Any]]:
+    """(True, what fn returned), or one for each item it yields; (False, its exception) last where it raises (raised
+    again by Forked.result)."""
+    try:
+        answer = fn()
+        if not isinstance(answer, Generator):
+            yield True, answer
+            return
+        for item in answer:
+            yield True, item
+    except Exception as exc:
+        yield False, exc
