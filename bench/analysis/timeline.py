@@ -3,8 +3,8 @@
 Runs the command REPS times, each in a fresh process (`--child`), with the analysis's phase functions wrapped to
 note when each starts and ends (this process's wall clock and CPU seconds), and the two processes a large file's
 first pass forks (trace._later: the top level and the later part of the events; analysis._of_steps: the steps'
-shapes and the time metrics, after the steps it sends first) noting their own. Writes each run's timeline, the medians of its phases' durations
-and the load average around each run to --out.
+shapes and the time metrics, after the steps, which it sends first) noting their own. Writes each run's timeline,
+the medians of its phases' durations and the load average around each run to --out.
 
 usage: python bench/analysis/timeline.py FILE --reps 3 --out bench/results/analyze-1x157-timeline-cpu.json
 """
@@ -78,7 +78,7 @@ def one(path: str) -> dict:
     marks: dict[str, dict] = {}
     for r in rows:
         if r["pid"] == parent:
-            marks.setdefault(r["label"], r)  # the first: Forked.result comes three times (the events, then _Ahead's two)
+            marks.setdefault(r["label"], r)  # the first: Forked.result comes thrice (the events, _Ahead's two)
     forked = {}
     for label in ("_later", "_of_steps"):
         start = next(r for r in rows if r["label"] == f"> {label}")

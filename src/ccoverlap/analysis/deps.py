@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import msgspec
 
@@ -24,6 +24,7 @@ from ccoverlap.analysis.trace import Call, KernelEvent, Trace
 from ccoverlap.util.text import shorten
 
 _CORRELATION, _END, _TS = attrgetter("correlation"), attrgetter("end"), attrgetter("ts")
+_FIRST = itemgetter(0)
 #: A producer ending this long (us) after its consumer started is not what the consumer waited for.
 PLAUSIBLE_US = 1.0
 #: Event records on the wait's thread looked at, the latest first, for one whose producer is plausible.
@@ -90,7 +91,7 @@ class _Launches:
     def freeze(self) -> _Launches:
         for items in self.items.values():
             items.sort()
-        self._ts = {key: [ts for ts, _ in items] for key, items in self.items.items()}
+        self._ts = {key: list(map(_FIRST, items)) for key, items in self.items.items()}
         return self
 
     def last_before(self, key, ts: float) -> int:
