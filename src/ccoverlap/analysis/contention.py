@@ -351,18 +351,17 @@ class _Rank:
         self.alone = trace.alone_us  # launch key (alone.key_of) -> us alone; None: no alone window
         self.alone_key = key_of(trace)
         kinds = list(map(_KIND, kernels))
-        comm_index = list(compress(self.analysed, map(KernelClass.COMMUNICATION.__eq__,
-                                                       map(kinds.__getitem__, self.analysed))))
+        is_comm = list(map(KernelClass.COMMUNICATION.__eq__, kinds)).__getitem__  # by kernel index
+        comm_index = list(compress(self.analysed, map(is_comm, self.analysed)))
         comm = [kernels[i] for i in comm_index]
         self.device = device_limits(trace.device)
         sm_limits = sm_wait.sm_limits(launches)
         observed = max(launches.comm_clusters) if launches and launches.comm_clusters else None
         self.comm_cluster = comm_cluster or observed  # known, else NCCL's default assumed per kernel
-        of_kind = {kind: list(compress(range(len(kinds)), map(kind.__eq__, kinds)))
-                   for kind in (KernelClass.COMPUTE, KernelClass.COMMUNICATION)}
-        running = _Running(list(map(kernels.__getitem__, of_kind[KernelClass.COMPUTE])), of_kind[KernelClass.COMPUTE])
-        self.running_comm = _Running(list(map(kernels.__getitem__, of_kind[KernelClass.COMMUNICATION])))
-        step_of = {i: name for name, idx in self.windows for i in idx if kernels[i].kind is KernelClass.COMMUNICATION}
+        compute_all = list(compress(range(len(kinds)), map(KernelClass.COMPUTE.__eq__, kinds)))
+        running = _Running(list(map(kernels.__getitem__, compute_all)), compute_all)
+        self.running_comm = _Running(list(map(kernels.__getitem__, filter(is_comm, range(len(kinds))))))
+        step_of = {i: name for name, idx in self.windows for i in filter(is_comm, idx)}
         self.comm: list[CommWait] = []  # skew, the ranks' fewest time alone and exposed time still to come
         for i, k in zip(comm_index, comm):
             ready, by = self.graph.ready(i)
