@@ -83,16 +83,35 @@ def test_text_that_looks_like_a_cut_is_not_taken_for_one(tmp_path, monkeypatch, 
 
 
 def test_a_cut_inside_an_event_reads_the_file_in_this_process(tmp_path, monkeypatch):
-    """Every candidate cut after the midpoint lies inside one huge event's string: the first half does not
-    decode up to it, the child's answer is dropped, and this process reads the file in one pass."""
+    """Every candidate cut after the midpoint lies inside one huge event's string: a batch cut there does not
+    decode, whichever process takes it, the child's answer is dropped, and this process reads the file in one
+    pass."""
     doc = _doc()
     events = doc["traceEvents"]
     middle = len(events) // 2
     events[middle]["name"] = "},{" * 200_000
     path = _write(tmp_path, doc)
-    monkeypatch.setattr(T, "_FIRST_SHARE", 0.5)
-    once, split = _both(path, monkeypatch, batch=1 << 20)
-    assert not isinstance(once, str) and split == once
+    split_read = []
+    real = T._split
+    monkeypatch.setattr(T, "_split", lambda *a: split_read.append(real(*a)) or split_read[-1])
+    once, split = _both(path, monkeypatch)
+    assert not isinstance(once, str) and split == once and split_read == [None]
+
+
+@pytest.mark.parametrize("slow", ["this process", "the child"])
+def test_the_batches_go_to_whichever_process_is_free(monkeypatch, slow):
+    """One process slowed (every batch it reads takes a millisecond more): the other takes the batches it reaches
+    first, and the model is one pass's."""
+    real, here = T._Reading.feed, os.getpid()
+
+    def feed(self, events):
+        if (os.getpid() == here) == (slow == "this process"):
+            __import__("time").sleep(0.001)
+        real(self, events)
+
+    monkeypatch.setattr(T._Reading, "feed", feed)
+    once, split = _both(CAPTURE, monkeypatch)
+    assert split == once
 
 
 def test_a_silent_child_is_read_for_in_this_process(tmp_path, monkeypatch):

@@ -13,7 +13,9 @@ import gc
 import gzip
 import json
 import math
+import mmap
 import os
+import pickle
 import re
 import stat
 import zlib
@@ -242,9 +244,6 @@ _BATCH = 1 << 16
 #: Text past this (bytes) is read by two processes where a core is free (read_trace's `split`): each decodes
 #: and models half of the events, and the halves are merged in order.
 SPLIT_BYTES = 32 << 20
-#: The share of the events this process reads: more than half, as the other starts later (forked) and pickles
-#: what it sends.
-_FIRST_SHARE = 0.55
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 #: Kineto's categories of GPU activity: an event of one of them that cannot be read is left out, counted.
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
@@ -632,45 +631,113 @@ def _batches(array: memoryview, start: int, stop: int) -> Iterator[tuple[list[_E
 
 
 def _split(text: bytes | bytearray, classifier: Classifier) -> tuple[_File, _Reading] | None:
-    """A large file read in two processes: this one reads the first _FIRST_SHARE of the events from where they
-    seem to start (the first '"traceEvents": ['), while the forked one checks the top level and reads the rest
-    (_later); its pieces come back pickled and are merged in order. The top level's other fields and the reading;
-    None where anything is off (no such start or cut, the top level refused or its events elsewhere, either share
-    not read whole: a cut inside an event, an event refused, text that is not JSON; the forked process silent):
-    read_trace then reads the file in one pass, as it would have, and raises what one pass raises."""
+    """A large file read in two processes that share its batches of events as they go: this one takes them one at a
+    time from the front, the forked one (_later) blocks from the back, until they meet (_Claims), so that
+    both end together whichever goes slower; the forked one's blocks come back pickled and are merged in order. The
+    top level is checked first (_top_level: where the events' array closes), the batches found before the fork
+    (_spans). The top level's other fields and the reading; None where anything is off (no '"traceEvents": [', or
+    its array not the top level's events; a batch that does not decode whole: a cut inside an event, an event
+    refused, text that is not JSON; the forked process silent): read_trace then reads the file in one pass, as it
+    would have, and raises what one pass raises."""
     view = memoryview(text)
-    if (found := _EVENTS_AT.search(view)) is None:
+    if (found := _EVENTS_AT.search(view)) is None or (top := _top_level(text, found.end() - 1)) is None:
         return None
-    start = found.end() - 1  # the events' opening bracket
-    if (cut := _CUT.search(view, start + int((len(view) - start) * _FIRST_SHARE))) is None:
-        return None
-    later = Forked(partial(_later, classifier, text, start, cut.end() - 1))
+    spans = _spans(view, found.end(), top[1])
+    claims = _Claims(len(spans))
+    later = Forked(partial(_later, classifier, view, spans, claims))
     try:
         reading = _Reading(classifier)
         try:
-            for events, _ in _batches(view, start + 1, cut.start() + 1):
-                reading.feed(events)
+            while (i := claims.front()) is not None:
+                at, end = spans[i]
+                reading.feed(_BATCH_OF.decode(b"[" + view[at:end] + b"]"))
         except Exception:  # raised again, where one pass raises it, by the one pass that reads the file
             return None
-        if (answer := later.result()) is None:
-            return None
-        top, sent = answer
-        reading.merge(sent)
-        return top, reading
+        if (blocks := later.result()) is None or (blocks[-1][0] if blocks else len(spans)) != claims.met:
+            return None  # the forked one silent, or stopped at a batch it could not read
+        for _, block in reversed(blocks):  # taken from the back: in the events' order
+            reading.merge(pickle.loads(block))
+        return top[0], reading
     finally:
         later.cancel()
 
 
-def _later(classifier: Classifier, text: bytes | bytearray, start: int, at: int) -> tuple[_File, tuple] | None:
-    """_split's forked half: where the top level's events are the array that opens at `start` and it holds `at`
-    (_top_level), the top level's other fields and what the events from `at` to its closing bracket give
-    (_read); None where not, or where they do not all read (one pass then says why)."""
-    if (top := _top_level(text, start)) is None or not start < at < (stop := top[1]):
-        return None
+#: The fewest batches the forked reader takes at once, from the back (_split): few, so that the two end together.
+_BLOCK = 8
+#: Seconds a process waits for the batches' lock (held for microseconds): longer, the other died holding it.
+_LOCK_S = 10.0
+
+
+def _spans(view: memoryview, start: int, stop: int) -> list[tuple[int, int]]:
+    """The batches of the events of view[start:stop] (whole events and the commas and blanks between them), as
+    _batches cuts them: about _BATCH bytes each, from one event's end to the next one's start."""
+    search, at, out = _CUT.search, start, []
+    while at < stop:
+        cut = search(view, at + _BATCH, stop) if at + _BATCH < stop else None
+        out.append((at, cut.start() + 1 if cut else stop))
+        at = cut.end() - 1 if cut else stop
+    return out
+
+
+class _Claims:
+    """Which of `n` batches are left to read, in memory shared with the forked reader (_split): this process takes
+    them one at a time from the front, the forked one blocks from the back, each under a lock, until they meet."""
+
+    def __init__(self, n: int):
+        from multiprocessing import Lock  # on use: a large file on two cores only
+
+        self.shared = mmap.mmap(-1, 16)  # shared with the processes forked from here: the front and the back
+        self.ends = memoryview(self.shared).cast("q")
+        self.ends[0], self.ends[1] = 0, n
+        self.lock = Lock()
+
+    def front(self) -> int | None:
+        """The next batch from the front, or None once they meet."""
+        with self._held():
+            if (at := self.ends[0]) >= self.ends[1]:
+                return None
+            self.ends[0] = at + 1
+            return at
+
+    def back(self, least: int) -> tuple[int, int] | None:
+        """The next block from the back (its first batch and the one after its last), or None once they meet: a
+        quarter of those left, at least `least` (blocks shrink as they near each other: few, and a small last)."""
+        with self._held():
+            if (end := self.ends[1]) <= (front := self.ends[0]):
+                return None
+            self.ends[1] = lo = max(front, end - max(least, (end - front) // 4))
+            return lo, end
+
+    @property
+    def met(self) -> int:
+        """Where they met (once the front found none left): the first batch the back took, or `n`."""
+        return self.ends[0]
+
+    @contextmanager
+    def _held(self):
+        if not self.lock.acquire(timeout=_LOCK_S):  # the other process died holding it
+            raise TimeoutError("the batches' lock was not released")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
+
+def _later(classifier: Classifier, text: memoryview, spans: list[tuple[int, int]],
+           claims: _Claims) -> list[tuple[int, bytes]]:
+    """_split's forked reader: blocks of batches taken from the back until the two processes meet, each read into
+    a reading of its own and pickled as it is read; the first batch of each and its pickle, the last block first.
+    It stops at the first batch that does not decode or is refused (one pass then says why)."""
+    blocks = []
     try:
-        return top[0], _read(classifier, memoryview(text), at, stop)
-    except Exception:  # the text after the share may not be JSON: one pass raises what it raises
-        return None
+        while (block := claims.back(_BLOCK)) is not None:
+            reading = _Reading(classifier)
+            for at, end in spans[block[0]:block[1]]:
+                reading.feed(_BATCH_OF.decode(b"[" + text[at:end] + b"]"))
+            blocks.append((block[0], pickle.dumps(reading.sent(), pickle.HIGHEST_PROTOCOL)))
+    except Exception:
+        pass
+    return blocks
 
 
 #: `]`s from the end of the text tried as the events' closing bracket (_top_level): Kineto writes one key after
@@ -698,14 +765,6 @@ def _top_level(text: bytes | bytearray, start: int) -> tuple[_File, int] | None:
         if doc.traceEvents is not UNSET and bytes(doc.traceEvents) == placeholder:
             return _File(UNSET, doc.distributedInfo, doc.deviceProperties), stop
     return None
-
-
-def _read(classifier: Classifier, text: memoryview, start: int, stop: int) -> tuple:
-    """What the events of text[start:stop] give, as sent back by the process that read them."""
-    reading = _Reading(classifier)
-    for events, _ in _batches(text, start, stop):
-        reading.feed(events)
-    return reading.sent()
 
 
 def _built(path: Path, doc: _File, reading: _Reading, events: bool) -> Trace:
