@@ -28,7 +28,7 @@ CAPTURE = ROOT / "tests" / "data" / "traces" / "h200" / "default" / "rank0_trace
 def _one_at_a_time(text: memoryview, start: int, stop: int):
     """The reader before batches: every event decoded on its own."""
     for raw in T._RAWS.decode(b"[" + text[start:stop] + b"]"):
-        yield [T._EVENT.decode(raw)], start
+        yield [T._EVENT.decode(raw)]
 
 
 def _outcome(path: Path, classifier: Classifier = Classifier(), **kw):

@@ -377,7 +377,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier(), limit: int | N
     with no_cyclic_gc(), _refused_events():
         reading = _Reading(classifier)
         if (events := doc.traceEvents) is not UNSET:
-            for batch, _ in _batches(memoryview(events), 1, len(events) - 1):  # up to the closing bracket
+            for batch in _batches(memoryview(events), 1, len(events) - 1):  # up to the closing bracket
                 reading.feed(batch)
         return _built(path, doc, reading, events=events is not UNSET)
 
@@ -610,24 +610,19 @@ def _columns(structs: Iterable, cls: type[msgspec.Struct]) -> list[list]:
     return [list(map(attrgetter(name), structs)) for name in cls.__struct_fields__]
 
 
-def _batches(array: memoryview, start: int, stop: int) -> Iterator[tuple[list[_Event], int]]:
-    """The events of array[start:stop] (whole events and the commas and blanks between them), decoded about _BATCH
-    bytes at a time, each batch with where the next starts. A batch that does not decode (cut inside a string or
-    a nested value, or an event of the wrong type) and the rest of the range after it are decoded one event at a
-    time, as each is read: an error is raised at its event, after the events before it (a DecodeError: `stop`
-    is not where an event ends)."""
-    search, at = _CUT.search, start
-    while at < stop:
-        cut = search(array, at + _BATCH, stop) if at + _BATCH < stop else None
-        end = cut.start() + 1 if cut else stop
+def _batches(array: memoryview, start: int, stop: int) -> Iterator[list[_Event]]:
+    """The events of array[start:stop] (whole events and the commas and blanks between them), decoded a batch
+    (_spans) at a time. A batch that does not decode (cut inside a string or a nested value, or an event of the
+    wrong type) and the rest of the range after it are decoded one event at a time, as each is read: an error is
+    raised at its event, after the events before it (a DecodeError: `stop` is not where an event ends)."""
+    for at, end in _spans(array, start, stop):
         try:
-            events = _BATCH_OF.decode(b"[" + array[at:end] + b"]")
+            events = _batch(array, at, end)
         except msgspec.DecodeError:  # a ValidationError too
             for raw in _RAWS.decode(b"[" + array[at:stop] + b"]"):
-                yield [_EVENT.decode(raw)], at
+                yield [_EVENT.decode(raw)]
             return
-        at = cut.end() - 1 if cut else stop
-        yield events, at
+        yield events
 
 
 def _split(text: bytes | bytearray, classifier: Classifier) -> tuple[_File, _Reading] | None:
@@ -649,8 +644,7 @@ def _split(text: bytes | bytearray, classifier: Classifier) -> tuple[_File, _Rea
         reading = _Reading(classifier)
         try:
             while (i := claims.front()) is not None:
-                at, end = spans[i]
-                reading.feed(_BATCH_OF.decode(b"[" + view[at:end] + b"]"))
+                reading.feed(_batch(view, *spans[i]))
         except Exception:  # raised again, where one pass raises it, by the one pass that reads the file
             return None
         if (blocks := later.result()) is None or (blocks[-1][0] if blocks else len(spans)) != claims.met:
@@ -668,9 +662,14 @@ _BLOCK = 8
 _LOCK_S = 10.0
 
 
+def _batch(view: memoryview, at: int, end: int) -> list[_Event]:
+    """The events of one batch (_spans), decoded at once."""
+    return _BATCH_OF.decode(b"[" + view[at:end] + b"]")
+
+
 def _spans(view: memoryview, start: int, stop: int) -> list[tuple[int, int]]:
-    """The batches of the events of view[start:stop] (whole events and the commas and blanks between them), as
-    _batches cuts them: about _BATCH bytes each, from one event's end to the next one's start."""
+    """The batches of the events of view[start:stop] (whole events and the commas and blanks between them): about
+    _BATCH bytes each, cut where one event seems to end and the next to begin (_CUT; a batch's decode proves it)."""
     search, at, out = _CUT.search, start, []
     while at < stop:
         cut = search(view, at + _BATCH, stop) if at + _BATCH < stop else None
@@ -733,7 +732,7 @@ def _later(classifier: Classifier, text: memoryview, spans: list[tuple[int, int]
         while (block := claims.back(_BLOCK)) is not None:
             reading = _Reading(classifier)
             for at, end in spans[block[0]:block[1]]:
-                reading.feed(_BATCH_OF.decode(b"[" + text[at:end] + b"]"))
+                reading.feed(_batch(text, at, end))
             blocks.append((block[0], pickle.dumps(reading.sent(), pickle.HIGHEST_PROTOCOL)))
     except Exception:
         pass
