@@ -223,6 +223,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true",
                     help="with --dir: take the traces already there, where every rank's is")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--note", help="what differs between the checkouts or the conditions, in words (recorded)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.dir or Path(tmp)
@@ -282,6 +283,7 @@ def main() -> None:
         "overlap_max_abs_diff": (max(abs(overlap["ccoverlap"][r] - overlap["hta"][r]) for r in overlap["hta"])
                                  if "hta" in overlap else None),
         "against": {"checkout": str(args.against), "commit": _commit(args.against)} if args.against else None,
+        "note": args.note,
         "provenance": provenance(args, args.hta_python),
     }
     args.out.write_text(json.dumps(result, indent=1) + "\n")
