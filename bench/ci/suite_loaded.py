@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from ccoverlap.gpu.provenance import source_commit
+from ccoverlap.util.output import write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = [sys.executable, "-m", "pytest", "-q", "-n", "auto", "-p", "no:cacheprovider"]
@@ -82,8 +83,7 @@ def main() -> int:
                               "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
                               "suite_command": "PYTHONPATH=src " + " ".join(["python", *COMMAND[1:]])},
                **got}
-        out = Path(f"{args.out_prefix}-{n}.json")
-        out.write_text(json.dumps(doc, indent=1) + "\n")
+        out = write_json(f"{args.out_prefix}-{n}.json", doc, indent=1)  # its folder made, whole or not at all
         print(f"run {n}: {got['summary']} ({got['wall_s']:.0f} s): {out}", flush=True)
         if got["exit"] != 0:
             return 1
