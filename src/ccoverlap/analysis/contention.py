@@ -312,6 +312,12 @@ def _across_ranks(ranks: dict[int, list[CommWait]]) -> tuple[dict[int, list[floa
     The n-th launch of a collective (name and size) in a step is matched across ranks; the ranks'
     clocks are taken to agree (one node, or synchronised clocks).
     """
+    if len(ranks) == 1:  # each collective matched with itself alone: the same figures without the keys (one
+        # 157 MB trace: 3 ms instead of 16, measured)
+        ((rank, comm),) = ranks.items()
+        return ({rank: [max(-math.inf, c.kernel.ts) - c.kernel.ts for c in comm]},
+                {rank: [None if c.uncontended_us is None else min(math.inf, c.uncontended_us) for c in comm]})
+
     def keys(comm: list[CommWait]) -> list[tuple]:
         seen: Counter = Counter()
         out = []

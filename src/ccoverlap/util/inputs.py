@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +47,8 @@ def extracted(path: str | os.PathLike) -> Iterator[Path]:
     if path.is_dir():
         yield path
         return
+    import tarfile  # on use: the readers that import this module read plain files
+
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(path) as tar:
         tar.extractall(tmp, filter="data")
         yield Path(tmp)

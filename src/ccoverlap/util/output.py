@@ -33,19 +33,40 @@ from pathlib import Path
 from typing import IO
 
 import orjson
-from rich.console import Console
-from rich.table import Table
 
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.text import shorten
 
 
-class QuietConsole(Console):
-    """A rich Console that leaves a closed pipe (`| head`) to main(), which ends quietly with
-    141 for every command (rich alone would exit 1 from inside the print)."""
+_QUIET_CONSOLE: type | None = None
 
-    def on_broken_pipe(self) -> None:
-        raise BrokenPipeError
+
+def QuietConsole(**kwargs):  # noqa: N802 (it stands for the class, made on first use)
+    """A rich Console that leaves a closed pipe (`| head`) to main(), which ends quietly with
+    141 for every command (rich alone would exit 1 from inside the print). rich is imported on first use: a
+    command that prints no table and no bar (`analyze --json -`) never imports it (about 20 ms of its start)."""
+    global _QUIET_CONSOLE
+    if _QUIET_CONSOLE is None:
+        from rich.console import Console
+
+        class _Quiet(Console):
+            def on_broken_pipe(self) -> None:
+                raise BrokenPipeError
+
+        _QUIET_CONSOLE = _Quiet
+    return _QUIET_CONSOLE(**kwargs)
+
+
+def _not_a_terminal(stream) -> bool:
+    """True where rich's Console would surely find `stream` no terminal (its own test, short of the environment
+    variables that force it either way, where rich decides): no bar, no rich needed."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return False
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return isatty is None or not isatty()
+    except ValueError:
+        return True
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -438,6 +459,8 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
     pad = 1 if least + 3 * len(columns) - 1 <= width else 0  # too many columns for spaces around each: none
     frame = (2 * pad + 1) * len(columns) - 1  # the spaces each side of every column, a line between two
     widths = _widths(cells, width - frame)
+    from rich.table import Table
+
     table = Table(title=title, caption=caption, title_justify="left", show_edge=False, padding=(0, pad))
     for i, (col, w) in enumerate(zip(columns, widths)):
         table.add_column(_wrap(col, w), justify="left" if i == 0 else "right", no_wrap=True, width=w)
@@ -456,13 +479,19 @@ class Progress:
 
     def __init__(self, what: str, total: int):
         self.what, self.total, self.done = what, total, 0
-        self.console = QuietConsole(stderr=True)
+        self._console = None  # made on first use: off a terminal, a short run prints nothing
         self.started = self.said = time.monotonic()
         self.lines = 0  # printed so far (off a terminal)
         self.bar = None
 
+    @property
+    def console(self):
+        if self._console is None:
+            self._console = QuietConsole(stderr=True)
+        return self._console
+
     def __enter__(self) -> Progress:
-        if self.console.is_terminal:
+        if not _not_a_terminal(sys.stderr) and self.console.is_terminal:
             from rich.progress import Progress as Bar
 
             self.bar = Bar(console=self.console, transient=True)
