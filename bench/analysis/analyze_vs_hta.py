@@ -173,13 +173,11 @@ def _autogroup() -> str | None:
 
 
 def provenance(args, hta_python: str | None) -> dict:
-    from ccoverlap.gpu.provenance import source_commit
-
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), None)
     return {
         "machine": {"cpu": cpu, "cpus": os.cpu_count(), "memory_gb": round(os.sysconf("SC_PAGE_SIZE")
                     * os.sysconf("SC_PHYS_PAGES") / 1e9, 1), "host": platform.node()},
-        "python": platform.python_version(), "commit": source_commit(), "command": " ".join(sys.argv),
+        "python": platform.python_version(), "commit": _commit(REPO), "command": " ".join(sys.argv),
         "autogroup": _autogroup(),
         "versions": {"msgspec": _version("msgspec"), "orjson": _version("orjson"),
                      "HolisticTraceAnalysis": _version("HolisticTraceAnalysis", hta_python),
