@@ -1,5 +1,3 @@
-import sys
+from ccoverlap.cli import entry
 
-from ccoverlap.cli import main
-
-sys.exit(main())
+entry()

@@ -45,6 +45,7 @@ from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Prob
                                       read_trace, read_traces, short_name, trace_limit, unlaunched)
 from ccoverlap.analysis import graphs, parallel
 from ccoverlap.analysis.process import Process
+from ccoverlap.util import lifetime
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import Progress
 from ccoverlap.util.tracefiles import alone_trace
@@ -104,7 +105,9 @@ class Part:
 
 
 def first(task: Task) -> Part:
-    """Read one trace and analyse its rank as far as the rank alone tells (its alone window included)."""
+    """Read one trace and analyse its rank as far as the rank alone tells (its alone window included). Its trace
+    model is left to the program's exit to free where the program ends at once (util/lifetime.keep)."""
+    lifetime.keep(None)  # the one held before, freed before this one is read
     path, classifier = task.path, _classifier(task.comm_regex)
     try:
         mb = path.stat().st_size / 1e6
@@ -147,6 +150,7 @@ def first(task: Task) -> Part:
     else:
         pending = first_pass(trace, task.comm_cluster, process)
         measured = measure(task.strategy, trace, base, pending.provisional())
+    lifetime.keep(trace)
     return Part(path, mb, trace.rank, trace.world_size, None, notes, gap, False, tuple(alone), match, pending,
                 measured, trace if task.keep_trace else None)
 

@@ -7,6 +7,7 @@ import sys
 from importlib import import_module
 
 from ccoverlap.control.procs import Stopped, exit_for, stop_on_signals
+from ccoverlap.util import lifetime
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Parser
 from ccoverlap.util.output import STDOUT, STDOUT_NAME, OutputError, guarded_stdout, json_on_stdout
@@ -54,6 +55,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name in (only,) if only in COMMANDS else COMMANDS:
         import_module(f"{__name__}.{name}").register(sub)
     return parser
+
+
+def entry() -> None:
+    """The `ccoverlap` program (python -m ccoverlap, the installed script): main(), then its end
+    (util/lifetime.leave: at once, by os._exit, where the command allows, else sys.exit)."""
+    lifetime.program()
+    lifetime.leave(main())
 
 
 def main(argv: list[str] | None = None) -> int:

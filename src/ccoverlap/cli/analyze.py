@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ccoverlap.analysis.config import AnalyzeConfig
 from ccoverlap.analysis.summary import document, print_ranks, report_folder, write_html, write_perfetto
+from ccoverlap.util import lifetime
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_args, path_arg
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
@@ -49,6 +50,7 @@ def register(sub) -> None:
 
 @no_cyclic_gc()  # through the output too: re-enabled with the result alive, it rescans every object of it
 def run(args: argparse.Namespace) -> int:
+    lifetime.at_once()  # every output below is written whole and closed, every forked process reaped, on return
     cfg = from_args(AnalyzeConfig, args).validate()
     check_outputs({"--json": cfg.json, "--report": cfg.report, "--perfetto": cfg.perfetto},
                   report_folder(cfg.report), inputs=(args.dir, cfg.baseline), force=args.force)
