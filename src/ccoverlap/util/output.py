@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import json
 import os
@@ -38,23 +39,22 @@ from ccoverlap.util.errors import UsageError
 from ccoverlap.util.text import shorten
 
 
-_QUIET_CONSOLE: type | None = None
+@functools.cache
+def _quiet_class() -> type:
+    from rich.console import Console
+
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return QuietConsole
 
 
-def QuietConsole(**kwargs):  # noqa: N802 (it stands for the class, made on first use)
+def _quiet(**kwargs):
     """A rich Console that leaves a closed pipe (`| head`) to main(), which ends quietly with
     141 for every command (rich alone would exit 1 from inside the print). rich is imported on first use: a
     command that prints no table and no bar (`analyze --json -`) never imports it (about 20 ms of its start)."""
-    global _QUIET_CONSOLE
-    if _QUIET_CONSOLE is None:
-        from rich.console import Console
-
-        class _Quiet(Console):
-            def on_broken_pipe(self) -> None:
-                raise BrokenPipeError
-
-        _QUIET_CONSOLE = _Quiet
-    return _QUIET_CONSOLE(**kwargs)
+    return _quiet_class()(**kwargs)
 
 
 def _not_a_terminal(stream) -> bool:
@@ -453,7 +453,8 @@ def _widths(cells: list[list[str]], room: int) -> list[int]:
 def print_table(title: str, columns: list[str], rows: list[list], caption: str | None = None) -> None:
     """A table as wide as the terminal, or TABLE_WIDTH in a log or a pipe: where it would be wider, its cells
     wrap at spaces (after a '+', at a word's hyphen), never inside a number or a word."""
-    width = QuietConsole().width if QuietConsole().is_terminal else TABLE_WIDTH
+    console = _quiet()
+    width = console.width if console.is_terminal else TABLE_WIDTH
     cells = [list(columns), *([str(v) for v in row] for row in rows)]
     least = sum(max(len(p) for c in col for p, _ in _pieces(c)) for col in zip(*cells))
     pad = 1 if least + 3 * len(columns) - 1 <= width else 0  # too many columns for spaces around each: none
@@ -466,7 +467,7 @@ def print_table(title: str, columns: list[str], rows: list[list], caption: str |
         table.add_column(_wrap(col, w), justify="left" if i == 0 else "right", no_wrap=True, width=w)
     for row in cells[1:]:
         table.add_row(*(_wrap(c, w) for c, w in zip(row, widths)))
-    QuietConsole(width=max(width, sum(widths) + frame)).print(table)  # wider only where a word needs it
+    _quiet(width=max(width, sum(widths) + frame)).print(table)  # wider only where a word needs it
 
 
 class Progress:
@@ -487,7 +488,7 @@ class Progress:
     @property
     def console(self):
         if self._console is None:
-            self._console = QuietConsole(stderr=True)
+            self._console = _quiet(stderr=True)
         return self._console
 
     def __enter__(self) -> Progress:
@@ -528,9 +529,9 @@ class Progress:
 
 
 def print_text(text: str) -> None:
-    QuietConsole(highlight=False, soft_wrap=True).print(text, markup=False)
+    _quiet(highlight=False, soft_wrap=True).print(text, markup=False)
 
 
 def warn(text: str) -> None:
     """One line on stderr that does not change the exit code."""
-    QuietConsole(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {text}", markup=False)
+    _quiet(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {text}", markup=False)
