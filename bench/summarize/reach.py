@@ -2,7 +2,7 @@
 at 280 GB/s, the size of the 2 x H200 run), `ccoverlap whatif` predicts the step; set beside every recording of
 the same workloads on two H200s with real NCCL.
 
-  python bench/summarize/reach.py [--captures TGZ|DIR] [--out bench/results/reach-2026-12-04-h200.json]
+  python bench/summarize/reach.py [--captures TGZ|DIR] [--out bench/results/reach-2026-12-04-h200.json] [--device D]
   (docs/results.md's table: `render_reach`, through bench/summarize/results_md.py)
 
 Extracts bench/results/reach-2026-12-04-h200-files.tgz (the doctor folders `bash bench/device/reach.sh` captured)
@@ -53,8 +53,9 @@ def real_steps() -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def workload_row(workload: str, folder: Path, real: dict) -> dict:
-    report = session.run(WhatIfConfig(levers=STRATEGIES[1:]).validate(), folder, record.folder_processes(folder)[0])
+def workload_row(workload: str, folder: Path, real: dict, device: str = "") -> dict:
+    config = WhatIfConfig(levers=STRATEGIES[1:], device=device).validate()
+    report = session.run(config, folder, record.folder_processes(folder)[0])
     check, own = report["validation"], report["unprofiled"]
     row = {"workload": workload, "refused": report["refused"], "measured_profiled_step_ms":
            check["measured_step_us"] / 1000, "simulated_default_ms": check["simulated_default_us"] / 1000,
@@ -94,9 +95,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captures", type=Path, default=CAPTURES, help="the doctor folders: a .tgz or its folder")
     ap.add_argument("--out", type=Path, default=RESULTS / "reach-2026-12-04-h200.json")
+    ap.add_argument("--device", default="", help="predict the step moved to this GPU preset (a capture made on "
+                    "another GPU; the move is labelled with its assumptions in each row's notes)")
     args = ap.parse_args()
     with extracted(args.captures) as root:
-        rows = [workload_row(w, root / w, real_steps()) for w in WORKLOADS]
+        rows = [workload_row(w, root / w, real_steps(), args.device) for w in WORKLOADS]
         captured = json.loads((root / "ddp-doctor.json").read_text())["provenance"]
     for r in rows:
         d = r["strategies"].get("default", {})
@@ -110,9 +113,11 @@ def main() -> int:
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "provenance": {
             "captured": {k: captured.get(k) for k in ("gpu", "driver", "cuda", "torch", "nccl", "date", "commit")}
-            | {"command": "bash bench/device/reach.sh", "files": args.captures.name},
+            | {"command": "bash bench/device/reach.sh", "doctor_command": captured.get("command"),
+               "files": args.captures.name},
+            "predicted_for": args.device or "the captured GPU",
             "real_from": list(REAL),
-            "analysed": {"command": "python bench/summarize/reach.py", "commit": source_commit(),
+            "analysed": {"command": " ".join(["python bench/summarize/reach.py", *sys.argv[1:]]), "commit": source_commit(),
                          "machine": f"CPU ({platform.machine()}, {os.cpu_count()} cores), no GPU",
                          "python": platform.python_version()},
             "method": " ".join(__doc__.split("\n\n")[2:]).replace("\n", " "),

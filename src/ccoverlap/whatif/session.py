@@ -35,6 +35,7 @@ class Captured:
     world: int | None = None  # the job's ranks, where the trace says
     hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
     step_ms: tuple[float, float] | None = None  # the rank's median step unprofiled and profiled (doctor's records)
+    held: bool = False  # the doctor held the GPU before each profiled step (its recorded time holds the host's)
 
     @property
     def step(self) -> Step:
@@ -77,23 +78,24 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
                    for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
     step_ms = own.step_ms if own and all(own.step_ms) else None
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size, hidden, step_ms)
+                    trace.world_size, hidden, step_ms, bool(own and own.held))
 
 
 def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
     """What the profiler cost the captured steps (the doctor's step records: the same clock inside and outside its
     window, the GPU's step period where recorded), and a note where more than the reproduction's tolerance: the
     steps simulated are the profiled ones, so each prediction is also given scaled to the program's own step, at
-    the same share of profiler cost."""
+    the same share of profiler cost. A held capture's profiled steps were timed from before the hold's wait, so
+    they hold the host's launching too: the profiler's cost is not known there, and not said."""
     if not cap.step_ms:
         return None, []
     plain, profiled = cap.step_ms
-    slowdown = profiler_slowdown(cap.step_ms)
+    slowdown = None if cap.held else profiler_slowdown(cap.step_ms)
     out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
            "scaled": "unprofiled step = the unprofiled median step + (predicted step - measured step): the time a "
                      "lever moves is the kernels' on the GPU, which the profiler's cost (its host-side launch "
                      "overhead) does not change (an assumption, checked on the held-out captures: docs/whatif.md)"}
-    if abs(slowdown) <= anchor.STEP_TOLERANCE:
+    if slowdown is None or abs(slowdown) <= anchor.STEP_TOLERANCE:
         return out, []
     return out, [f"the profiler {'slowed' if slowdown > 0 else 'sped up'} the captured steps by "
                  f"{100 * abs(slowdown):.0f}% ({profiled:.2f} ms a step against {plain:.2f} ms unprofiled, the "
