@@ -254,11 +254,11 @@ CUresult cuCtxSynchronize(void) {
     return SUCCESS;
 }
 _Atomic long fake_waits;
-_Atomic unsigned long long fake_wait_last; /* the last wait's stream (low 32 bits) and value (high 32) */
+_Atomic unsigned long long fake_wait_log[FAKE_WAIT_LOG];
 CUresult cuStreamWaitValue32_v2(void *stream, uint64_t ptr, uint32_t value, unsigned flags) {
     if (flags != 0 || !ptr) return INVALID_VALUE; /* the doctor's hold waits for "at least" (GEQ) */
-    atomic_fetch_add(&fake_waits, 1);
-    atomic_store(&fake_wait_last, (unsigned long long)value << 32 | (uint32_t)(uintptr_t)stream);
+    long n = atomic_fetch_add(&fake_waits, 1);
+    atomic_store(&fake_wait_log[n % FAKE_WAIT_LOG], (unsigned long long)value << 32 | (uint32_t)(uintptr_t)stream);
     return SUCCESS;
 }
 CUresult cuStreamGetPriority(void *stream, int *priority) {

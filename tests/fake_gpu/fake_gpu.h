@@ -34,9 +34,11 @@ void fake_cuda_set_device(int device); /* the calling thread's current device (c
 /* Serialized launches: launches that found earlier work still running (every launch runs until the next
  * cuCtxSynchronize, except on a capturing stream), and the syncs made. */
 extern _Atomic long fake_busy_launches, fake_ctx_syncs, fake_stream_ctx_calls;
-/* The doctor's hold: cuStreamWaitValue32 calls, and the last one's stream (low 32 bits) and value (high 32). */
+/* The doctor's hold: cuStreamWaitValue32 calls, and each one's stream (low 32 bits) and value (high 32), the n-th
+ * at fake_wait_log[n % FAKE_WAIT_LOG]. */
+enum { FAKE_WAIT_LOG = 1024 };
 extern _Atomic long fake_waits;
-extern _Atomic unsigned long long fake_wait_last;
+extern _Atomic unsigned long long fake_wait_log[FAKE_WAIT_LOG];
 /* A stream's priority (cuStreamGetPriority) and the SMs of the green context it belongs to (0: none). */
 void fake_cuda_stream(void *stream, int priority, int green_sms);
 int fake_last_shared(void *f);

@@ -484,32 +484,58 @@ static void *hold_worker(void *arg) {
     return NULL;
 }
 
+/* The waits placed since the `from`-th: -1 unless the first is on `held` and any second on `other`, each with
+ * `value`; else how many went on `other`. */
+static long waits_since(long from, void *held, void *other, unsigned value) {
+    long to = atomic_load(&fake_waits), on_other = 0;
+    for (long i = from; i < to; ++i) {
+        unsigned long long w = atomic_load(&fake_wait_log[i % FAKE_WAIT_LOG]);
+        void *stream = i == from ? held : other;
+        if (i - from > 1 || (w >> 32) != value || (uint32_t)w != (uint32_t)(uintptr_t)stream) return -1;
+        on_other += i > from;
+    }
+    return to > from ? on_other : -1;
+}
+
 static void hold(int t, long n) {
     arm_fn arm = (arm_fn)dlsym(RTLD_DEFAULT, "ccoverlap_arm_hold");
     if (!arm) { printf("{\"path\": \"no_hold\"}\n"); return; }
     pthread_t tid[64];
     t = t < 64 ? t : 64;
-    long wrong = 0;
+    long wrong = 0, on_launch_stream = 0;
     for (long round = 1; round <= n; ++round) {
+        long from = atomic_load(&fake_waits);
         arm(COMPUTE_STREAM, 0xF1A6, (unsigned)round); /* the held stream is the compute one, whoever launches */
         pthread_barrier_init(&hold_start, NULL, (unsigned)t);
         for (long i = 0; i < t; ++i) pthread_create(&tid[i], NULL, hold_worker, (void *)i);
         for (int i = 0; i < t; ++i) pthread_join(tid[i], NULL);
         pthread_barrier_destroy(&hold_start);
-        unsigned long long last = atomic_load(&fake_wait_last);
-        wrong += (last >> 32) != (unsigned long long)round || (uint32_t)last != (uint32_t)(uintptr_t)COMPUTE_STREAM;
+        /* the held stream first; a communication thread that launched first also held its own stream */
+        long other = waits_since(from, COMPUTE_STREAM, COMM_STREAM, (unsigned)round);
+        wrong += other < 0;
+        on_launch_stream += other > 0;
     }
+    long from = atomic_load(&fake_waits);
+    arm(COMPUTE_STREAM, 0xF1A6, (unsigned)n + 1); /* one thread, first launching on another stream: both held */
+    cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
+    long both = waits_since(from, COMPUTE_STREAM, COMM_STREAM, (unsigned)n + 1);
     long armed = atomic_load(&fake_waits);
-    arm(COMPUTE_STREAM, 0xF1A6, (unsigned)n + 1);
+    arm(COMPUTE_STREAM, 0xF1A6, (unsigned)n + 2);
     arm(NULL, 0, 0); /* disarmed: the step ended before any launch */
     cuLaunchKernel(comm, 16, 1, 1, 640, 1, 1, 82240, COMM_STREAM, NULL, NULL);
     long disarmed = atomic_load(&fake_waits) - armed;
     fake_cuda_capture(CAPTURED_STREAM, 1);
-    arm(CAPTURED_STREAM, 0xF1A6, (unsigned)n + 2); /* a wait would become part of the graph */
+    arm(CAPTURED_STREAM, 0xF1A6, (unsigned)n + 3); /* a wait would become part of the graph */
     cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, CAPTURED_STREAM, NULL, NULL);
+    long in_capture = atomic_load(&fake_waits) - armed - disarmed;
+    from = atomic_load(&fake_waits);
+    arm(COMPUTE_STREAM, 0xF1A6, (unsigned)n + 4); /* the first launch in a capture: only the held stream waits */
+    cuLaunchKernel_ptsz(compute, 132, 1, 1, 256, 1, 1, 1024, CAPTURED_STREAM, NULL, NULL);
+    long capturing_launch = waits_since(from, COMPUTE_STREAM, CAPTURED_STREAM, (unsigned)n + 4);
     fake_cuda_capture(CAPTURED_STREAM, 0);
-    printf("{\"rounds\": %ld, \"waits\": %ld, \"wrong\": %ld, \"after_disarm\": %ld, \"in_capture\": %ld}\n",
-           n, armed, wrong, disarmed, atomic_load(&fake_waits) - armed - disarmed);
+    printf("{\"rounds\": %ld, \"wrong\": %ld, \"on_launch_stream\": %ld, \"both\": %ld, \"after_disarm\": %ld, "
+           "\"in_capture\": %ld, \"capturing_launch\": %ld}\n",
+           n, wrong, on_launch_stream, both, disarmed, in_capture, capturing_launch);
 }
 
 static void hip_serialize(long n) {

@@ -501,16 +501,20 @@ static void serial_end(ccov_launch *l) {
  * ccoverlap_arm_hold(stream, ptr, value) makes the next launch of any thread first put a wait on `stream` until
  * the 32-bit word at device address `ptr` is at least `value`; value 0 disarms. The doctor arms it as a profiled
  * step's optimizer step ends and sets the word as the next one's ends (doctor/hold.py): the wait goes in before
- * the next step's first kernel, so a copy the host waits for between the steps (a `loss.item()`) is not held. */
+ * the next step's first kernel, so a copy the host waits for between the steps (a `loss.item()`) is not held.
+ * Where that first kernel goes to another stream, it waits too: a stream that synchronized with the held one
+ * before the wait went in (FSDP2's all-gather copy-in stream, through an event recorded on the current stream)
+ * would otherwise run the step's first kernels before the hold lets go, and the step's span would hold the wait. */
 
 static _Atomic int hold_armed;
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *hold_stream;
 static uint64_t hold_ptr;
 static uint32_t hold_value;
-enum { HOLD_COUNTS = 3 };
-static _Atomic unsigned long hold_counts[HOLD_COUNTS]; /* placed, capturing (not placed), failed */
-static const char *const hold_names[HOLD_COUNTS] = {"holds", "holds_capturing", "holds_failed"};
+enum { HOLD_COUNTS = 4 };
+/* placed, capturing (not placed), failed; and of those placed, how many also held the first launch's stream */
+static _Atomic unsigned long hold_counts[HOLD_COUNTS];
+static const char *const hold_names[HOLD_COUNTS] = {"holds", "holds_capturing", "holds_failed", "holds_launch_stream"};
 
 CCOV_EXPORT int ccoverlap_arm_hold(void *stream, unsigned long long ptr, unsigned value) {
     pthread_mutex_lock(&hold_lock);
@@ -520,13 +524,15 @@ CCOV_EXPORT int ccoverlap_arm_hold(void *stream, unsigned long long ptr, unsigne
     return 0;
 }
 
-static void hold_fire(const ccov_backend *be) {
+static void hold_fire(const ccov_backend *be, void *stream) {
     if (!atomic_load_explicit(&hold_armed, memory_order_acquire)) return;
     pthread_mutex_lock(&hold_lock);
     if (atomic_exchange(&hold_armed, 0)) {
         int r = be->wait_value ? be->wait_value(hold_stream, hold_ptr, hold_value) : -1;
         atomic_fetch_add(&hold_counts[r == 0 ? 0 : r == 1 ? 1 : 2], 1);
         if (r < 0) ccov_log_once(51, "%s: the doctor's hold could not be placed: the step went out unheld", be->api);
+        if (r == 0 && stream != hold_stream && be->wait_value(stream, hold_ptr, hold_value) == 0)
+            atomic_fetch_add(&hold_counts[3], 1); /* a capturing launch stream is left alone, as above */
     }
     pthread_mutex_unlock(&hold_lock);
 }
@@ -535,7 +541,7 @@ static void hold_fire(const ccov_backend *be) {
  * after, under the serial lock, so the graph's kernels run with nothing of another thread beside them. */
 void ccov_serial_unit_begin(const ccov_backend *be, void *stream, ccov_launch *l) {
     *l = (ccov_launch){.stream = stream, .be = be, .slot = -1};
-    hold_fire(be);
+    hold_fire(be, stream);
     serial_begin(be, l);
 }
 void ccov_serial_unit_end(ccov_launch *l) { serial_end(l); }
@@ -826,7 +832,7 @@ int ccov_begin(const ccov_backend *be, void *handle, int kind, int threads, unsi
     l->serialized = 0;
     l->nested = depth++ > 0;
     if (l->nested) return 0;
-    hold_fire(be);
+    hold_fire(be, l->stream);
     serial_begin(be, l);
     if (pol.error[0]) return skip(l, CCOV_R_POLICY_INVALID);
     uint64_t snap = l->snap = atomic_load_explicit(&live, memory_order_acquire);

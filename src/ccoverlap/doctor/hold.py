@@ -10,10 +10,12 @@ capture arms the launch interposer (ccoverlap_arm_hold): the next kernel launch 
 program's current stream wait on a 32-bit word of pinned host memory (cuStreamWaitValue32: no kernel, nothing in
 the trace). The capture sets the word as that next step's optimizer step ends: the GPU then runs the step with
 every launch of it already queued. Placed at the first launch, not at once, so a copy the host waits for between
-the steps (a `loss.item()` after the optimizer step) is not held. Work on a stream that does not wait for the held
-one (directly or through an event) is not held. Where the host waits for the GPU inside the step (an `.item()`,
-a synchronize, an allocation that frees cached memory), a timer disarms the hold and sets the word after at most
-`timeout_s`: the step then ran with its launches queued up to that point, and the record counts it.
+the steps (a `loss.item()` after the optimizer step) is not held; that launch's own stream waits too (FSDP2
+launches a step's first kernel on a stream synchronized with the current one before the wait). Work on another
+stream that does not wait for a held one (directly or through an event) is not held. Where the host waits for the
+GPU inside the step (an `.item()`, a synchronize, an allocation that frees cached memory), a timer disarms the hold
+and sets the word after at most `timeout_s`: the step then ran with its launches queued up to that point, and the
+record counts it.
 
 Each hold is a number one higher than the last; the word only grows (a wait is for "at least"), so a late
 timer never re-arms a later hold. Re-entrant: the timer threads and the program's thread share one lock.
