@@ -84,9 +84,10 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
 def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
     """What the profiler cost the captured steps (the doctor's step records: the same clock inside and outside its
     window, the GPU's step period where recorded), and a note where more than the reproduction's tolerance: the
-    steps simulated are the profiled ones, so each prediction is also given scaled to the program's own step, at
-    the same share of profiler cost. A held capture's profiled steps were timed from before the hold's wait, so
-    they hold the host's launching too: the profiler's cost is not known there, and not said."""
+    steps simulated are the profiled ones, so each prediction is also given moved to the program's own step (its
+    change from the measured step added: the profiler's cost taken as the same under every lever). A held
+    capture's profiled steps were timed from before the hold's wait, so they hold the host's launching too: the
+    profiler's cost is not known there, and not said."""
     if not cap.step_ms:
         return None, []
     plain, profiled = cap.step_ms
