@@ -19,7 +19,6 @@ from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
 from ccoverlap.analysis import (Analysis, KernelClass, Process, analysed_indices, analyze, device_limits, read_trace,
                                 short_name, windows)
-from ccoverlap.analysis.process import profiler_slowdown
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -35,7 +34,7 @@ class Captured:
     world: int | None = None  # the job's ranks, where the trace says
     hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
     step_ms: tuple[float, float] | None = None  # the rank's median step unprofiled and profiled (doctor's records)
-    held: bool = False  # the doctor held the GPU before each profiled step (its recorded time holds the host's)
+    profiler_slowdown: float | None = None  # what the profiler cost the steps (Process.profiler_slowdown: None held)
 
     @property
     def step(self) -> Step:
@@ -78,7 +77,7 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
                    for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
     step_ms = own.step_ms if own and all(own.step_ms) else None
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size, hidden, step_ms, bool(own and own.held))
+                    trace.world_size, hidden, step_ms, own.profiler_slowdown if step_ms else None)
 
 
 def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
@@ -91,7 +90,7 @@ def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
     if not cap.step_ms:
         return None, []
     plain, profiled = cap.step_ms
-    slowdown = None if cap.held else profiler_slowdown(cap.step_ms)
+    slowdown = cap.profiler_slowdown
     out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
            "scaled": "unprofiled step = the unprofiled median step + (predicted step - measured step): the time a "
                      "lever moves is the kernels' on the GPU, which the profiler's cost (its host-side launch "
