@@ -229,6 +229,24 @@ def test_a_join_recorded_after_the_main_streams_launch_waits_for_the_side_stream
     assert not graph(trace).events
 
 
+def test_a_wait_skips_the_later_records_of_its_own_streams_work(tmp_path):
+    """FSDP2's copy-in stream waits for the copy-out recorded on the main stream, and the thread records events
+    after its own copy-in launches in between (torch 2.11 names neither record's stream): the latest record whose
+    producer is on the waiting stream itself would be a no-op wait, so the copy-out's record is the one matched,
+    and the copy-in waits for it (the main stream's next kernel, a gather, ended after the copy-in started: not it)."""
+    copy_out = ks.K(ks.ELEMENTWISE, 100, 200, launch_ts=90)  # stream 7, [100, 300]
+    gather = ks.K("gather", 300, 40, launch_ts=97)  # stream 7, after the copy-out's record
+    copy_in = ks.K("copy_in", 50, 20, stream=15, launch_ts=100)  # stream 15, launched after the copy-out
+    gated = ks.K("copy_in_next", 302, 20, stream=15, launch_ts=130)  # started as the copy-out ended
+    out_record = ks.Call("cudaEventRecordWithFlags", 95, 1)  # after the copy-out's launch
+    own_record = ks.Call("cudaEventRecordWithFlags", 110, 1)  # after the copy-in's launch: its own stream's work
+    wait = ks.Call("cudaStreamWaitEvent", 120, 1)
+    trace, _ = one_rank(tmp_path, [copy_out, gather, copy_in, gated], calls=[out_record, own_record, wait],
+                        waits=[ks.Wait(wait, 15, event_id=3)])
+    names = [k.name for k in trace.kernels]
+    assert graph(trace).events == {names.index("copy_in_next"): (names.index(ks.ELEMENTWISE),)}
+
+
 def test_a_record_waits_for_the_streams_work_another_thread_launched(tmp_path):
     """torch's backward launches from its autograd thread onto the stream the main thread then records on: the
     record (its stream unknown, torch 2.11) is matched to the stream of the main thread's last launch, and the

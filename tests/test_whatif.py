@@ -104,6 +104,21 @@ def test_a_persistent_grid_hands_the_work_of_the_ctas_that_find_no_room_to_those
     assert r.step_us == pytest.approx(1400.0 * 132 / 116)
 
 
+def test_a_persistent_grids_late_ctas_join_its_work_and_those_never_placed_never_run():
+    """A persistent GEMM (one 100 us CTA per SM) launched while a kernel holds 32 SMs for 20 us: its 100 CTAs that
+    find room take the whole grid's work (132 us each); the 32 placed at 20 share what is left evenly with them:
+    (100 x 112) / 132 us more each, ending at 20 + 84.85. Held 1000 us instead, the 100 finish the work alone at
+    132, the 32 never run, and the GEMM's stream goes on at once."""
+    blocker = Kernel("blocker", F(1024, 64, 0, 0, 32), 20.0, 2)  # the register file of each of 32 SMs
+    gemm = Kernel("nvjet_gemm", F(384, 168, 0, 188636, 132), 100.0, 1)
+    after = compute(132, 10.0, stream=1)
+    r = run(Step(H200, (blocker, gemm, after)))
+    assert r.kernels[1].start_us == pytest.approx(0.0)
+    assert r.kernels[1].end_us == pytest.approx(20.0 + 100 * 112 / 132)
+    r = run(Step(H200, (dataclasses.replace(blocker, alone_us=1000.0), gemm, after)))
+    assert r.kernels[1].end_us == pytest.approx(132.0) and r.kernels[2].start_us == pytest.approx(132.0)
+
+
 def test_a_copy_takes_no_sm_and_its_stream_waits_for_it():
     copy = Kernel("Memcpy DtoD", None, 50.0, 1)
     r = run(Step(H200, (copy, compute(132, 100.0))))

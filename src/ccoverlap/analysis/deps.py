@@ -186,10 +186,13 @@ def graph(trace: Trace) -> Graph:
         elif w.event_id >= 0 and (record := records.last_before(("event", w.event_id), at)) >= 0:
             pass
         else:  # torch 2.11: neither the record's correlation nor its stream: the same thread's latest record
-            # whose producer could have been waited for (one that ends after the gated kernel started was not)
+            # whose producer could have been waited for (one that ends after the gated kernel started was not) on
+            # another stream (a wait on its own stream's work is a no-op torch never issues: FSDP2's copy-in
+            # stream waits for the copy-out recorded before the records of its own later launches)
             candidates = records.latest_before(call.tid, at, RECORDS_LOOKED_AT) if call else []
             record = next((r for r in candidates if 0 <= (j := producer_of(r, -1, w.stream, consumer))
-                           and kernels[j].end <= kernels[consumer].ts + PLAUSIBLE_US),
+                           and kernels[j].end <= kernels[consumer].ts + PLAUSIBLE_US
+                           and kernels[j].stream != w.stream),
                           candidates[0] if candidates else -1)
             fallback += record >= 0
         if record < 0:

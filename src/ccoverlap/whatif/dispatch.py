@@ -93,6 +93,7 @@ class _Sim:
                             for k, c in zip(ks, self.copy)]
         self.running = [0] * len(ks)
         self.left = list(self.pending)  # CTAs not yet finished
+        self.pooled = [False] * len(ks)  # a persistent grid sharing its work among the CTAs that run (`_pool`)
         self.sms = [residency.SM() for _ in range(self.dev.sm_count)]
         self.on_sm: list[set[int]] = [set() for _ in self.sms]  # CTA ids per SM
         self.ctas: dict[int, list] = {}  # id -> [kernel, sm, remaining work, last update, rate, version]
@@ -177,6 +178,8 @@ class _Sim:
         if self.pending[i] == 0:
             self.dispatched[i] = True
         self._touched.add(s)
+        if self.pooled[i]:
+            self._join(i, cid, t)
 
     def _work(self, i: int) -> float:
         """The work of kernel i's next CTA: its plan's group that CTA falls in (a cluster's padding: the last's)."""
@@ -228,16 +231,32 @@ class _Sim:
         return (not self.copy[i] and not self.is_comm[i] and self.fps[i].cluster == 1
                 and self.fps[i].grid == residency.alone_per_sm(self.dev, k.footprint, k.hint) * self.dev.sm_count)
 
-    def _regrid(self, i: int) -> None:
+    def _pool(self, i: int) -> None:
+        """A persistent grid whose first wave found room for some of its CTAs: its tile scheduler hands the tiles to
+        the CTAs that run, so those placed take the whole grid's work; the others stay pending (the grid holds the
+        kernels after it until they are placed), each placed later taking an even share of what is left (`_join`);
+        any still pending when the work is done never run."""
         placed = [cid for cid, c in self.ctas.items() if c[0] == i]
         if not placed or not self.pending[i]:
             return
         scale = (len(placed) + self.pending[i]) / len(placed)
         for cid in placed:
             self.ctas[cid][2] *= scale
-        self.left[i] -= self.pending[i]
-        self.n_left -= self.pending[i]
-        self.pending[i], self.dispatched[i] = 0, True
+        self.pooled[i] = True
+
+    def _join(self, i: int, cid: int, t: float) -> None:
+        """CTA `cid` of pooled grid i just placed: the work its running CTAs have left, shared evenly by them and it."""
+        mine = [c for c, x in self.ctas.items() if x[0] == i]
+        left = 0.0
+        for c in mine:
+            x = self.ctas[c]
+            if c != cid:
+                x[2] -= (t - x[3]) * x[4]
+                left += max(x[2], 0.0)
+            x[3] = t
+        for c in mine:
+            self.ctas[c][2] = left / len(mine)
+            self._touched.add(self.ctas[c][1])
 
     def _spread(self, i: int) -> None:
         """A grid simulated in merged CTAs (`Pace.blocks`: many waves) whose first merged wave found less room than
@@ -289,8 +308,7 @@ class _Sim:
             first = self.start[i] is None
             done = self._fill(i, self._allowed(i), t)
             if not done and first and self._persistent(i):
-                self._regrid(i)
-                done = True
+                self._pool(i)
             elif not done and first:
                 self._spread(i)
             if not done:
@@ -358,6 +376,10 @@ class _Sim:
         if self.running[i] == 0:
             self.active -= 1
             self._global_change = True
+            if self.pooled[i] and self.pending[i]:  # its work is done: the CTAs still pending never run
+                self.left[i] -= self.pending[i]
+                self.n_left -= self.pending[i]
+                self.pending[i], self.dispatched[i] = 0, True
         if self.left[i] == 0:
             self.end[i] = t
 
