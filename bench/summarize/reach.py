@@ -5,11 +5,11 @@ the same workloads on two H200s with real NCCL.
   python bench/summarize/reach.py [--captures TGZ|DIR] [--out bench/results/reach-2026-12-04-h200.json] [--device D]
   (docs/results.md's table: `render_reach`, through bench/summarize/results_md.py)
 
-Extracts bench/results/reach-2026-12-04-h200-files.tgz (the doctor folders `bash bench/device/reach.sh` captured)
-and runs the what-if on each with the shipped H200 calibration: nothing is fitted here. The predictions are the
-what-if's: anchored to the profiled steps, and scaled to the unprofiled step (the doctor's step records; the
-profiler's cost taken as the same under every strategy). A prediction reaches the real step where it is within
-10% of it; a workload is met where every recording of its real step is reached.
+Extracts the captures (--captures; default bench/results/reach-2026-12-04-h200-files.tgz: the doctor folders `bash
+bench/device/reach.sh` captured) and runs the what-if on each with the shipped H200 calibration: nothing is fitted
+here. The predictions are the what-if's: anchored to the profiled steps, and scaled to the unprofiled step (the
+doctor's step records; the profiler's cost taken as the same under every strategy). A prediction reaches the real
+step where it is within 10% of it; a workload is met where every recording of its real step is reached.
 
 The real steps are every row of bench/results/bench-x2-h200-2026-11-30-*.json for the workload and strategy with
 status ok: the recordings differ from one another, and the record keeps each.
