@@ -885,3 +885,40 @@ def test_the_sm_carveout_is_a_range_between_a_library_that_honours_it_and_one_th
     assert "honours sm-carveout" in p.notes[-1]
     assert predict.one(step, levers.strategy("priority"), cal).other_step_us is None
     assert predict.other_range(predict.one(step, levers.strategy("priority"), cal), base) is None
+
+
+#: a kernel configured for 228 KB of shared memory (one 226 KB block per SM): 28 KB of the H200's 256 KB array is L1
+WIDE = F(384, 168, 0, 231424, 132, 1, "attention")
+
+
+def test_a_collective_waiting_for_the_sms_of_a_wide_kernel_keeps_their_configuration_and_runs_at_the_l1_left():
+    # alone, the collective's CTA had 256 - 132 = 124 KB of L1 (above the 56 KB it needs); on the wide kernel's SMs
+    # it waited for, 28 KB: half its rate, 1000 us for 500
+    pace = dataclasses.replace(STILL, l1_need=56 * 1024)
+    wide = Kernel("attention", WIDE, 1000.0, 1)
+    r = run(Step(H200, (wide, comm(us=500.0))), pace)
+    assert r.kernels[1].start_us == pytest.approx(1000.0) and r.kernels[1].end_us == pytest.approx(2000.0)
+    # launched after the wide kernel ended (serial), the SMs are configured for the collective: its time alone
+    r = run(Step(H200, (wide, comm(us=500.0)), serial=True), pace)
+    assert r.kernels[1].end_us == pytest.approx(1500.0)
+    # without an L1 bound (uncalibrated), the same collective takes its time alone on the kept configuration
+    assert run(Step(H200, (wide, comm(us=500.0))), STILL).kernels[1].end_us == pytest.approx(1500.0)
+
+
+def test_two_collective_ctas_on_one_sm_share_its_l1():
+    # 288 threads: two CTAs fit on an SM, whose configuration for them (228 KB) leaves 28 KB of L1; alone (2 CTAs,
+    # one per SM) each had 28 KB, below the 56 KB it needs; confined to one SM, 14 KB each: half the rate
+    pace = dataclasses.replace(STILL, l1_need=56 * 1024)
+    two = Kernel("comm", F(288, 96, 22592, 82240, 2, 1, "comm"), 500.0, 2, comm=True, sms=(0, 1))
+    r = run(Step(H200, (two,)), pace)
+    assert r.kernels[0].end_us == pytest.approx(1000.0)
+    assert run(Step(H200, (dataclasses.replace(two, sms=None),)), pace).step_us == pytest.approx(500.0)
+
+
+def test_the_l1_a_collective_needs_is_read_off_its_sweep():
+    # at 16 CTAs: 640 threads (one per SM, 124 KB of L1 each) in 1 ms, 288 threads (configured for two per SM, 28 KB
+    # each) in 2 ms: the smaller taken as bound by its L1, need = 28 KB x 2
+    row = {"regs": 96, "static_smem": 22592, "dynamic_smem": 82240, "ctas": 16}
+    sweep = [dict(row, threads=640, alone_ms=1.0), dict(row, threads=288, alone_ms=2.0)]
+    assert calibration.fit_l1_need(sweep, H200) == pytest.approx(28 * 1024 * 2)
+    assert calibration.fit_l1_need(sweep[:1], H200) is None  # one L1 size: nothing to read

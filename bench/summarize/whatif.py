@@ -67,8 +67,8 @@ def _pairs(cells) -> list[tuple[float, float]]:
     return pairs
 
 
-def _fit(cases, law, families):
-    return calibration.fit_pace(lambda pace: _pairs(_cells(cases, pace, law, families)))
+def _fit(cases, law, families, l1_need=None):
+    return calibration.fit_pace(lambda pace: _pairs(_cells(cases, pace, law, families)), l1_need)
 
 
 def by_family(rows: list[dict]) -> dict[str, dict]:
@@ -154,14 +154,16 @@ def main() -> int:
     with extracted(args.traces) as root:
         cases = session.lab_cases(record, capture, root, device)
     law = calibration.fit_law(capture["comm_sweep"])
-    pace, errs = _fit(cases, law, None)
+    l1_need = calibration.fit_l1_need(capture["comm_sweep"], device)
+    print(f"L1 a collective's CTA needs (from the sweep): {l1_need} B", flush=True)
+    pace, errs = _fit(cases, law, None, l1_need)
     print(f"fitted on every family: {pace}", flush=True)
     held = {}
     for half in (OWN, LIBRARY):
         others = [f for f in cases if f not in half]
         if not others or not any(f in half for f in cases):
             raise SystemExit("both halves of the families are needed: one is fitted, the other predicted")
-        fitted, _ = _fit(cases, law, others)
+        fitted, _ = _fit(cases, law, others, l1_need)
         held |= {f: fitted for f in cases if f in half}
         print(f"{', '.join(half)}: predicted with the fit on {', '.join(others)}: {fitted}", flush=True)
     rows = []

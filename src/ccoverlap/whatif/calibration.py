@@ -3,6 +3,8 @@
 Two fits, each on what it explains and nothing else:
 * the communication bandwidth law (`transforms.CommLaw`) on the proxy's times alone at several CTA and thread
   counts (bench/device/whatif_record.py's sweep): least squares on the log of time over the 16 x 640 time;
+* the L1 a collective's CTA needs for its full rate (`duration.Pace.l1_need`) on the same sweep, where one CTA count
+  was run at thread counts whose own shared-memory configurations leave each CTA different L1 (`fit_l1_need`);
 * the pace model (`duration.Pace`: SM-issue share and saturation, memory-system share) on the lab's overlapped cells
   (every family x strategy of a `ccoverlap lab --quick` record): the least mean absolute relative error of the
   predicted total and communication completion over a fixed grid.
@@ -18,7 +20,10 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ccoverlap.whatif.duration import Pace
+from ccoverlap.model.footprint import KernelFootprint
+from ccoverlap.model.limits import DeviceLimits
+from ccoverlap.whatif.duration import Pace, l1_left
+from ccoverlap.whatif.residency import alone_per_sm, config_for
 from ccoverlap.whatif.transforms import CommLaw
 
 SM_SHARES = (0.5, 0.75, 1.0)
@@ -57,6 +62,28 @@ def fit_law(sweep: Sequence[dict]) -> CommLaw:
     return min((CommLaw(s, e) for s in SATURATIONS for e in EXPONENTS), key=loss)
 
 
+def fit_l1_need(sweep: Sequence[dict], device: DeviceLimits) -> float | None:
+    """The L1 (B) a collective's CTA needs for its full rate, read off its sweep: at each CTA count run with shapes
+    whose own configurations leave each CTA different L1 (`Pace.alone_l1`: e.g. 640 threads at one CTA per SM, 288
+    threads at two, 124 and 28 KB on an H200), the shape with less L1 taken as bound by it, its rate in proportion
+    to its L1: need = its L1 x its time / the other's time; the median over the CTA counts. None where no CTA count
+    was run with two L1 sizes, or the device's L1 is not known."""
+    def l1(r: dict) -> float | None:
+        fp = KernelFootprint(r["threads"], r["regs"], r["static_smem"], r["dynamic_smem"], r["ctas"], 1, "sweep")
+        left = l1_left(device, config_for(device, fp, None))
+        per_sm = min(alone_per_sm(device, fp, None), -(-r["ctas"] // device.sm_count))
+        return None if left is None else left / max(per_sm, 1)
+
+    needs = []
+    for ctas in sorted({r["ctas"] for r in sweep}):
+        rows = [(l1(r), r["alone_ms"]) for r in sweep if r["ctas"] == ctas]
+        rows = sorted((x, t) for x, t in rows if x is not None)
+        if len(rows) >= 2 and rows[0][0] < rows[-1][0] and rows[0][1] > rows[-1][1]:
+            (low, t_low), (_, t_high) = rows[0], rows[-1]
+            needs.append(low * t_low / t_high)
+    return quantile(needs, 0.5) if needs else None
+
+
 def errors(pairs: Sequence[tuple[float, float]]) -> list[float]:
     """|predicted - measured| / measured of each (predicted, measured) pair."""
     return [abs(p - m) / m for p, m in pairs if m > 0]
@@ -69,16 +96,17 @@ def quantile(values: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def fit_pace(evaluate: Callable[[Pace], list[tuple[float, float]]]) -> tuple[Pace, list[float]]:
-    """The grid point of SM_SHARES x MEMORY_SHARES x SATURATIONS_OF_ISSUE with the least mean error;
-    `evaluate(pace)` gives the (predicted, measured) pairs of every fitted cell. Returns the best pace and its
-    cells' errors."""
+def fit_pace(evaluate: Callable[[Pace], list[tuple[float, float]]], l1_need: float | None = None
+             ) -> tuple[Pace, list[float]]:
+    """The grid point of SM_SHARES x MEMORY_SHARES x SATURATIONS_OF_ISSUE with the least mean error, with `l1_need`
+    (`fit_l1_need`, fitted before on the sweep) as it is; `evaluate(pace)` gives the (predicted, measured) pairs of
+    every fitted cell. Returns the best pace and its cells' errors."""
     def loss(p: Pace) -> float:
         e = errors(evaluate(p))
         return sum(e) / len(e)
 
-    best = min((Pace(sm, mem, sat) for sm in SM_SHARES for mem in MEMORY_SHARES for sat in SATURATIONS_OF_ISSUE),
-               key=loss)
+    best = min((Pace(sm, mem, sat, l1_need=l1_need)
+                for sm in SM_SHARES for mem in MEMORY_SHARES for sat in SATURATIONS_OF_ISSUE), key=loss)
     return best, errors(evaluate(best))
 
 

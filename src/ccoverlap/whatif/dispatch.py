@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from ccoverlap.whatif import residency
+from ccoverlap.whatif import duration, residency
 from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.step import Step
 
@@ -91,10 +91,13 @@ class _Sim:
         self.placed = [0] * len(ks)  # CTAs dispatched so far: which group of its plan the next one is in
         self.alone_warps = [0 if c else pace.alone_warps(self.dev, k, self.dev.warp_size)
                             for k, c in zip(ks, self.copy)]
+        self.alone_l1 = [pace.alone_l1(self.dev, k) if k.comm and not c and pace.l1_need is not None else None
+                         for k, c in zip(ks, self.copy)]
         self.running = [0] * len(ks)
         self.left = list(self.pending)  # CTAs not yet finished
         self.sms = [residency.SM() for _ in range(self.dev.sm_count)]
         self.on_sm: list[set[int]] = [set() for _ in self.sms]  # CTA ids per SM
+        self.freed_at = [0.0] * len(self.sms)  # when each SM last became idle
         self.ctas: dict[int, list] = {}  # id -> [kernel, sm, remaining work, last update, rate, version]
         self.heap: list = []
         self.next_id = 0
@@ -159,7 +162,8 @@ class _Sim:
         return residency.admits(self.dev, self.sms[s], i, self.fps[i], self.fps, self.hints)
 
     def _place_one(self, i: int, s: int, t: float) -> None:
-        residency.place(self.dev, self.sms[s], i, self.fps[i], self.hints[i])
+        waited = self.ready[i] < self.freed_at[s] - EPS  # ready before the SM's last block left: it waited for it
+        residency.place(self.dev, self.sms[s], i, self.fps[i], self.hints[i], waited=waited)
         cid = self.next_id
         self.next_id += 1
         self.ctas[cid] = [i, s, self._work(i), t, 0.0, 0]
@@ -301,7 +305,12 @@ class _Sim:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
         now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
         k = self.step.kernels[i]
-        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, k.memory_bound, k.held)
+        pace = self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, k.memory_bound, k.held)
+        if self.alone_l1[i] is None:
+            return pace
+        left = duration.l1_left(self.dev, self.sms[s].config)
+        sharing = sum(n for j, n in self.sms[s].blocks.items() if self.is_comm[j])
+        return pace * self.pace.l1_factor(self.alone_l1[i], None if left is None else left / max(sharing, 1))
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:
@@ -352,6 +361,8 @@ class _Sim:
         self.freed = i
         self.on_sm[s].discard(cid)
         residency.leave(self.sms[s], i)
+        if self.sms[s].idle:
+            self.freed_at[s] = t
         self.running[i] -= 1
         self.left[i] -= 1
         self._touched.add(s)

@@ -21,6 +21,15 @@ The model, stated once (docs/whatif.md, "The model"):
     (`Kernel.held`, set by `anchor.hold`; a launch that did not slow, no slower than alone): the calibrated pace is
     one figure for every kernel, and the capture bounds its slowdown for this one. Faster than alone it may still
     run, where fewer warps share its SM than alone (a padded kernel, a wave's tail).
+* L1 left to a collective's CTA: an SM's unified L1/shared-memory array (`UNIFIED_KB`) holds what its
+  configuration does not give to shared memory as L1, where a streaming CTA's loads in flight land; a collective's
+  CTA moves data at a rate bounded by the L1 it has (the L1 left, shared by the collectives' CTAs on that SM), in
+  proportion up to `l1_need` bytes, at full rate above: its pace is multiplied by
+  `min(1, L1 now / l1_need) / min(1, L1 alone / l1_need)`, L1 alone being what each of its CTAs had when its time alone
+  was measured (its own configuration). An SM keeps its configuration for a kernel that waited for it (ready before
+  the SM's last block left) where that kernel's own is no larger (`residency.place`), so a collective that takes the
+  SMs of a kernel with a large shared-memory configuration as they free runs with that kernel's small L1. `l1_need` is read off the collective's sweep
+  (`calibration.fit_l1_need`); None: no such bound (an uncalibrated GPU, or one whose L1 size is not known).
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
@@ -35,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ccoverlap.model.limits import DeviceLimits
-from ccoverlap.whatif.residency import alone_per_sm
+from ccoverlap.whatif.residency import alone_per_sm, config_for
 
 if TYPE_CHECKING:  # step.py reads the capture's bound on a kernel's memory share from here
     from ccoverlap.whatif.step import Kernel
@@ -44,6 +53,16 @@ if TYPE_CHECKING:  # step.py reads the capture's bound on a kernel's memory shar
 #: (1 us, the scale of launch jitter, plus 1% of the time alone) is not read as a slowdown, so the capture bounds
 #: a kernel's memory share only where it clearly did not slow.
 ALLOWANCE_US, ALLOWANCE_SHARE = 1.0, 0.01
+
+#: The unified L1 / shared-memory array of one SM (KiB) by compute capability (CUDA C++ Programming Guide, the
+#: compute capability 8.x and 9.0 sections): what a configuration does not give to shared memory is L1.
+UNIFIED_KB: dict[tuple[int, int], int] = {(8, 0): 192, (8, 6): 128, (8, 7): 192, (8, 9): 128, (9, 0): 256}
+
+
+def l1_left(device: DeviceLimits, config: int) -> int | None:
+    """L1 (B) an SM configured with `config` B of shared memory has; None where the device's array is not known."""
+    kb = UNIFIED_KB.get(tuple(device.compute_capability)) if device.vendor == "nvidia" else None
+    return None if kb is None else max(kb * 1024 - config, 0)
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,13 @@ class Pace:
     saturation: float = 0.5
     max_waves: int = 6
     min_cta_us: float = 50.0
+    l1_need: float | None = None  # L1 (B) a collective's CTA needs for its full rate (None: no L1 bound)
+
+    def l1_factor(self, alone_l1: float | None, now_l1: float | None) -> float:
+        """A collective's CTA's pace with `now_l1` bytes of L1 over its pace with `alone_l1` (what it had alone)."""
+        if self.l1_need is None or alone_l1 is None or now_l1 is None:
+            return 1.0
+        return min(1.0, now_l1 / self.l1_need) / max(min(1.0, alone_l1 / self.l1_need), 1e-9)
 
     def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool,
              memory_bound: float | None = None, held: float | None = None) -> float:
@@ -69,7 +95,7 @@ class Pace:
     def unshared(self) -> Pace:
         """The same model with no kernel slowed by what shares its SM or the memory system: the other end of what a
         capture allows where its kernels never ran side by side as a lever would make them (`predict.pace_range`)."""
-        return replace(self, sm_share=0.0, memory_share=0.0)
+        return replace(self, sm_share=0.0, memory_share=0.0, l1_need=None)
 
     def blocks(self, device: DeviceLimits, k: Kernel) -> tuple[tuple[int, float], ...]:
         """(CTAs simulated, work of each in us at full pace) for kernel `k`, in groups in dispatch order: its grid
@@ -104,6 +130,14 @@ class Pace:
         basis, hint = k.measured
         per_sm = min(alone_per_sm(device, basis, hint), -(-basis.grid // device.sm_count))
         return per_sm * -(-basis.threads // warp)
+
+    def alone_l1(self, device: DeviceLimits, k: Kernel) -> float | None:
+        """L1 (B) each CTA of its kernel had on its SM when `alone_us` was measured: the L1 its own configuration
+        leaves, shared by its CTAs there."""
+        basis, hint = k.measured
+        left = l1_left(device, config_for(device, basis, hint))
+        per_sm = min(alone_per_sm(device, basis, hint), -(-basis.grid // device.sm_count))
+        return None if left is None else left / max(per_sm, 1)
 
 
 def allowance(alone_us: float) -> float:
