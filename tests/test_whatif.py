@@ -903,6 +903,8 @@ def test_a_collective_waiting_for_the_sms_of_a_wide_kernel_keeps_their_configura
     assert r.kernels[1].end_us == pytest.approx(1500.0)
     # without an L1 bound (uncalibrated), the same collective takes its time alone on the kept configuration
     assert run(Step(H200, (wide, comm(us=500.0))), STILL).kernels[1].end_us == pytest.approx(1500.0)
+    # a collective its capture holds to its alone pace (it did not stream: anchor.hold) is not slowed by the L1
+    assert run(Step(H200, (wide, comm(us=500.0, held=1.0))), pace).kernels[1].end_us == pytest.approx(1500.0)
 
 
 def test_two_collective_ctas_on_one_sm_share_its_l1():

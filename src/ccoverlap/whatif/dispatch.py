@@ -305,12 +305,12 @@ class _Sim:
         i, s = self.ctas[cid][0], self.ctas[cid][1]
         now = sum(self.warps[j] * n for j, n in self.sms[s].blocks.items())
         k = self.step.kernels[i]
-        pace = self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, k.memory_bound, k.held)
-        if self.alone_l1[i] is None:
-            return pace
-        left = duration.l1_left(self.dev, self.sms[s].config)
-        sharing = sum(n for j, n in self.sms[s].blocks.items() if self.is_comm[j])
-        return pace * self.pace.l1_factor(self.alone_l1[i], None if left is None else left / max(sharing, 1))
+        l1 = 1.0
+        if self.alone_l1[i] is not None:
+            left = duration.l1_left(self.dev, self.sms[s].config)
+            sharing = sum(n for j, n in self.sms[s].blocks.items() if self.is_comm[j])
+            l1 = self.pace.l1_factor(self.alone_l1[i], None if left is None else left / max(sharing, 1))
+        return self.pace.pace(self.alone_warps[i], now, self.dev, self.active > 1, k.memory_bound, k.held, l1)
 
     def _repace(self, cids, t: float) -> None:
         for cid in cids:

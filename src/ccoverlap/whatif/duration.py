@@ -21,15 +21,17 @@ The model, stated once (docs/whatif.md, "The model"):
     (`Kernel.held`, set by `anchor.hold`; a launch that did not slow, no slower than alone): the calibrated pace is
     one figure for every kernel, and the capture bounds its slowdown for this one. Faster than alone it may still
     run, where fewer warps share its SM than alone (a padded kernel, a wave's tail).
-* L1 left to a collective's CTA: an SM's unified L1/shared-memory array (`UNIFIED_KB`) holds what its
-  configuration does not give to shared memory as L1, where a streaming CTA's loads in flight land; a collective's
-  CTA moves data at a rate bounded by the L1 it has (the L1 left, shared by the collectives' CTAs on that SM), in
-  proportion up to `l1_need` bytes, at full rate above: its pace is multiplied by
-  `min(1, L1 now / l1_need) / min(1, L1 alone / l1_need)`, L1 alone being what each of its CTAs had when its time alone
-  was measured (its own configuration). An SM keeps its configuration for a kernel that waited for it (ready before
-  the SM's last block left) where that kernel's own is no larger (`residency.place`), so a collective that takes the
-  SMs of a kernel with a large shared-memory configuration as they free runs with that kernel's small L1. `l1_need` is read off the collective's sweep
-  (`calibration.fit_l1_need`); None: no such bound (an uncalibrated GPU, or one whose L1 size is not known).
+* L1 left to a collective's CTA: an SM's unified L1/shared-memory array (`UNIFIED_KB`) holds what its configuration
+  does not give to shared memory as L1, where a streaming CTA's loads in flight land; a collective's CTA moves data at
+  a rate bounded by the L1 it has (the L1 left, shared by the collectives' CTAs on that SM), in proportion up to
+  `l1_need` bytes, at full rate above: its pace is multiplied by `min(1, L1 now / l1_need) / min(1, L1 alone /
+  l1_need)`, L1 alone being what each of its CTAs had when its time alone was measured (its own configuration). An SM
+  keeps its configuration for a kernel that waited for it (ready before the SM's last block left) where that kernel's
+  own is no larger (`residency.place`), so a collective that takes the SMs of a kernel with a large shared-memory
+  configuration as they free runs with that kernel's small L1. `l1_need` is read off the collective's sweep
+  (`calibration.fit_l1_need`); None: no such bound (an uncalibrated GPU, or one whose L1 size is not known). A
+  collective its capture shows running faster than that (one that does not stream, a spin) is held to what was
+  measured (`held`, above), as for any other slowdown.
 * `sm_share`, `saturation` and `memory_share` are fitted once per GPU on recorded lab runs (`calibration`); nothing is
   fitted per program.
 
@@ -83,13 +85,14 @@ class Pace:
         return min(1.0, now_l1 / self.l1_need) / max(min(1.0, alone_l1 / self.l1_need), 1e-9)
 
     def pace(self, alone_warps: int, warps_now: int, device: DeviceLimits, others_running: bool,
-             memory_bound: float | None = None, held: float | None = None) -> float:
+             memory_bound: float | None = None, held: float | None = None, l1: float = 1.0) -> float:
         """Work done per us by one CTA whose kernel held `alone_warps` warps of its SM alone, on an SM holding
         `warps_now` warps now; `memory_bound`: the most memory share its capture allows it (`observed_memory_share`;
-        None: the calibrated share); `held`: the slowest pace its capture allows it (`anchor.hold`; None: no bound)."""
+        None: the calibrated share); `held`: the slowest pace its capture allows it (`anchor.hold`; None: no bound);
+        `l1`: a collective's factor for the L1 it has (`l1_factor`), within that bound."""
         floor = self.saturation * device.max_warps_per_sm
         share = self.memory_share if memory_bound is None else min(self.memory_share, memory_bound)
-        pace = (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
+        pace = l1 * (max(alone_warps, floor) / max(warps_now, floor)) ** self.sm_share / (1 + share * others_running)
         return pace if held is None else max(pace, held)
 
     def unshared(self) -> Pace:
