@@ -1,7 +1,8 @@
 """CTA admission per SM: may one more block of a kernel start on this SM now?
 
 The rules are model/occupancy's, called, never restated: an idle SM takes the configuration its first kernel
-asks for (`hinted_config`: its own maximum occupancy, or its carveout hint); a block of the same kernel joins
+asks for (`hinted_config`: its own maximum occupancy, or its carveout hint), or keeps the one it had for a kernel
+that waited for it and asks for no more (`place`); a block of the same kernel joins
 while that configuration holds one more (`occupancy` on the configured SM); a block of another kernel joins
 where `beside` says it fits (capacity and the carveout rule). Three kernels on one SM are not modelled: a third
 kernel waits (said in docs/whatif.md). Clusters: a cluster of C blocks starts only on C SMs of one GPC that
