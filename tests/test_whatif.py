@@ -494,6 +494,10 @@ def test_a_capture_is_reproduced_within_5_percent_and_its_collectives_within_max
     assert "comm (stream 2) measured at 0.110 ms, simulated at 0.190 ms" in late.refused()
     slow = anchor.validate(steps, [_times(1200.0, 150.0)] * 3)
     assert "+14.3% off the measured 1.050 ms (median of 3 typical steps" in slow.refused()
+    # the GPU's idle within the measured steps, their median, where the capture says (a lab step does not)
+    assert ok.idle_us is None and ok.to_dict()["measured_idle_us"] is None
+    idle = [s.replace(idle_us=x) for s, x in zip(steps, (30.0, 10.0, 20.0))]
+    assert anchor.validate(idle, [_times(1040.0, 150.0)] * 3).to_dict()["measured_idle_us"] == 20.0
 
 
 def test_the_disturbed_first_step_is_left_out_and_the_typical_steps_reproduced(tmp_path):

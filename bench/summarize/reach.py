@@ -61,6 +61,7 @@ def workload_row(workload: str, folder: Path, real: dict, device: str = "") -> d
     check, own = report["validation"], report["unprofiled"]
     row = {"workload": workload, "refused": report["refused"], "measured_profiled_step_ms":
            check["measured_step_us"] / 1000, "simulated_default_ms": check["simulated_default_us"] / 1000,
+           "measured_idle_ms": check["measured_idle_us"] and check["measured_idle_us"] / 1000,
            "unprofiled_step_ms": own and own["step_ms"], "profiler_slowdown": own and own["profiler_slowdown"],
            "notes": report["notes"], "strategies": {}}
     for p in report["predictions"]:

@@ -56,6 +56,7 @@ class Validation:
     steps: tuple[str, ...]  # the typical steps compared
     disagree: tuple[Disagreement, ...]  # collectives whose start is off, in launch order
     first_off: Disagreement | None = None  # the first launch whose end is off by more than the tolerance
+    idle_us: float | None = None  # the GPU's idle time within the measured step, median (None: not captured)
 
     @property
     def step_error(self) -> float:
@@ -89,7 +90,8 @@ class Validation:
         return self.measured_us * simulated_us / self.simulated_us
 
     def to_dict(self) -> dict:
-        return {"measured_step_us": self.measured_us, "simulated_default_us": self.simulated_us,
+        return {"measured_step_us": self.measured_us, "measured_idle_us": self.idle_us,
+                "simulated_default_us": self.simulated_us,
                 "step_error": self.step_error, "step_tolerance": STEP_TOLERANCE,
                 "start_tolerance_us": self.tolerance_us, "typical_steps": list(self.steps),
                 "reproduced": self.reproduced, "refused": self.refused(),
@@ -111,8 +113,10 @@ def validate(steps: Sequence[Step], defaults: Sequence[Result]) -> Validation:
             if k.measured_start_us is not None:
                 starts[n].append((k.name, k.stream, k.measured_start_us, result.kernels[i].start_us))
     disagree = [d for d in map(_median, starts.values()) if abs(d.simulated_us - d.measured_us) > tolerance]
+    idle = [s.idle_us for s in steps if s.idle_us is not None]
     return Validation(measured, statistics.median(r.step_us for r in defaults), tolerance,
-                      tuple(s.name for s in steps), tuple(disagree), first_off(steps, defaults, tolerance))
+                      tuple(s.name for s in steps), tuple(disagree), first_off(steps, defaults, tolerance),
+                      statistics.median(idle) if idle else None)
 
 
 def hold(steps: Sequence[Step], defaults: Sequence[Result]) -> tuple[list[Step], list[str]]:
