@@ -709,6 +709,17 @@ def test_a_profiler_that_slowed_the_steps_is_said_and_each_prediction_scaled_to_
     doc = json.loads(capsys.readouterr().out)
     assert doc["unprofiled"]["profiler_slowdown"] is None and not any("profiler" in n for n in doc["notes"])
     assert doc["predictions"][0]["unprofiled_step_us"] == pytest.approx(10000)
+    # the held steps keep the GPU busy for less than the program's own 10 ms step (more than the 5% tolerance): its
+    # host paces it, said, and each prediction is the larger of that pace and the GPU's predicted work
+    gpu = doc["validation"]["measured_step_us"]
+    assert gpu < 10000 / 1.05 and doc["unprofiled"]["host_paced"]
+    assert any(n.startswith("the program's own step (10.00 ms, the doctor's step records) is longer than its GPU's "
+                            f"work in a held step ({gpu / 1000:.2f} ms): its host paces it") for n in doc["notes"])
+    for p in doc["predictions"]:
+        assert p["unprofiled_step_us"] == pytest.approx(max(10000, p["step_us"]))
+    assert main(["whatif", str(root), "--lever", "nccl-ctas=1", "--json", "-"]) == 0  # a lever that slows the GPU
+    (slower,) = [p for p in json.loads(capsys.readouterr().out)["predictions"] if p["strategy"] != "default"]
+    assert gpu < slower["step_us"] < 10000 and slower["unprofiled_step_us"] == pytest.approx(10000)  # not 10000 + it
     (root / ("rank0" + record.STEPS_SUFFIX)).unlink()  # no record: nothing said of the profiler
     assert main(["whatif", str(root), "--lever", "priority", "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)

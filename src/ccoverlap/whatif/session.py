@@ -3,6 +3,7 @@ from steps to predictions anchored to what was measured, or refused (`run`, `gai
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ class Captured:
     hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
     step_ms: tuple[float, float] | None = None  # the rank's median step unprofiled and profiled (doctor's records)
     profiler_slowdown: float | None = None  # what the profiler cost the steps (Process.profiler_slowdown: None held)
+    held: bool = False  # the doctor held the GPU before each profiled step (its launches queued: Process.held)
 
     @property
     def step(self) -> Step:
@@ -77,7 +79,8 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
                    for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
     step_ms = own.step_ms if own and all(own.step_ms) else None
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size, hidden, step_ms, own.profiler_slowdown if step_ms else None)
+                    trace.world_size, hidden, step_ms, own.profiler_slowdown if step_ms else None,
+                    bool(own and own.held))
 
 
 def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
@@ -91,10 +94,20 @@ def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
         return None, []
     plain, profiled = cap.step_ms
     slowdown = cap.profiler_slowdown
-    out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown,
+    out = {"step_ms": plain, "profiled_step_ms": profiled, "profiler_slowdown": slowdown, "host_paced": False,
            "scaled": "unprofiled step = the unprofiled median step + (predicted step - measured step): the time a "
                      "lever moves is the kernels' on the GPU, which the profiler's cost (its host-side launch "
                      "overhead) does not change (an assumption, checked on the held-out captures: docs/whatif.md)"}
+    gpu_ms = statistics.median(s.measured_us for s in cap.steps) / 1000 if cap.steps[0].measured_us else None
+    if cap.held and gpu_ms and plain > gpu_ms * (1 + anchor.STEP_TOLERANCE):
+        out |= {"host_paced": True,
+                "scaled": "unprofiled step = the larger of the program's own step (its host's pace) and the predicted "
+                          "step (the GPU's work, held): the held steps keep the GPU busy for less than the program's "
+                          "own step, so its host paces it, and a lever's change to the GPU's work reaches the step "
+                          "only beyond that pace"}
+        return out, [f"the program's own step ({plain:.2f} ms, the doctor's step records) is longer than its GPU's "
+                     f"work in a held step ({gpu_ms:.2f} ms): its host paces it, so a lever that shortens the GPU's "
+                     "work does not shorten this step; 'unprofiled ms' is the larger of the two"]
     if slowdown is None or abs(slowdown) <= anchor.STEP_TOLERANCE:
         return out, []
     return out, [f"the profiler {'slowed' if slowdown > 0 else 'sped up'} the captured steps by "
@@ -339,15 +352,18 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
                       "resolution": predict.PACE_RESOLUTION}
     report["predictions"] = [_anchored(p, check, [e[n] for e in ends], rows[0], unshared is not None)
                              for n, p in enumerate(rows)]
-    if own:  # the unprofiled step plus the prediction's change: the default is that step exactly
+    if own:  # the unprofiled step with the prediction's change (`unprofiled`): the default is that step exactly
+        plain = 1000 * own["step_ms"]
+
+        def moved(step_us: float) -> float:
+            return max(plain, step_us) if own["host_paced"] else plain + step_us - check.measured_us
         for p in report["predictions"]:
             if p["status"] == "ok":
-                p["unprofiled_step_us"] = 1000 * own["step_ms"] + p["step_us"] - check.measured_us
-                p["vs_unprofiled"] = p["unprofiled_step_us"] / (1000 * own["step_ms"])
+                p["unprofiled_step_us"] = moved(p["step_us"])
+                p["vs_unprofiled"] = p["unprofiled_step_us"] / plain
             elif p["status"] == "range":
-                p["unprofiled_range_us"] = [1000 * own["step_ms"] + check.measured_us * (r - 1)
-                                            for r in p["ratio_range"]]
-                p["vs_unprofiled_range"] = [u / (1000 * own["step_ms"]) for u in p["unprofiled_range_us"]]
+                p["unprofiled_range_us"] = [moved(check.measured_us * r) for r in p["ratio_range"]]
+                p["vs_unprofiled_range"] = [u / plain for u in p["unprofiled_range_us"]]
     return report
 
 
