@@ -3,7 +3,6 @@ from steps to predictions anchored to what was measured, or refused (`run`, `gai
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +33,26 @@ class Captured:
     source: str  # what the steps were read from, in words
     world: int | None = None  # the job's ranks, where the trace says
     hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
-    step_ms: tuple[float, float] | None = None  # the rank's median step unprofiled and profiled (doctor's records)
-    profiler_slowdown: float | None = None  # what the profiler cost the steps (Process.profiler_slowdown: None held)
-    held: bool = False  # the doctor held the GPU before each profiled step (its launches queued: Process.held)
+    process: Process | None = None  # what the doctor's records say of the rank's process (None: no records)
 
     @property
     def step(self) -> Step:
         return self.steps[0]
+
+    @property
+    def step_ms(self) -> tuple[float, float] | None:
+        """The rank's median step unprofiled and profiled (the doctor's records), where both are known."""
+        return self.process.step_ms if self.process and all(self.process.step_ms) else None
+
+    @property
+    def profiler_slowdown(self) -> float | None:
+        """What the profiler cost the steps (Process.profiler_slowdown: None where held or not recorded)."""
+        return self.process.profiler_slowdown if self.step_ms else None
+
+    @property
+    def held(self) -> bool:
+        """The doctor held the GPU before each profiled step (its launches queued: Process.held)."""
+        return bool(self.process and self.process.held)
 
 
 class Refused(Exception):
@@ -77,19 +89,18 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
                                                if r.strategy == name and r.rank == rank), None)
     hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
                    for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
-    step_ms = own.step_ms if own and all(own.step_ms) else None
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size, hidden, step_ms, own.profiler_slowdown if step_ms else None,
-                    bool(own and own.held))
+                    trace.world_size, hidden, own)
 
 
-def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
+def unprofiled(cap: Captured, measured_us: float) -> tuple[dict | None, list[str]]:
     """What the profiler cost the captured steps (the doctor's step records: the same clock inside and outside its
     window, the GPU's step period where recorded), and a note where more than the reproduction's tolerance: the
     steps simulated are the profiled ones, so each prediction is also given moved to the program's own step (its
     change from the measured step added: the profiler's cost taken as the same under every lever). A held
     capture's profiled steps were timed from before the hold's wait, so they hold the host's launching too: the
-    profiler's cost is not known there, and not said."""
+    profiler's cost is not known there, and not said; `measured_us`, the typical steps' median (the validation's),
+    is then the GPU's work, and a program whose own step is longer is paced by its host."""
     if not cap.step_ms:
         return None, []
     plain, profiled = cap.step_ms
@@ -98,8 +109,8 @@ def unprofiled(cap: Captured) -> tuple[dict | None, list[str]]:
            "scaled": "unprofiled step = the unprofiled median step + (predicted step - measured step): the time a "
                      "lever moves is the kernels' on the GPU, which the profiler's cost (its host-side launch "
                      "overhead) does not change (an assumption, checked on the held-out captures: docs/whatif.md)"}
-    gpu_ms = statistics.median(s.measured_us for s in cap.steps) / 1000 if cap.steps[0].measured_us else None
-    if cap.held and gpu_ms and plain > gpu_ms * (1 + anchor.STEP_TOLERANCE):
+    gpu_ms = measured_us / 1000  # the typical steps' median (anchor.Validation.measured_us): held, the GPU's work
+    if cap.held and plain > gpu_ms * (1 + anchor.STEP_TOLERANCE):
         out |= {"host_paced": True,
                 "scaled": "unprofiled step = the larger of the program's own step (its host's pace) and the predicted "
                           "step (the GPU's work, held): the held steps keep the GPU busy for less than the program's "
@@ -325,7 +336,7 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
         moved = [presets.to_device(s, cfg.device) for s in steps]
         variants = [list(v) for v in zip(*(m.steps for m in moved))]
         assumptions += list(moved[0].assumptions)
-    own, own_notes = unprofiled(cap)
+    own, own_notes = unprofiled(cap, check.measured_us)
     refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or cap.hidden or check.refused()
     label = "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU"
     report = {
