@@ -93,4 +93,15 @@ CASES = {
     "heldout_adam": {"truth": "held out: gradient clipping and a foreach Adam step over 48 tensors beside a 32 x "
                               "640-thread, 82 KB collective launched first; written at 62b126e before any result of "
                               "it, what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_fp8_gemm": {"truth": "held out: an activation quantized to fp8 and four fp8 GEMMs (torch._scaled_mm) "
+                                  "beside a 16 x 640-thread, 82 KB collective launched first; written 2026-12-07 "
+                                  "before any result of it, what it realizes is measured",
+                         "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_lstm": {"truth": "held out: a two-layer cuDNN LSTM forward and its weights' backward beside a 24 x "
+                              "544-thread, 68 KB collective; written 2026-12-07 before any result of it, what it "
+                              "realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_xent": {"truth": "held out: a projection to a 32,000-token vocabulary and its cross-entropy with the "
+                              "logits' gradient beside a 32 x 512-thread collective; written 2026-12-07 before any "
+                              "result of it, what it realizes is measured", "lever": None, "gain_ms": None,
+                     "held_out": True},
 }
