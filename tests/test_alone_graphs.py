@@ -11,7 +11,7 @@ import pytest
 import kineto_synth as ks
 from ccoverlap.analysis.alone import key_of, with_alone
 from ccoverlap.analysis.contention import diagnose
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.analysis.reader import read_trace
 
 
 def graph_trace(path: Path, kernels: list[ks.K], graph: list[int], t0: float) -> Path:

@@ -19,7 +19,8 @@ import kineto_synth as ks
 from ccoverlap.analysis import analyze, metrics
 from ccoverlap.analysis.intervals import intersection, length, merge, subtract
 from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
-from ccoverlap.analysis.trace import Classifier, KernelClass, analysed_kernels, device_limits, read_trace, short_name
+from ccoverlap.analysis.model import Classifier, KernelClass, analysed_kernels, device_limits, short_name
+from ccoverlap.analysis.reader import read_trace
 from ccoverlap.cli import main
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import PRESETS

@@ -22,7 +22,8 @@ from ccoverlap.analysis.metrics import exposed_intervals, rank_metrics
 from ccoverlap.analysis.process import Process
 from ccoverlap.analysis.recommend import LEVERS_FOR, NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.replay import Node, makespan, replay
-from ccoverlap.analysis.trace import KernelClass, analysed_kernels, read_trace
+from ccoverlap.analysis.model import KernelClass, analysed_kernels
+from ccoverlap.analysis.reader import read_trace
 from ccoverlap.cli import main
 from ccoverlap.model.occupancy import CARVEOUT, Resource
 from hta_reference import TRACES

@@ -39,7 +39,7 @@ TIMES = ("kernels", "span_us", "compute_us", "communication_us", "memory_us", "o
 
 def _names(line: str, name: str) -> bool:
     """Whether a note names the file: alone (`.../cap/NAME: ...`) or among the files of one kind
-    (`N files in .../cap: A, B: ...`, analysis.trace.grouped)."""
+    (`N files in .../cap: A, B: ...`, analysis.reader.grouped)."""
     if f"/cap/{name}: " in line:
         return True
     _, found, rest = line.partition("/cap: ")

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import kineto_synth as ks
-from ccoverlap.analysis import parallel, trace as reader
-from ccoverlap.analysis.trace import LEFT_OUT_SHARE, read_trace
+from ccoverlap.analysis import parallel, reader
+from ccoverlap.analysis.model import LEFT_OUT_SHARE
+from ccoverlap.analysis.reader import read_trace
 from ccoverlap.cli import main
 from ccoverlap.util.errors import UsageError
 

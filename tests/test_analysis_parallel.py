@@ -84,9 +84,9 @@ def test_a_file_on_two_cores_gives_the_single_process_answers(folder, monkeypatc
     and its trace-only part (the steps' shapes, the metrics of its times) beside the rest of its first pass:
     the very answers, not only close ones."""
     from ccoverlap import analysis
-    from ccoverlap.analysis import trace
+    from ccoverlap.analysis import reader
 
-    monkeypatch.setattr(trace, "SPLIT_BYTES", 0)
+    monkeypatch.setattr(reader, "SPLIT_BYTES", 0)
     monkeypatch.setattr(analysis, "AHEAD_KERNELS", 0)
     files = sum(1 for p in folder.rglob("*") if p.name.endswith((".json", ".json.gz")))
     assert outcome(folder, 2 * max(files, 1)) == outcome(folder, 1)

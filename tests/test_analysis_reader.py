@@ -9,7 +9,8 @@ import pytest
 
 import kineto_synth as ks
 import trace_reference
-from ccoverlap.analysis.trace import Classifier, LeftOut, read_trace
+from ccoverlap.analysis.model import Classifier, LeftOut
+from ccoverlap.analysis.reader import read_trace
 from ccoverlap.util.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

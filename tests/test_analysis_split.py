@@ -1,4 +1,4 @@
-"""The reader's batches and its two-process read (trace._batches, trace._split) build the very model, and raise
+"""The reader's batches and its two-process read (reader._batches, reader._split) build the very model, and raise
 the very error, that one pass over one event at a time does: on every recorded trace, on traces whose text
 looks like a cut where there is none (strings holding '},{', nested arrays of objects, one event longer than a
 batch), on top levels where the events' start is guessed wrong, and on damaged ones. Forced here: SPLIT_BYTES 0
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap.analysis import trace as T
-from ccoverlap.analysis.trace import Classifier, read_trace
+from ccoverlap.analysis import reader as T
+from ccoverlap.analysis.model import Classifier
+from ccoverlap.analysis.reader import read_trace
 from ccoverlap.util.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

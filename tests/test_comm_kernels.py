@@ -10,7 +10,7 @@ import pytest
 from test_interposer import launch
 
 from ccoverlap.cli import main
-from ccoverlap.analysis.trace import Classifier, KernelClass
+from ccoverlap.analysis.model import Classifier, KernelClass
 from ccoverlap.model.comm import BUILTIN, CommKernels
 from ccoverlap.util.errors import UsageError
 

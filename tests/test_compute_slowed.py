@@ -74,7 +74,7 @@ def _waiting(blocker_fp, comm_fp, *, ready, blocker_ts, blocker_dur, comm_dur, s
 
     from ccoverlap.analysis.contention import CommWait
     from ccoverlap.analysis.mechanisms.base import Cause
-    from ccoverlap.analysis.trace import KernelClass, KernelEvent
+    from ccoverlap.analysis.model import KernelClass, KernelEvent
     grid = KernelEvent("known_fat", KernelClass.COMPUTE, 7, blocker_ts, blocker_dur, 352, blocker_fp, None)
     comm = KernelEvent(ks.NCCL, KernelClass.COMMUNICATION, 13, ready + 2000, comm_dur, 352 if same_launch else 361,
                        comm_fp, None)

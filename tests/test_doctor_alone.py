@@ -19,7 +19,7 @@ from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import rank_metrics
 from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.rules import findings
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.analysis.reader import read_trace
 from ccoverlap.doctor.config import DoctorConfig
 from hta_reference import TRACES
 from test_analysis import good_trace_files

@@ -105,7 +105,7 @@ def graph_of(root: Path) -> dict[str, set[str]]:
 
 
 def package_of(module: str) -> str:
-    """ccoverlap.analysis.trace -> analysis; ccoverlap -> ccoverlap (the top package's own body)."""
+    """ccoverlap.analysis.reader -> analysis; ccoverlap -> ccoverlap (the top package's own body)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 

@@ -13,7 +13,7 @@ from ccoverlap.analysis import recommend
 from ccoverlap.analysis.mechanisms import late_start
 from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.recommend import verdict
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.analysis.reader import read_trace
 from test_analysis_doctor import NCCL
 
 COPY = "Memcpy DtoD (Device -> Device)"

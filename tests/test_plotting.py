@@ -43,7 +43,7 @@ from pathlib import Path
 from ccoverlap.bench import plots as bench_plots
 from ccoverlap.lab import plots as lab_plots
 from ccoverlap.analysis.plots import timeline_png
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.analysis.reader import read_trace
 out = Path({str(tmp_path)!r})
 lab = [{{"compute": "fma", "comm": "nccl", "strategy": s, "order": "with", "status": "ok", "total_ms": t,
         "total_ms_min": t - 0.1, "total_ms_max": t + 0.1, "comm_done_ms": 2.5, "compute_alone_ms": 6.0,

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ccoverlap.analysis.trace import Problem, grouped, short_name
+from ccoverlap.analysis.model import short_name
+from ccoverlap.analysis.reader import Problem, grouped
 from ccoverlap.cli import main
 
 TRACES = Path(__file__).parent / "data" / "traces"

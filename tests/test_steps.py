@@ -8,7 +8,7 @@ import kineto_synth as ks
 from ccoverlap.analysis import steps
 from ccoverlap.analysis.contention import diagnose
 from ccoverlap.analysis.recommend import verdict
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.analysis.reader import read_trace
 from test_analysis_doctor import NCCL
 
 

@@ -1,5 +1,5 @@
 """The trace reader as it was before issue 22 (ijson, streamed), kept for the tests only: the typed reader of
-ccoverlap.analysis.trace must build the same Trace from every recorded trace (tests/test_analysis_reader.py).
+ccoverlap.analysis.reader must build the same Trace from every recorded trace (tests/test_analysis_reader.py).
 """
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ from pathlib import Path
 
 import ijson
 
-from ccoverlap.analysis.trace import (_COLLECTIVE_ARGS, _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS,
-                                             _WAIT_CALLS, Call, Classifier,
-                                             KernelClass, StreamWait, Trace, KernelEvent, _device, _rank,
-                                             _scalar)
+from ccoverlap.analysis.model import _COLLECTIVE_ARGS, Call, Classifier, KernelClass, StreamWait, Trace, KernelEvent
+from ccoverlap.analysis.reader import _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS, _WAIT_CALLS, _device, _rank, _scalar
 from ccoverlap.model import _native
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.util.errors import UsageError

@@ -29,7 +29,7 @@ PARSE = """
 import sys, time
 from pathlib import Path
 from ccoverlap.analysis.metrics import rank_metrics
-from ccoverlap.analysis.trace import read_trace
+from ccoverlap.analysis.reader import read_trace
 
 def hwm():  # this process's peak RSS (ru_maxrss would include the parent's, inherited across exec)
     line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))

@@ -31,7 +31,7 @@ import os, resource, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 if sys.argv[1] == "typed":
-    from ccoverlap.analysis.trace import read_trace
+    from ccoverlap.analysis.reader import read_trace
 else:
     from trace_reference import read_trace
 t0, c0 = time.perf_counter(), time.process_time()

@@ -2,7 +2,7 @@
 
 Runs the command REPS times, each in a fresh process (`--child`), with the analysis's phase functions wrapped to
 note when each starts and ends (this process's wall clock and CPU seconds), and the two processes a large file's
-first pass forks (trace._later: the top level and the later part of the events; analysis._of_steps: the steps'
+first pass forks (reader._later: the top level and the later part of the events; analysis._of_steps: the steps'
 shapes and the time metrics, after the steps, which it sends first) noting their own. Writes each run's timeline,
 the medians of its phases' durations and the load average around each run to --out.
 
@@ -42,7 +42,7 @@ def child(path: str, notes: str) -> None:
     note("start")
     import ccoverlap.analysis as analysis
     from ccoverlap import cli
-    from ccoverlap.analysis import parallel, trace
+    from ccoverlap.analysis import parallel, reader
     note("imported")
 
     def wrap(owner, name: str) -> None:
@@ -56,7 +56,7 @@ def child(path: str, notes: str) -> None:
                 note(f"< {name}")
         setattr(owner, name, marked)
 
-    for owner, name in ((trace, "_load"), (trace, "_split"), (trace, "_later"), (analysis, "first_pass"),
+    for owner, name in ((reader, "_load"), (reader, "_split"), (reader, "_later"), (analysis, "first_pass"),
                         (analysis, "_of_steps"), (parallel.Forked, "result")):
         wrap(owner, name)
     sys.argv = ["ccoverlap", "analyze", path, "--json", os.devnull, "--jobs", "2"]

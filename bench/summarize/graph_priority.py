@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ccoverlap.analysis import read_trace
 from ccoverlap.analysis.steps import typical, windows
-from ccoverlap.analysis.trace import analysed_indices
+from ccoverlap.analysis.model import analysed_indices
 from ccoverlap.util.inputs import extracted
 from ccoverlap.util.output import write_json
 

@@ -28,7 +28,7 @@ REALIZED = "known-answers-heldout-2026-12-06-*-h100.json"
 def idle_share(folder: Path) -> float | None:
     """The GPU's idle share of the median typical step of rank 0's trace."""
     from ccoverlap.analysis.steps import shapes, typical
-    from ccoverlap.analysis.trace import read_trace
+    from ccoverlap.analysis.reader import read_trace
 
     steps = shapes(read_trace(folder / "rank0_trace.json.gz"))
     shares = [steps[i].idle_us / steps[i].span_us for i in typical(steps).typical if steps[i].span_us > 0]

@@ -1,6 +1,6 @@
 """Trace analysis: why a step is slow, and whether the overlap controls did what they claim.
 
-Traces are parsed once into a small model (`trace`), analyses are pure
+Traces are parsed once (`reader`) into a small model (`model`), analyses are pure
 functions of it (`metrics`), pictures (`plots`) and the report (`report`) are
 separate and import matplotlib only when asked for. A trace with an alone window
 beside it (named as `util.tracefiles` says; the doctor passes its own in, `Process.alone`)
@@ -40,9 +40,10 @@ from ccoverlap.analysis.deps import graph
 from ccoverlap.analysis.metrics import Measured, RankMetrics, RankTimes, Timed, measure, timed
 from ccoverlap.analysis.recommend import NOTHING_TO_GAIN_PCT, verdict
 from ccoverlap.analysis.steps import Shape, shapes
-from ccoverlap.analysis.trace import (Classifier, KernelClass, KernelEvent, Problem, Trace, analysed_indices,
-                                      analysed_kernels, device_limits, discover, grouped, no_cyclic_gc, printable,
-                                      read_trace, read_traces, short_name, trace_limit, unlaunched)
+from ccoverlap.analysis.model import (Classifier, KernelClass, KernelEvent, Trace, analysed_indices, analysed_kernels,
+                                      device_limits, short_name, unlaunched)
+from ccoverlap.analysis.reader import (Problem, discover, grouped, no_cyclic_gc, printable, read_trace, read_traces,
+                                       trace_limit)
 from ccoverlap.analysis import graphs, parallel
 from ccoverlap.analysis.process import Process
 from ccoverlap.util import lifetime
@@ -79,8 +80,8 @@ class Task:
     baseline: Mapping[int, Trace] | None  # rank -> the baseline's trace (in one process only: see analyze)
     keep_trace: bool
     read: Trace | None = None  # this file as the baseline already read it (in one process only): not read again
-    limit: int | None = None  # the largest decompressed trace read, in bytes (trace.trace_limit)
-    # a core is free for this file: a large one is read in two processes (trace.read_trace), and its trace-only
+    limit: int | None = None  # the largest decompressed trace read, in bytes (reader.trace_limit)
+    # a core is free for this file: a large one is read in two processes (reader.read_trace), and its trace-only
     # part is computed beside the rest of its first pass (_Ahead)
     split: bool = False
 
@@ -244,7 +245,7 @@ def analyze(root: Path, baseline: Path | None = None, comm_regex: str | None = N
     only pickle its part back). Where `jobs` gives two cores a file read at once, a large file's first pass
     takes the second (Task.split). `progress`: files done and MB/s on
     stderr (util.output.Progress: a bar on a terminal, else a line every few seconds). `max_trace_mb`: the
-    largest decompressed trace read (0: trace.trace_limit's share of the memory per worker).
+    largest decompressed trace read (0: reader.trace_limit's share of the memory per worker).
     """
     classifier = _classifier(comm_regex)
     problems: list[Problem] = []

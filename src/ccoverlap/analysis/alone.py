@@ -30,7 +30,7 @@ from operator import attrgetter
 
 from ccoverlap.analysis import graphs
 from ccoverlap.analysis.steps import windows
-from ccoverlap.analysis.trace import KernelClass, KernelEvent, Trace, analysed_indices, short_name
+from ccoverlap.analysis.model import KernelClass, KernelEvent, Trace, analysed_indices, short_name
 
 #: Two alone-window kernels overlapping by more than this (us) did not run alone.
 OVERLAP_US = 1.0

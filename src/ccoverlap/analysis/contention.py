@@ -40,8 +40,7 @@ from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, Mech
 from ccoverlap.analysis.intervals import Interval, covered, merge
 from ccoverlap.analysis.replay import makespan
 from ccoverlap.analysis.steps import Shape, shape, windows
-from ccoverlap.analysis.trace import (KernelEvent, KernelClass, Trace, analysed_indices, analysed_kernels,
-                                      device_limits)
+from ccoverlap.analysis.model import KernelEvent, KernelClass, Trace, analysed_indices, analysed_kernels, device_limits
 from ccoverlap.model.limits import DeviceLimits
 
 if TYPE_CHECKING:

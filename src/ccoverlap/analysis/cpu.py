@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccoverlap.analysis.metrics import METRICS, RankTimes, Value, metric
-from ccoverlap.analysis.trace import (Call, Classifier, KernelClass, KernelEvent, Problem, Trace, discover,
-                                      read_document)
+from ccoverlap.analysis.model import Call, Classifier, KernelClass, KernelEvent, Trace
+from ccoverlap.analysis.reader import Problem, discover, read_document
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import print_table
 from ccoverlap.control.levers import LEVERS
@@ -112,7 +112,7 @@ def analyze_cpu(files: Sequence[Path], comm_regex: str | None = None) -> tuple[l
 
 
 def analyze_folders(root: Path, comm_regex: str | None = None) -> tuple[dict[str, list[CpuRank]], list[Problem]]:
-    """analyze_cpu over every strategy folder under ROOT (trace.discover): strategy -> its ranks (those with any)."""
+    """analyze_cpu over every strategy folder under ROOT (reader.discover): strategy -> its ranks (those with any)."""
     out: dict[str, list[CpuRank]] = {}
     problems: list[Problem] = []
     for name, files in discover(root).items():

@@ -20,7 +20,7 @@ from operator import attrgetter, itemgetter
 import msgspec
 
 from ccoverlap.analysis import graphs
-from ccoverlap.analysis.trace import Call, KernelEvent, Trace
+from ccoverlap.analysis.model import Call, KernelEvent, Trace
 from ccoverlap.util.text import shorten
 
 _CORRELATION, _END, _TS = attrgetter("correlation"), attrgetter("end"), attrgetter("ts")

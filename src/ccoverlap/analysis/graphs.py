@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ccoverlap.analysis.trace import KernelClass, KernelEvent
+from ccoverlap.analysis.model import KernelClass, KernelEvent
 from ccoverlap.util.graph_order import topological
 
 #: a predecessor ending this long (us) after its successor started is not the graph's edge (as deps.PLAUSIBLE_US)

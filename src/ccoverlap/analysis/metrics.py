@@ -21,7 +21,8 @@ from ccoverlap.analysis.contention import RankDiagnosis, diagnose
 from ccoverlap.analysis.intervals import Interval, covered, intersection, length, merge, subtract
 from ccoverlap.analysis.recommend import Verdict, verdict
 from ccoverlap.analysis.rules import Finding, findings
-from ccoverlap.analysis.trace import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits, printable
+from ccoverlap.analysis.model import KernelEvent, KernelClass, Trace, analysed_kernels, device_limits
+from ccoverlap.analysis.reader import printable
 from ccoverlap.util.errors import UsageError
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import occupancy

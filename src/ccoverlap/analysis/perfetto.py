@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ccoverlap.analysis.contention import SM_WAIT_TOLERANCE_US, CommWait
 from ccoverlap.analysis.metrics import RankMetrics, exposed_intervals
-from ccoverlap.analysis.trace import KernelClass, Trace, analysed_kernels, read_document, short_name
+from ccoverlap.analysis.model import KernelClass, Trace, analysed_kernels, short_name
+from ccoverlap.analysis.reader import read_document
 from ccoverlap.util.output import write_json
 
 #: the category of every event this module adds: not one of Kineto's (kernel, gpu_memcpy, ...), so no reader

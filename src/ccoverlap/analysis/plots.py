@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ccoverlap.analysis.intervals import Interval, merge
 from ccoverlap.analysis.metrics import exposed_intervals, metric
-from ccoverlap.analysis.trace import KernelEvent, KernelClass
+from ccoverlap.analysis.model import KernelEvent, KernelClass
 from ccoverlap.util.plotting import COLORS as PALETTE
 from ccoverlap.util.plotting import SMALL_SIZE, TITLE_SIZE, new_figure, png_bytes
 

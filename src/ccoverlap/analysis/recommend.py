@@ -26,7 +26,7 @@ from ccoverlap.analysis.mechanisms.base import (COMM_SLOWED, COMPUTE_SLOWED, SM_
                                                 Mechanism, holds_every_sm)
 from ccoverlap.analysis.mechanisms import compute_slowed, late_start
 from ccoverlap.analysis.mechanisms.dispatch import dispatching
-from ccoverlap.analysis.trace import short_name
+from ccoverlap.analysis.model import short_name
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside
 from ccoverlap.model.planner import NCCL_SIMPLE_EXTRA_WARP, plan

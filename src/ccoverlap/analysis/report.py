@@ -20,7 +20,8 @@ from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.metrics import (exposed_comm, kernel_stats, pad_bytes, reference_for, shown, strategy_values,
                                         strategy_verdict)
 from ccoverlap.analysis.plots import strategy_bars_png, timeline_png
-from ccoverlap.analysis.trace import analysed_kernels, device_limits, grouped, printable, short_name
+from ccoverlap.analysis.model import analysed_kernels, device_limits, short_name
+from ccoverlap.analysis.reader import grouped, printable
 from ccoverlap.util.output import OutputError, in_place, write_bytes
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}

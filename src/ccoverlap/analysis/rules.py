@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ccoverlap.analysis.contention import CommWait, RankDiagnosis
 from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Cause, holds_every_sm
-from ccoverlap.analysis.trace import KernelClass, Trace, analysed_kernels, short_name
+from ccoverlap.analysis.model import KernelClass, Trace, analysed_kernels, short_name
 from ccoverlap.util.demangle import demangled
 
 #: Overlap below this share of the communication time counts as none.

@@ -29,7 +29,7 @@ from operator import attrgetter, itemgetter
 import msgspec
 
 from ccoverlap.analysis.intervals import length, merge
-from ccoverlap.analysis.trace import KernelEvent, Trace, analysed_indices
+from ccoverlap.analysis.model import KernelEvent, Trace, analysed_indices
 
 _TS, _TS_CORRELATION, _END = attrgetter("ts"), attrgetter("ts", "correlation"), itemgetter(1)
 #: Robust z-score beyond which a step's span or idle time is atypical (Iglewicz and Hoaglin's 3.5).

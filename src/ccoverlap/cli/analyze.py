@@ -13,7 +13,7 @@ from ccoverlap.util.options import Outputs, add_options, add_subcommand, from_ar
 from ccoverlap.util.output import STDOUT, check_outputs, print_table, write_json
 from ccoverlap.analysis import analyze, short_name
 from ccoverlap.analysis.metrics import strategy_verdict
-from ccoverlap.analysis.trace import grouped, no_cyclic_gc
+from ccoverlap.analysis.reader import grouped, no_cyclic_gc
 from ccoverlap.doctor import record
 
 EPILOG = """\

@@ -17,7 +17,7 @@ from ccoverlap.control.procs import end_as, ending
 from ccoverlap.doctor import record
 from ccoverlap.analysis import cpu
 from ccoverlap.analysis.summary import document, print_ranks, write_html, write_perfetto
-from ccoverlap.analysis.trace import grouped
+from ccoverlap.analysis.reader import grouped
 from ccoverlap.doctor.config import DoctorConfig
 from ccoverlap.util.errors import UsageError
 from ccoverlap.util.output import OutputError, print_table, unwritable, write_json

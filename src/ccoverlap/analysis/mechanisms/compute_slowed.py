@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.mechanisms.base import COMPUTE_SLOWED, Mechanism, holds_every_sm, resident
-from ccoverlap.analysis.trace import KernelEvent, short_name
+from ccoverlap.analysis.model import KernelEvent, short_name
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.occupancy import beside

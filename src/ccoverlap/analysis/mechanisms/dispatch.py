@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ccoverlap.analysis.mechanisms.base import resident
-from ccoverlap.analysis.trace import KernelEvent
+from ccoverlap.analysis.model import KernelEvent
 from ccoverlap.model.limits import DeviceLimits
 
 

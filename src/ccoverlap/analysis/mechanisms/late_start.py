@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.mechanisms.base import SM_WAIT_TOLERANCE_US, Mechanism
 from ccoverlap.analysis.replay import replay
-from ccoverlap.analysis.trace import short_name
+from ccoverlap.analysis.model import short_name
 
 if TYPE_CHECKING:
     from ccoverlap.analysis.contention import CommWait, RankDiagnosis

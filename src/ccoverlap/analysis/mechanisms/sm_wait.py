@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ccoverlap.analysis.mechanisms.base import SM_WAIT, SM_WAIT_TOLERANCE_US, Cause, Mechanism, fits_beside
 from ccoverlap.analysis.mechanisms.dispatch import dispatching
-from ccoverlap.analysis.trace import KernelEvent
+from ccoverlap.analysis.model import KernelEvent
 from ccoverlap.model.limits import DeviceLimits
 from ccoverlap.model.nccl import DEFAULT_CLUSTER
 from ccoverlap.model.occupancy import CARVEOUT, Resource
