@@ -179,3 +179,39 @@ def test_priority_with_the_collectives_hint_is_named_first_where_its_ctas_would_
     assert [(r.lever, round(r.gain_ms, 6)) for r in v.recommendations] == [
         ("priority+comm-carveout-hint", 0.5), ("priority", round(0.5 - 16 * 500 / 132 / 1000, 6))]
     assert v.lever_headroom_ms == pytest.approx(0.5)
+
+
+#: a reduction grid (an fp8 amax: 528 blocks of 512 threads, one wave on the H200's SMs at 4 an SM)
+REDUCE = dict(block=512, grid=528, regs=32, smem=2064)
+
+
+def _released(tmp_path, *, start, dur):
+    """A 200 us collective at 100 us and a reduction starting at `start`, 40 us alone, `dur` measured."""
+    kernels = [ks.K(ks.NCCL, 100, 200, launch_ts=90, launch_dur=5, **NCCL),
+               ks.K("void at::native::reduce_kernel<512, 1>", start, dur, launch_ts=start - 10, launch_dur=5,
+                    **REDUCE)]
+    return one_rank(tmp_path, kernels, alone=[200, 40])[1]
+
+
+def test_a_grid_far_slower_beside_a_collective_released_with_it_names_one_hardware_queue(tmp_path):
+    """The reduction started 5 us after the collective and ran 10x its time alone: more than sharing explains, read
+    as released with the collective. One hardware queue is priced at the replay with it at its time alone: it ends
+    at 145 us, the collective at 300, the step 205 us sooner. Fewer NCCL CTAs relieve nothing of it."""
+    d = _released(tmp_path, start=105, dur=400)
+    (s,) = d.compute_slowed
+    assert s.cause == compute_slowed.CO_RELEASED
+    v = verdict([d])
+    top = v.recommendations[0]
+    assert top.lever == "max-connections" and top.gain_ms == pytest.approx(0.205, abs=0.005)
+    assert "10.0x its time alone beside a collective released with a compute grid" in top.evidence
+    assert not any(r.lever.startswith(("nccl-ctas", "nccl-threads")) for r in v.recommendations)
+
+
+@pytest.mark.parametrize("start, dur", [(160, 400), (105, 100)], ids=["released-apart", "2.5x-alone"])
+def test_no_co_release_apart_from_the_collective_or_within_what_sharing_explains(tmp_path, start, dur):
+    """Started 60 us after the collective (nothing released with it), or 2.5x its time alone (within what a second
+    wave or a shared memory system explains): its cause is not read as co-release, and one queue is not priced."""
+    d = _released(tmp_path, start=start, dur=dur)
+    (s,) = d.compute_slowed
+    assert s.cause != compute_slowed.CO_RELEASED
+    assert compute_slowed.one_queue(d) is None

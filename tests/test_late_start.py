@@ -10,7 +10,7 @@ import kineto_synth as ks
 from ccoverlap.analysis.alone import with_alone
 from ccoverlap.analysis.contention import diagnose
 from ccoverlap.analysis import recommend
-from ccoverlap.analysis.mechanisms import late_start
+from ccoverlap.analysis.mechanisms import compute_slowed, late_start
 from ccoverlap.analysis.mechanisms.base import Cause
 from ccoverlap.analysis.recommend import verdict
 from ccoverlap.analysis.reader import read_trace
@@ -89,18 +89,26 @@ def test_no_lever_where_the_compute_was_as_slow_beside_a_collective_that_started
 
 def test_no_price_without_a_step_where_the_collective_started_on_time_and_the_verdict_cannot_tell(tmp_path,
                                                                                                   monkeypatch):
-    """Every analysed step late: the capture measured no other start, and priority is not named (the smaller CTAs'
-    own price, compute_slowed.py, still applies). The verdict does not say a scheduling lever can do nothing: the
-    histogram ran 450 us a step beyond its 150 us alone beside collectives that waited 97 us to start, and whether
-    starting them on time saves it, no step shows; it says so and what to try."""
+    """Every analysed step late: the capture measured no other start, and priority is not named. The histogram ran
+    4x alone 3 us after its collective started: a grid released with it (compute_slowed.CO_RELEASED), one hardware
+    queue named at the replay with it at its time alone (0.303 ms). Not read so (the reading's threshold raised above
+    4x), the smaller CTAs' own price applies. Either way the verdict does not say a scheduling lever can do nothing:
+    the histogram ran 450 us a step beyond its 150 us alone beside collectives that waited 97 us to start, and
+    whether starting them on time saves it, no step shows; it says so and what to try."""
     d = _diagnose(tmp_path, _kernels(calm=set()))
     assert d.compute_slowed and late_start.price(d) is None
     assert late_start.unmeasured(d) == pytest.approx((97.0, 450.0))
     said = ("compute ran 0.450 ms a step longer than alone beside collectives that started 0.097 ms after they were "
             "ready (cause unknown), and no profiled step ran them at their ready time: what starting them then saves, "
             "this capture cannot tell (try priority")
-    v = verdict([d])  # the smaller CTAs reach 0.036 ms (5.2%): named, and the rest said
+    v = verdict([d])
     assert all(r.lever != "priority" for r in v.recommendations)
+    assert v.line.startswith("headroom 0.303 ms") and said in v.line
+    assert "try max-connections (up to 0.303 ms)" in v.line
+    monkeypatch.setattr(compute_slowed, "CO_RELEASED_X", 5.0)
+    d = _diagnose(tmp_path, _kernels(calm=set()))
+    v = verdict([d])  # the smaller CTAs reach 0.036 ms (5.2%): named, and the rest said
+    assert all(r.lever not in ("priority", "max-connections") for r in v.recommendations)
     assert v.line.startswith("headroom 0.303 ms") and "try nccl-threads" in v.line and said in v.line
     monkeypatch.setattr(recommend, "NOTHING_TO_GAIN_PCT", 6.0)  # where no lever reaches enough to name
     v = verdict([d])

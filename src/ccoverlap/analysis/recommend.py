@@ -116,9 +116,11 @@ def _launched_first(c: CommWait, device: DeviceLimits) -> bool:
 #: compute back what a long collective took beside it (16 CTAs +10%, 8 +0.3%) but stretch the collective (NOTES: 8
 #: CTAs made a GEMM step 1.5x slower): priced on both sides, named only where the replay nets a gain
 #: (mechanisms/compute_slowed.py); one hardware queue dispatches a collective launched before its blocker first,
-#: whatever held it back (known-answer carveout program: 1.0 ms, as the hint). A collective slowed beside compute has no
-#: lever known to remove it (sm-carveout does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does
-#: an SM-wait behind a kernel no lever can make room beside: those are headroom beyond any lever.
+#: whatever held it back (known-answer carveout program: 1.0 ms, as the hint), and a compute grid released with a
+#: collective, which then ran many times its time alone, one whole before the other (compute_slowed.CO_RELEASED:
+#: held-out sort and fp8 amax, 12-15%). A collective slowed beside compute has no lever known to remove it
+#: (sm-carveout does not reach cuBLAS's GEMMs on torch 2.11 / CUDA 13, NOTES), and neither does an SM-wait behind
+#: a kernel no lever can make room beside: those are headroom beyond any lever.
 #: priority starts a collective beside its blocker, and its CTAs take room from the blocker's blocks
 #: (compute_slowed.landing: most where they land first on idle SMs, which take the collective's configuration); one
 #: hardware queue dispatches the collective ahead of its blocker, on the SMs free then
@@ -144,7 +146,8 @@ LEVERS_FOR: dict[str, tuple[Remedy, ...]] = {
     COMPUTE_SLOWED: (*(Remedy(lv.lever, price=lv.price)
                        for lv in [*map(compute_slowed.fewer_ctas, levers.BY_NAME["nccl-ctas"].candidates),
                                   compute_slowed.smaller_ctas(levers.BY_NAME["nccl-threads"].default)]),
-                     Remedy("priority", measured=late_start.price, said=late_start.said)),
+                     Remedy("priority", measured=late_start.price, said=late_start.said),
+                     Remedy("max-connections", measured=compute_slowed.one_queue, said=compute_slowed.one_queue_said)),
 }
 #: the levers of the registry that remove no mechanism the diagnosis finds, and why
 NO_REMEDY = {
@@ -354,6 +357,10 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
     per = max(len(diagnoses), 1) * max(len(typical.names), 1)
     waits = [c for d in diagnoses for c in d.comm
              if c.waited and SM_WAIT + c.cause.value in keys and c.step in typical.names]
+    remedy = _compute_remedy(lever) if COMPUTE_SLOWED in keys else None
+    if remedy and remedy.said and waits:  # both: what it says of the compute, and the waits it also removes
+        wait = sum(c.sm_wait_us for c in waits) / 1000 / per
+        return f"{remedy.said(diagnoses, ms)}; it also removes {wait:.3f} ms of SM-wait per rank and step"
     if waits:
         total = sum(c.sm_wait_us for c in waits)
         by_cause = Counter()
@@ -366,8 +373,7 @@ def _evidence(diagnoses: Sequence[RankDiagnosis], keys: set[str], ms: float, typ
         return (f"{100 * part / total:.0f}% of {what.most_common(1)[0][0]} SM-wait is {cause}{where} "
                 f"({total / 1000 / per:.3f} ms of wait per rank and step; "
                 f"the replay without it ends {ms:.3f} ms sooner)")
-    if COMPUTE_SLOWED in keys:
-        remedy = _compute_remedy(lever)
+    if remedy:
         if remedy.said:
             return remedy.said(diagnoses, ms)
         return f"{_compute_said(diagnoses)}; {_priced(diagnoses, lever, ms)}"

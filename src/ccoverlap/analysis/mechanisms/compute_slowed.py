@@ -1,10 +1,20 @@
 """Compute slowed beside communication: a compute kernel that ran longer beside a collective than alone (its time
 alone measured in the doctor's alone window), its cause where the trace shows it, and what a lever would net.
 
-Cause. A wave tail: the kernel's grid is one full wave (every SM at its residency, the occupancy model:
-`holds_every_sm`) and the collective's CTAs, resident when it started, held SMs it could not share
-(`capacity` < its grid), so blocks spilled into a second wave. Otherwise the kernel shared SMs, or memory
-bandwidth, with the collective: the trace cannot tell which, and says "unknown".
+Cause. Released with a collective: the kernel ran at least CO_RELEASED_X times its time alone beside a collective
+that started within launch latency (SM_WAIT_TOLERANCE_US) of a compute grid, more than sharing SMs or memory
+explains (a second wave at most doubles a grid; a kernel beside the lab's proxy ran at most 1.8x alone,
+docs/whatif.md). Measured in held-out programs on an H100: a radix sort's histogram 6.45-7.00x alone where its
+collective started within 5 us of the sort's first grid, 0.99-1.25x where it started 84.9 us or more before; an
+fp8 amax reduction 9.4x where it started 6.4 us after its collective, 1.3x at 47 us (docs/results.md). What the
+block scheduler does with two grids released together is not in the trace; one hardware queue (max-connections)
+dispatches them one after the other in launch order, and realized 12-15% on both, so it is the lever priced, at
+most the kernels' time beyond alone (`one_queue`), and fewer or smaller NCCL CTAs are not (they realized nothing
+there). A wave tail: the
+kernel's grid is one full wave (every SM at its residency, the occupancy model: `holds_every_sm`) and the
+collective's CTAs, resident when it started, held SMs it could not share (`capacity` < its grid), so blocks
+spilled into a second wave. Otherwise the kernel shared SMs, or memory bandwidth, with the collective: the trace
+cannot tell which, and says "unknown".
 
 Levers, each priced on both sides (NOTES: NCCL_MAX_CTAS=8 made such a step 1.5x slower, 4 made it 2.7x): fewer
 NCCL CTAs (`nccl-ctas=V`) or smaller ones (`nccl-threads`) stretch every NCCL collective by the CTAs or threads
@@ -18,12 +28,14 @@ collective after the grid's dispatch makes it wait for the grid's blocks to reti
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ccoverlap.analysis.mechanisms.base import COMPUTE_SLOWED, Mechanism, holds_every_sm, resident
+from ccoverlap.analysis.mechanisms.base import (COMPUTE_SLOWED, SM_WAIT_TOLERANCE_US, Mechanism, holds_every_sm,
+                                                resident)
 from ccoverlap.analysis.model import KernelEvent, short_name
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits
@@ -35,7 +47,10 @@ if TYPE_CHECKING:
     from ccoverlap.analysis.contention import CommWait, Pending, RankDiagnosis
 
 WAVE_TAIL = "wave_tail"
+CO_RELEASED = "co_released"  # started with a collective and ran far longer than sharing explains (module)
 UNKNOWN = "unknown"  # shared SM throughput or memory bandwidth: the trace cannot tell which
+#: a kernel released with a collective is read as co_released from this many times its time alone (module)
+CO_RELEASED_X = 3.0
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,7 @@ class Slowed:
     name: str
     measured_us: float
     alone_us: float
-    cause: str  # WAVE_TAIL or UNKNOWN
+    cause: str  # CO_RELEASED, WAVE_TAIL or UNKNOWN
     footprint: KernelFootprint | None
     beside: tuple[KernelFootprint, ...]  # the collectives' CTAs resident at its start (their footprints)
     spilled: int = 0  # blocks past one wave (a wave tail)
@@ -84,6 +99,12 @@ def slowed(kernels: Sequence[KernelEvent], indices: Sequence[int], alone: Callab
     """The compute kernels of `indices` slower than alone beside a collective (running_comm: the collectives of
     other streams running in an interval), each with its cause."""
     out = []
+    starts = sorted(kernels[i].ts for i in indices)
+
+    def released_with(c: KernelEvent) -> bool:  # a compute grid started within launch latency of the collective
+        j = bisect_left(starts, c.ts - SM_WAIT_TOLERANCE_US)
+        return j < len(starts) and starts[j] <= c.ts + SM_WAIT_TOLERANCE_US
+
     for i in indices:
         k = kernels[i]
         t = alone(k)
@@ -94,7 +115,9 @@ def slowed(kernels: Sequence[KernelEvent], indices: Sequence[int], alone: Callab
             continue
         at_start = tuple(c.footprint for c in comm if c.footprint and c.ts <= k.ts < c.end)
         cause, spilled = UNKNOWN, 0
-        if device is not None and k.footprint is not None and at_start and holds_every_sm(device, k.footprint):
+        if k.dur >= CO_RELEASED_X * t and any(released_with(c) for c in comm):
+            cause = CO_RELEASED
+        elif device is not None and k.footprint is not None and at_start and holds_every_sm(device, k.footprint):
             room = capacity(device, k.footprint, at_start)
             if room < k.footprint.grid:
                 cause, spilled = WAVE_TAIL, k.footprint.grid - room
@@ -136,6 +159,8 @@ class CommLever:
             return None
         relieved = False
         for s in d.compute_slowed:
+            if s.cause == CO_RELEASED:  # not the CTAs' doing (module)
+                continue
             if s.cause == WAVE_TAIL:
                 after = [self.shrink(fp) or fp for fp in s.beside]
                 if capacity(d.device, s.footprint, after) < s.footprint.grid:
@@ -215,6 +240,24 @@ def wave_tail(d: RankDiagnosis) -> Mechanism:
                      durations={s.index: s.alone_us for s in d.compute_slowed if s.cause == WAVE_TAIL})
 
 
+def one_queue(d: RankDiagnosis) -> Mechanism | None:
+    """max-connections' share: each kernel released with a collective (CO_RELEASED) at its time alone, at most what
+    dispatching the two grids one after the other saves; None where there is none."""
+    durations = {s.index: s.alone_us for s in d.compute_slowed if s.cause == CO_RELEASED}
+    return Mechanism("max-connections", durations=durations) if durations else None
+
+
+def one_queue_said(diagnoses: Sequence[RankDiagnosis], ms: float) -> str:
+    """`one_queue` in words: the kernel that lost most, how much slower than alone, and what the replay saves."""
+    found = [s for d in diagnoses for s in d.compute_slowed if s.cause == CO_RELEASED]
+    worst = max(found, key=lambda s: s.measured_us - s.alone_us)
+    return (f"{short_name(worst.name)} ran {worst.measured_us / worst.alone_us:.1f}x its time alone beside a "
+            f"collective released with a compute grid ({len(found)} launch(es) so), far more than sharing SMs or "
+            f"memory explains; one hardware queue dispatches the two grids one after the other: the replay with them "
+            f"at their time alone ends {ms:.3f} ms sooner (at most: what the block scheduler does with two grids "
+            f"released together is not in the trace, and one queue also orders the program's other streams)")
+
+
 def story(d: RankDiagnosis) -> str | None:
     """In words, what slowed compute beside communication and why (the kernel that lost most)."""
     if not d.compute_slowed:
@@ -222,6 +265,8 @@ def story(d: RankDiagnosis) -> str | None:
     worst = max(d.compute_slowed, key=lambda s: s.measured_us - s.alone_us)
     tails = [s for s in d.compute_slowed if s.cause == WAVE_TAIL]
     what = f"{short_name(worst.name)} {worst.measured_us / worst.alone_us:.2f}x its time alone"
+    if worst.cause == CO_RELEASED:
+        return f"{what}, beside a collective released with a compute grid"
     if tails:
         t = max(tails, key=lambda s: s.measured_us - s.alone_us)
         return (f"{what}; wave tail: {short_name(t.name)} (grid {t.footprint.grid}, one full wave) spilled "
