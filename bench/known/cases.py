@@ -104,4 +104,15 @@ CASES = {
                               "logits' gradient beside a 32 x 512-thread collective; written 2026-12-07 before any "
                               "result of it, what it realizes is measured", "lever": None, "gain_ms": None,
                      "held_out": True},
+    "heldout_sdpa_bwd": {"truth": "held out: causal flash attention's forward and backward (8 x 16 x 4096 x 128, bf16) "
+                                  "beside a 24 x 544-thread, 100 KB collective; written 2026-12-07 before any result "
+                                  "of it, what it realizes is measured", "lever": None, "gain_ms": None,
+                         "held_out": True},
+    "heldout_index_add": {"truth": "held out: 2M rows scattered by atomics into 65,536 buckets (index_add_) beside a "
+                                   "16 x 512-thread collective launched first; written 2026-12-07 before any result "
+                                   "of it, what it realizes is measured", "lever": None, "gain_ms": None,
+                          "held_out": True},
+    "heldout_groupnorm": {"truth": "held out: two group norms with SiLU and a residual, forward and backward, beside "
+                                   "an 8 x 640-thread, 40 KB collective; written 2026-12-07 before any result of it, "
+                                   "what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
 }
