@@ -4,19 +4,18 @@ ccoverlap.analysis.reader must build the same Trace from every recorded trace (t
 from __future__ import annotations
 
 import ctypes
-import gc
 import gzip
 import json
 import math
 import re
 import zlib
-from contextlib import contextmanager
 from pathlib import Path
 
 import ijson
 
 from ccoverlap.analysis.model import _COLLECTIVE_ARGS, Call, Classifier, KernelClass, StreamWait, Trace, KernelEvent
-from ccoverlap.analysis.reader import _GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS, _WAIT_CALLS, _device, _rank, _scalar
+from ccoverlap.analysis.reader import (_GRAPH_CALL, _RECORD_CALLS, _SKIPPED_CATS, _WAIT_CALLS, _device, _rank, _scalar,
+                                      no_cyclic_gc)
 from ccoverlap.model import _native
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.util.errors import UsageError
@@ -104,7 +103,7 @@ def read_trace(path: Path, classifier: Classifier = Classifier()) -> Trace:
     threads: dict[int, int] = {}
     device_id = None
     try:
-        with _open(path) as raw, _no_cyclic_gc():
+        with _open(path) as raw, no_cyclic_gc():
             tap = _Tap(raw)
             for ev in ijson.items(tap, "traceEvents.item", use_float=True):
                 if ev.get("ph") != "X" or "dur" not in ev:
@@ -167,19 +166,6 @@ def _wait(ev: dict, args: dict, stream: int) -> StreamWait:
 
     return StreamWait(stream, _ts(ev), arg("correlation"), arg("wait_on_cuda_event_id"), arg("wait_on_stream"),
                       arg("wait_on_cuda_event_record_corr_id"))
-
-
-@contextmanager
-def _no_cyclic_gc():
-    """The parse allocates millions of small objects and no reference cycles: the cyclic collector would only
-    rescan them, again and again as they pile up (10-25% of the parse time, measured)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _kernel(ev: dict, args: dict, stream: int, classifier: Classifier, seen: dict) -> KernelEvent:
