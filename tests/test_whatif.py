@@ -754,6 +754,11 @@ def test_a_refused_capture_names_the_first_launch_whose_end_is_off():
                                     "simulated ending at 0.400 ms")
     right = Result((KernelTimes(0.0, 0.0, 100.0), KernelTimes(1.0, 100.0, 1000.0)), 1000.0)
     assert anchor.validate([step], [right]).first_off is None
+    # where the doctor read that launch as released with a collective, the refusal says so; another name: not
+    said = session.Captured((step,), (), "s", released={"fma": 9.4}).refused(check)
+    assert said.endswith("simulated ending at 0.400 ms (the doctor reads it as released with a collective: 9.4x "
+                         "its time alone, which the simulator does not model)")
+    assert session.Captured((step,), (), "s", released={"other": 9.4}).refused(check) == check.refused()
 
 
 def test_the_times_two_kernels_ran_at_once_are_found_in_one_sweep():

@@ -19,6 +19,7 @@ from ccoverlap.whatif.duration import Pace
 from ccoverlap.whatif.step import Kernel, Step, from_trace, typical_steps
 from ccoverlap.analysis import (Analysis, KernelClass, Process, analysed_indices, analyze, device_limits, read_trace,
                                 short_name, windows)
+from ccoverlap.analysis.mechanisms.compute_slowed import CO_RELEASED
 from ccoverlap.model import nccl
 
 #: the lab's CPU enqueues each launch this long after the previous one (an assumption, a driver launch's order of
@@ -34,6 +35,17 @@ class Captured:
     world: int | None = None  # the job's ranks, where the trace says
     hidden: str | None = None  # why what its kernels waited for cannot be simulated (a CUDA graph's edges), or None
     process: Process | None = None  # what the doctor's records say of the rank's process (None: no records)
+    # kernel name -> its slowdown, where the doctor read it as released with a collective (compute_slowed.CO_RELEASED)
+    released: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def refused(self, check: anchor.Validation) -> str | None:
+        """Why no lever is predicted (`check.refused`), with the doctor's reading of the first launch off where it
+        names one the simulator has no model of (a grid released with a collective)."""
+        why = check.refused()
+        if why and check.first_off and (x := self.released.get(check.first_off.name)):
+            why += (f" (the doctor reads it as released with a collective: {x:.1f}x its time alone, which the "
+                    "simulator does not model)")
+        return why
 
     @property
     def step(self) -> Step:
@@ -85,12 +97,14 @@ def capture(root: Path, comm_regex: str | None = None, comm_cluster: int | None 
         raise UsageError(f"{root}: no launch of the typical steps has a time alone")
     told = [] if comm_cluster is not None or cluster == 1 else [
         f"communication clusters of {cluster} assumed (NCCL's default on sm_90; the trace does not record them)"]
-    own = (processes or {}).get(rank) or next((r.diagnosis.process for r in a.ranks  # as the caller's analysis read it
-                                               if r.strategy == name and r.rank == rank), None)
+    diagnosis = next((r.diagnosis for r in a.ranks if r.strategy == name and r.rank == rank), None)
+    own = (processes or {}).get(rank) or (diagnosis.process if diagnosis else None)  # as the caller's analysis read it
+    released = {x.name: x.measured_us / x.alone_us for x in (diagnosis.compute_slowed if diagnosis else ())
+                if x.cause == CO_RELEASED}
     hidden = next((f"cannot predict this capture: a kernel {s.hidden} (what it waited for cannot be simulated)"
                    for s in steps if s.hidden), None) or _unknown(steps) or _host_paced(own, steps)
     return Captured(tuple(steps), tuple(told + notes), f"{trace.path} (rank {rank}, strategy {name})",
-                    trace.world_size, hidden, own)
+                    trace.world_size, hidden, own, released)
 
 
 def unprofiled(cap: Captured, measured_us: float) -> tuple[dict | None, list[str]]:
@@ -337,7 +351,7 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
         variants = [list(v) for v in zip(*(m.steps for m in moved))]
         assumptions += list(moved[0].assumptions)
     own, own_notes = unprofiled(cap, check.measured_us)
-    refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or cap.hidden or check.refused()
+    refused = (None if cfg.device else unfitted(cap.step.device.name, cal)) or cap.hidden or cap.refused(check)
     label = "predicted, assumptions: " + "; ".join(assumptions) if assumptions else "predicted for the captured GPU"
     report = {
         "source": cap.source, "captured_on": cap.step.device.name, "predicted_for": variants[0][0].device.name,
@@ -400,7 +414,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     cap = capture(root, comm_regex, analysis=analysis)
     cal, _ = calibration.load(cap.step.device.name)
     cap = hold(cap, cal)
-    if why := unfitted(cap.step.device.name, cal) or cap.hidden or validate(cap, cal).refused():
+    if why := unfitted(cap.step.device.name, cal) or cap.hidden or cap.refused(validate(cap, cal)):
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = _predict(cap.steps, known, cal)
