@@ -74,9 +74,10 @@ def steps_of(folder: Path, p: Program) -> list[dict]:
 
 
 def summary(steps: list[dict]) -> dict:
-    apart = [s["slowdown"] for s in steps if abs(s["comm_lead_over_grid_us"]) > TOGETHER_US]
-    together = [s["slowdown"] for s in steps if abs(s["comm_lead_over_grid_us"]) <= TOGETHER_US]
-    leads = [s["comm_lead_over_grid_us"] for s in steps if abs(s["comm_lead_over_grid_us"]) <= TOGETHER_US]
+    near = [s for s in steps if abs(s["comm_lead_over_grid_us"]) <= TOGETHER_US]
+    apart = [s["slowdown"] for s in steps if s not in near]
+    together = [s["slowdown"] for s in near]
+    leads = [s["comm_lead_over_grid_us"] for s in near]
     return {"steps": len(steps),
             "apart": {"steps": len(apart), "slowdown": sorted(apart)},
             "together": {"steps": len(together), "slowdown_median": statistics.median(together) if together else None,

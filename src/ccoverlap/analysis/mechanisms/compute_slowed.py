@@ -10,11 +10,10 @@ fp8 amax reduction 9.4x where it started 6.4 us after its collective, 1.3x at 47
 block scheduler does with two grids released together is not in the trace; one hardware queue (max-connections)
 dispatches them one after the other in launch order, and realized 12-15% on both, so it is the lever priced, at
 most the kernels' time beyond alone (`one_queue`), and fewer or smaller NCCL CTAs are not (they realized nothing
-there). A wave tail: the
-kernel's grid is one full wave (every SM at its residency, the occupancy model: `holds_every_sm`) and the
-collective's CTAs, resident when it started, held SMs it could not share (`capacity` < its grid), so blocks
-spilled into a second wave. Otherwise the kernel shared SMs, or memory bandwidth, with the collective: the trace
-cannot tell which, and says "unknown".
+there). A wave tail: the kernel's grid is one full wave (every SM at its residency, the occupancy model:
+`holds_every_sm`) and the collective's CTAs, resident when it started, held SMs it could not share (`capacity` < its
+grid), so blocks spilled into a second wave. Otherwise the kernel shared SMs, or memory bandwidth, with the
+collective: the trace cannot tell which, and says "unknown".
 
 Levers, each priced on both sides (NOTES: NCCL_MAX_CTAS=8 made such a step 1.5x slower, 4 made it 2.7x): fewer
 NCCL CTAs (`nccl-ctas=V`) or smaller ones (`nccl-threads`) stretch every NCCL collective by the CTAs or threads
