@@ -93,6 +93,12 @@ HELD_OUT = {
               "written at f569929 and run at b78598d (a move of the trace reader, no change to the model), before "
               "any result of this set; its record at b78598d "
               "(whatif-validation-heldout-sixth-2026-12-07-h100-frozen.json) is the held-out one"),
+    "seventh": (("known-answers-heldout-2026-12-07-h-h100-files.tgz",),
+                ("known-answers-heldout-2026-12-07-h-h100.json",),
+                ("heldout_sdpa_bwd", "heldout_index_add", "heldout_groupnorm"),
+                "written at 44253e2 and run at 0ae0bcf (the co-release cause and the refusal naming it in between), "
+                "before any result of this set; its record at 0ae0bcf "
+                "(whatif-validation-heldout-seventh-2026-12-07-h100-frozen.json) is the held-out one"),
 }
 #: the issue's target: the larger of 2% of the step and 30% of the realized change
 ABSOLUTE, RELATIVE = 0.02, 0.30
