@@ -90,8 +90,9 @@ def main() -> None:
         for v in VARIANTS:
             got = [s for r in runs if r["variant"] == v for s in r["samples_ms"] or []]
             if got and plain:
-                log(name, v, f"median {statistics.median(got):.3f} ms, {statistics.median(got) / statistics.median(plain):.3f}x"
-                    f" plain (min {min(got):.3f}, max {max(got):.3f}, n {len(got)})")
+                median = statistics.median(got)
+                log(name, v, f"median {median:.3f} ms, {median / statistics.median(plain):.3f}x plain "
+                    f"(min {min(got):.3f}, max {max(got):.3f}, n {len(got)})")
         result["programs"][name] = {"runs": runs,
                                     "doctors": [doctor(name, v, a.out, preload) for v in ("plain", "auto")]}
         write_json(a.out / "shape-probe.json", result)
