@@ -62,7 +62,8 @@ def main(out: str) -> None:
             cases[name] = {"a_pad": a_pad, "b_pad": b_pad, "pair_ms": times, "median_ms": statistics.median(times),
                            "b_ctas_per_sm": hist}
             print(name, f"pair median {statistics.median(times):.3f} ms (min {min(times):.3f}, max {max(times):.3f});"
-                  f" B's CTAs per SM: max {max(h['max'] for h in hist)}, least on a used SM {min(h['min_used'] for h in hist)}, "
+                  f" B's CTAs per SM: max {max(h['max'] for h in hist)}, "
+                  f"least on a used SM {min(h['min_used'] for h in hist)}, "
                   f"SMs used {min(h['sms_used'] for h in hist)}-{max(h['sms_used'] for h in hist)}", flush=True)
     write_json(out, {"what": __doc__, "provenance": provenance.collect(), "sms": sms, "clock_hz": rate,
                      "a": {"grid": A_GRID, "threads": THREADS, "spin_us": A_US},
