@@ -3,9 +3,10 @@
 8 per SM) 20% longer only where the kernel before it was padded too. If CTAs of the second grid pile onto the SMs
 the first grid's tail left free (up to its own occupancy) rather than 8 on each, the SMs holding more finish later.
 Each case launches A (8,192 CTAs x 128 threads, spinning `A_US`) then B (1,056 CTAs x 128 threads, spinning
-`B_US`, each CTA writing its SM id) on one stream, A and B each with no dynamic shared memory or the pad the
-interposer's auto plan gave the real kernels (15,617 and 16,897 B); per case B's CTAs per SM (min, max, the SMs
-used, how many SMs held each count) and the pair's time by CUDA events, warm-up then 20 repetitions.
+`B_US`, each CTA writing its SM id) on one stream (or B alone), A and B each with no dynamic shared memory or the
+pad the interposer's auto plan gave the real kernels (15,617 and 16,897 B); per case B's CTAs per SM (the most, the
+least on an SM used, the SMs used, how many SMs held each count) and the pair's time by CUDA events, warm-up then
+20 repetitions.
 
   python bench/device/dispatch_packing.py OUT.json
 """
@@ -42,14 +43,15 @@ def main(out: str) -> None:
     smid = cp.zeros(B_GRID, dtype=cp.uint32)
     null = cp.uint64(0)
     cases = {}
-    for a_pad in (0, A_PAD):
+    for a_pad in (None, 0, A_PAD):
         for b_pad in (0, B_PAD):
             times, hist = [], []
             for rep in range(WARMUP + REPS):
                 smid.fill(0xFFFFFFFF)
                 start, end = cp.cuda.Event(), cp.cuda.Event()
                 start.record()
-                kernel((A_GRID,), (THREADS,), (null, cp.int64(A_US * rate / 1e6)), shared_mem=a_pad)
+                if a_pad is not None:
+                    kernel((A_GRID,), (THREADS,), (null, cp.int64(A_US * rate / 1e6)), shared_mem=a_pad)
                 kernel((B_GRID,), (THREADS,), (smid, cp.int64(B_US * rate / 1e6)), shared_mem=b_pad)
                 end.record()
                 end.synchronize()
@@ -58,7 +60,7 @@ def main(out: str) -> None:
                     used = [c for c in cp.bincount(smid.astype(cp.int64)).get().tolist() if c]
                     hist.append({"max": max(used), "min_used": min(used), "sms_used": len(used),
                                  "spread": {str(n): used.count(n) for n in sorted(set(used))}})
-            name = f"A pad {a_pad} / B pad {b_pad}"
+            name = f"A pad {a_pad} / B pad {b_pad}" if a_pad is not None else f"no A / B pad {b_pad}"
             cases[name] = {"a_pad": a_pad, "b_pad": b_pad, "pair_ms": times, "median_ms": statistics.median(times),
                            "b_ctas_per_sm": hist}
             print(name, f"pair median {statistics.median(times):.3f} ms (min {min(times):.3f}, max {max(times):.3f});"
