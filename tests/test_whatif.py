@@ -739,6 +739,30 @@ def test_launches_without_a_time_alone_are_named_once_a_name_with_their_count(tm
                              "memset_y: no time alone, 1 launch left out of the step"]
     assert step.unknown_us == pytest.approx(20.0)
 
+
+def test_a_copy_without_a_time_alone_holds_its_stream_for_its_measured_time(tmp_path):
+    import kineto_synth as ks
+    from ccoverlap.analysis import read_trace
+    from ccoverlap.whatif.step import from_trace
+
+    # a kernel (100 us), a device-to-device copy (90 us) and a memset (10 us) behind it, then the next kernel
+    # (100 us), one stream: the alone window ran the kernels only. Kept at their times, the copy and the memset
+    # hold the stream for 100 us (the step 300 us); left out, the next kernel would start at 100 us (the step 200 us)
+    ks_ = [ks.K("compute_a", 100, 100), ks.K("Memcpy DtoD (Device -> Device)", 200, 90, cat="gpu_memcpy"),
+           ks.K("Memset (Device)", 290, 10, cat="gpu_memset"), ks.K("compute_b", 300, 100)]
+    trace = read_trace(ks.write(tmp_path / "rank0_trace.json", 0, 1, ks_, []))
+    a, b = (k.correlation for k in trace.kernels if k.name.startswith("compute"))
+    step, notes = from_trace(trace, H200, alone={a: 100.0, b: 100.0})
+    assert [(k.name[:6], k.footprint, k.alone_us) for k in step.kernels] == [
+        ("comput", step.kernels[0].footprint, 100.0), ("Memcpy", None, 90.0), ("Memset", None, 10.0),
+        ("comput", step.kernels[3].footprint, 100.0)]
+    assert step.unknown_us == 0.0  # nothing left out: the reproduction is judged on the whole step
+    assert sorted(notes) == [
+        "Memcpy DtoD (Device -> Device): no time alone (the alone window runs kernels only), 1 launch kept at its "
+        "time in the step",
+        "Memset (Device): no time alone (the alone window runs kernels only), 1 launch kept at its time in the step"]
+    assert run(step).step_us == pytest.approx(300.0, abs=1.0)
+
 def test_a_refused_capture_names_the_first_launch_whose_end_is_off():
     from ccoverlap.whatif import anchor
     from ccoverlap.whatif.dispatch import KernelTimes, Result

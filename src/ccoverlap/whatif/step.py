@@ -105,8 +105,10 @@ class Step:
 def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dict[int, float] | None = None,
                streams: set[int] | None = None, step: int = 0) -> tuple[Step, list[str]]:
     """Analysed step number `step` of a trace (`windows`' order) as a Step, and what was left out. Times alone
-    are `alone` (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); launches
-    without one are left out and named: never guessed. `streams`: only these streams' kernels (None: all).
+    are `alone` (correlation -> us; default: the doctor's alone window matched, `Trace.alone_us`); kernels
+    without one are left out and named: never guessed. A copy or memset without one (the alone window runs
+    kernels only) is kept at its measured time: it takes no SM in the simulation, and left out, the launches
+    behind it on its stream would start that much early. `streams`: only these streams' kernels (None: all).
     Kineto does not record the cluster: communication kernels get `comm_cluster` (the caller's knowledge),
     compute kernels 1."""
     steps = windows(trace, analysed_indices(trace))
@@ -118,13 +120,20 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     # given is by correlation
     key = key_of(trace) if alone is None else (lambda k: k.correlation)
     alone = (trace.alone_us or {}) if alone is None else alone
-    keep, unknown = [], []
+    keep, unknown, measured = [], [], {}
     idx = [i for i in idx if streams is None or trace.kernels[i].stream in streams]
     for i in idx:
-        (keep if key(trace.kernels[i]) in alone else unknown).append(i)
-    # one line per name, not per launch: a DDP step holds hundreds of memsets and copies
-    notes = [f"{name}: no time alone, {n} launch{'es' if n > 1 else ''} left out of the step"
-             for name, n in Counter(trace.kernels[i].name[:60] for i in unknown).items()]
+        k = trace.kernels[i]
+        if key(k) not in alone and k.kind is KernelClass.MEMORY and k.dur > 0:
+            measured[i] = k.dur
+        (keep if key(k) in alone or i in measured else unknown).append(i)
+
+    def counted(which, what: str) -> list[str]:  # one line per name: a DDP step holds hundreds of memsets and copies
+        return [f"{name}: no time alone{what.format('es' if n > 1 else '', n=n)}"
+                for name, n in Counter(trace.kernels[i].name[:60] for i in which).items()]
+
+    notes = (counted(unknown, ", {n} launch{} left out of the step")
+             + counted(measured, " (the alone window runs kernels only), {n} launch{} kept at its time in the step"))
     # in launch order (the launch calls' ends; a kernel without one, at its start): the hardware queues take
     # kernels as they are launched, and a collective that started after the kernel launched behind it (it waited
     # for an event) is still ahead of it in a queue the two streams share
@@ -141,10 +150,11 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
             k.footprint, cluster=comm_cluster if comm else 1)
         deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
         beside = intervals.intersection([(k.ts, k.end)], crowded[max(bisect_left(crowded, (k.ts,)) - 1, 0):])
-        kernels.append(Kernel(k.name, fp, alone[key(k)], k.stream, comm, deps,
+        alone_us = measured[i] if i in measured else alone[key(k)]
+        kernels.append(Kernel(k.name, fp, alone_us, k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
                               measured_end_us=k.end - t0,
-                              memory_bound=observed_memory_share(alone[key(k)], k.dur, beside) if fp else None,
+                              memory_bound=observed_memory_share(alone_us, k.dur, beside) if fp else None,
                               launch_us=g.release[i] - t0 if g.launched[i] and k.correlation not in
                               trace.graph_calls else None))
     hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
