@@ -98,7 +98,8 @@ HELD_OUT = {
                 ("heldout_sdpa_bwd", "heldout_index_add", "heldout_groupnorm"),
                 "written at 44253e2 and run at 0ae0bcf (the co-release cause and the refusal naming it in between), "
                 "before any result of this set; its record at 0ae0bcf "
-                "(whatif-validation-heldout-seventh-2026-12-07-h100-frozen.json) is the held-out one"),
+                "(whatif-validation-heldout-seventh-2026-12-07-h100-frozen.json) is the held-out one: the copies kept "
+                "at their measured time (e5da8cb) were found on heldout_groupnorm's capture"),
 }
 #: the issue's target: the larger of 2% of the step and 30% of the realized change
 ABSOLUTE, RELATIVE = 0.02, 0.30
