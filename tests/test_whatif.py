@@ -98,6 +98,22 @@ def test_a_cluster_needs_its_size_of_free_sms_in_one_gpc():
     assert twos.kernels[1].start_us == pytest.approx(1.0) and twos.kernels[1].end_us == pytest.approx(1001.0)
 
 
+def test_a_grids_last_wave_is_spread_over_the_gpcs_so_its_free_sms_hold_no_cluster():
+    # one CTA per SM (255 registers a thread), 132 + 116 CTAs of 100 us: the last wave, dispatched at 100 us, takes
+    # the SMs of the modelled GPCs in turn (17, 17, ... and 13 SMs): residues 0-12 of each GPC (104 SMs), 7 of 13
+    # and 5 of 14, so 2 or 3 SMs are free in each of the first seven GPCs and none in the last. A collective in
+    # clusters of 4, launched at 50 us behind it, finds no GPC with 4 free SMs and starts at the grid's end (200 us);
+    # in SM order the last wave would have left SMs 116-131 free, 13 of them in the last GPC (a start at 100 us).
+    grid = compute(132 + 116, 200.0, regs=255)
+    assert STILL.blocks(H200, grid) == ((248, pytest.approx(100.0)),)
+    clustered = dataclasses.replace(comm(dataclasses.replace(NCCL, grid=4, cluster=4)), release_us=50.0)
+    r = run(Step(H200, (grid, clustered)))
+    assert r.kernels[0].end_us == pytest.approx(200.0)
+    assert r.kernels[1].start_us == pytest.approx(200.0)
+    alone = run(Step(H200, (grid, dataclasses.replace(clustered, footprint=dataclasses.replace(NCCL, grid=2)))))
+    assert alone.kernels[1].start_us == pytest.approx(100.0)  # unclustered CTAs take two of the free SMs at once
+
+
 def test_a_persistent_grid_hands_the_work_of_the_ctas_that_find_no_room_to_those_that_run():
     gemm = Kernel("nvjet_gemm", F(384, 168, 0, 188636, 132), 1400.0, 1, sms=(0, 116))
     r = run(Step(H200, (gemm,)))

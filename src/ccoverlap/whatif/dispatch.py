@@ -6,7 +6,9 @@ their hardware queue fully dispatched, streams taking the `queues` queues in tur
 priority first, then a grid whose dispatch has begun, then launch order. A kernel whose next CTA finds no room
 holds every kernel after it: a grid of equal priority waits until the one dispatching is fully dispatched, and a
 pending higher-priority CTA takes the next room that fits it (both measured on the H200: docs/lab.md, NOTES).
-CTAs go round-robin over the SMs a kernel may use, most free first; clusters to SMs of one modelled GPC at once.
+CTAs go round-robin over the SMs a kernel may use, most free first and, among equals, the modelled GPCs in turn (a
+partial wave leaves its free SMs spread over the GPCs, so they hold no cluster: measured on heldout_fp32_gemm, H100);
+clusters to SMs of one modelled GPC at once.
 Each CTA then runs at the pace `duration.Pace` gives it, recomputed whenever what shares its SM, or what runs on
 the GPU, changes.
 
@@ -195,7 +197,7 @@ class _Sim:
         cluster = max(self.fps[i].cluster, 1)
         if cluster > 1:
             return self._fill_clusters(i, sms, t, cluster)
-        candidates = sorted(sms, key=lambda s: len(self.on_sm[s]))
+        candidates = sorted(sms, key=lambda s: (len(self.on_sm[s]), s % self.gpc))  # GPCs in turn
         while self.pending[i] and candidates:
             still = []
             for s in candidates:
