@@ -184,10 +184,10 @@ def together(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
 def waits_through(i: int, events: Mapping[int, tuple[int, ...]], prev: Sequence[int], kept: Collection[int],
                   step: Collection[int]) -> list[int]:
     """The kept launches of the step that launch `i` waits for through CUDA events, in order, with a left-out
-    launch (no time alone: a memset, a copy) seen through: what it waited for (its stream's previous launch, its
-    events; past an event, its stream's previous launch too), so a wait a left-out launch carried still binds
-    the launches after it. Without it, the kernel
-    behind a memset that waited for a collective would start beside the collective (measured, it waits)."""
+    launch (no time alone: a kernel the alone window could not run alone; once a memset, now kept) seen through:
+    what it waited for (its stream's previous launch, its events; past an event, its stream's previous launch
+    too), so a wait a left-out launch carried still binds the launches after it. Without it, the kernel behind a
+    left-out launch that waited for a collective would start beside the collective (measured, it waits)."""
     out: dict[int, None] = {}
     seen: set[int] = set()
 
