@@ -47,60 +47,59 @@ from ccoverlap.whatif.config import WhatIfConfig
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 CAPTURES = RESULTS / "known-answers-2026-12-03-h200-files.tgz"
-CAPTURED_BY = RESULTS / CAPTURES.name.replace("-files.tgz", ".json")  # the run that recorded the captures
 REALIZED = ("known-answers-nthreads-2026-12-04-h200.json", "known-answers-2026-12-03-h200.json",
             "known-answers-run3-2026-12-02-h200.json",
             "known-answers-2026-12-02-h200.json")
 PROGRAMS = ("atypical", "wave_tail", "carveout", "threads", "dispatch", "cluster", "same_name", "persistent_gemm",
             "compiled", "compiled_graphs")
-#: the held-out programs by set: (their capture archives, their realized runs, the programs, what the model had seen
-#: of them), in bench/results/
+#: the held-out programs by set: (their capture archives in bench/results/, the programs, what the model had seen of
+#: them); each archive's realized runs are the known-answer record beside it (`recorded_with`)
 HELD_OUT = {
     "first": (("known-answers-heldout-2026-12-06-a-h100-files.tgz",
                "known-answers-heldout-2026-12-06-b-h100-files.tgz"),
-              ("known-answers-heldout-2026-12-06-a-h100.json", "known-answers-heldout-2026-12-06-b-h100.json"),
               ("heldout_mlp", "heldout_elementwise", "heldout_attention", "heldout_softmax"),
               "written and run after the model was frozen at edc155f (its record then: "
               "whatif-validation-heldout-2026-12-06-h100-frozen.json); the changes of 362439d and after were found "
               "on these captures, so at a later commit they are no longer held out"),
     "second": (("known-answers-heldout-2026-12-06-c-h100-files.tgz",),
-               ("known-answers-heldout-2026-12-06-c-h100.json",),
                ("heldout_late_comm", "heldout_conv", "heldout_fp32_gemm"),
                "written after the model's change at 362439d and run at 8ffc8f6; the model's later changes (the held "
                "pace's lower bound only, the sm-carveout's reach) were made on the first set's rows, before any "
                "prediction was made for these captures"),
     "third": (("known-answers-heldout-2026-12-06-d-h100-files.tgz",),
-              ("known-answers-heldout-2026-12-06-d-h100.json",),
               ("heldout_scatter", "heldout_small_grids", "heldout_bmm_softmax"),
               "written at cb5ec5f and run at 7d20e30, before any change of that session to the model; its record at "
               "7d20e30 (whatif-validation-heldout-third-2026-12-06-h100-frozen.json) is the held-out one"),
     "fourth": (("known-answers-heldout-2026-12-06-e-h100-files.tgz",),
-               ("known-answers-heldout-2026-12-06-e-h100.json",),
                ("heldout_two_comms", "heldout_sort", "heldout_rmsnorm"),
                "written at 7e20f07 and run at 9f62dca, after that session's changes to the model and before any "
                "result of them; its record at 9f62dca (whatif-validation-heldout-fourth-2026-12-06-h100-frozen.json) "
                "is the held-out one: the dependency fix after it (a record after another thread's launches) was "
                "found on heldout_sort's capture"),
     "fifth": (("known-answers-heldout-2026-12-06-f-h100-files.tgz",),
-              ("known-answers-heldout-2026-12-06-f-h100.json",),
               ("heldout_flat_params", "heldout_embedding_bwd", "heldout_adam"),
               "written at 62b126e and run at dfe4462, after that session's changes to the model (the typical steps' "
               "range among them) and before any result of this set; its record at dfe4462 "
               "(whatif-validation-heldout-fifth-2026-12-06-h100-frozen.json) is the held-out one"),
     "sixth": (("known-answers-heldout-2026-12-07-g-h100-files.tgz",),
-              ("known-answers-heldout-2026-12-07-g-h100.json",),
               ("heldout_fp8_gemm", "heldout_lstm", "heldout_xent"),
               "written at f569929 and run at b78598d (a move of the trace reader, no change to the model), before "
               "any result of this set; its record at b78598d "
               "(whatif-validation-heldout-sixth-2026-12-07-h100-frozen.json) is the held-out one"),
     "seventh": (("known-answers-heldout-2026-12-07-h-h100-files.tgz",),
-                ("known-answers-heldout-2026-12-07-h-h100.json",),
                 ("heldout_sdpa_bwd", "heldout_index_add", "heldout_groupnorm"),
                 "written at 44253e2 and run at 0ae0bcf (the co-release cause and the refusal naming it in between), "
                 "before any result of this set; its record at 0ae0bcf "
                 "(whatif-validation-heldout-seventh-2026-12-07-h100-frozen.json) is the held-out one: the copies kept "
                 "at their measured time (e5da8cb) were found on heldout_groupnorm's capture"),
 }
+
+
+def recorded_with(archive: str) -> str:
+    """The known-answer record written beside a capture archive (its doctors' provenance, its realized runs)."""
+    return archive.replace("-files.tgz", ".json")
+
+
 #: the issue's target: the larger of 2% of the step and 30% of the realized change
 ABSOLUTE, RELATIVE = 0.02, 0.30
 #: the memory-share allowance's scales the record's sensitivity is computed at (the shipped one is 1)
@@ -332,9 +331,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "whatif-validation-2026-12-04b-h200.json")
     ap.add_argument("--held-out", choices=HELD_OUT, help="a set of programs written after the model was frozen")
     args = ap.parse_args()
-    archives, files, programs, seen = HELD_OUT[args.held_out] if args.held_out else (
-        (CAPTURES.name,), REALIZED, PROGRAMS, "the mechanisms were found by reading all ten captures, so none of "
-                                              "them is held out")
+    archives, programs, seen = HELD_OUT[args.held_out] if args.held_out else (
+        (CAPTURES.name,), PROGRAMS, "the mechanisms were found by reading all ten captures, so none of them is held "
+                                    "out")
+    files = tuple(map(recorded_with, archives)) if args.held_out else REALIZED
     real = realized(files)
     with contextlib.ExitStack() as stack:
         roots = [stack.enter_context(extracted(RESULTS / a)) for a in archives]
@@ -344,7 +344,7 @@ def main() -> int:
         print(f"{c['program']}: measured {c['measured_default_ms']:.3f} ms, simulated "
               f"{c['simulated_default_ms']:.3f} ms: " + (c["refused"] or "reproduced"), file=sys.stderr)
     summary = summarize(captures, rows)
-    known = json.loads((RESULTS / files[0] if args.held_out else CAPTURED_BY).read_text())["provenance"]
+    known = json.loads((RESULTS / recorded_with(archives[0])).read_text())["provenance"]
     doc = {
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "provenance": {
