@@ -59,22 +59,27 @@ def candidates(host: levers.Host) -> list[str]:
     return [lv.name for lv in levers.LEVERS if not lv.applies(host, "process")]
 
 
+def fresh(name: str, tag: str, out: Path, env: dict, wrap: list[str] | None = None) -> tuple[dict, int, float, str]:
+    """One fresh process of bench/known/<name>.py (STEPS steps, WARMUP left out) under `env`, its command behind
+    `wrap` where given: (the step times and losses it wrote, its exit code, its wall seconds, its output's tail)."""
+    path = out / f"{name}-{tag}-{time.monotonic_ns()}.json"
+    cmd = [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS), "--warmup",
+           str(WARMUP), "--json", str(path)]
+    code, wall, tail = run([*(wrap or ()), *cmd], 120, env)
+    return (json.loads(path.read_text()) if code == 0 and path.exists() else {}), code, wall, tail
+
+
 def program(name: str, strategy: str | None, out: Path, host: levers.Host, cli: bool = False) -> dict:
     """One fresh run of bench/known/<name>.py, plain (strategy None) or under the strategy: with the environment
     `ccoverlap run --strategy` gives it (control/policy.for_run, the same launch; without the CLI's own
     process, which would add a torch import to every run), or through the CLI itself (`cli`)."""
     from ccoverlap.control.policy import for_run
 
-    path = out / f"{name}-{strategy or 'plain'}-{time.monotonic_ns()}.json"
-    cmd = [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS), "--warmup",
-           str(WARMUP), "--json", str(path)]
     env = dict(os.environ)
-    if strategy and cli:
-        cmd = [*CCOVERLAP, "run", "--strategy", strategy, "--", *cmd]
-    elif strategy:
+    if strategy and not cli:
         env = for_run(None, strategy, {}, host).environ(env)
-    code, wall, tail = run(cmd, 120, env)
-    got = json.loads(path.read_text()) if code == 0 and path.exists() else {}
+    wrap = [*CCOVERLAP, "run", "--strategy", strategy, "--"] if strategy and cli else None
+    got, code, wall, tail = fresh(name, strategy or "plain", out, env, wrap)
     return {"strategy": strategy or "plain", "cli": cli, "code": code, "process_wall_s": wall,
             "samples_ms": got.get("steps_ms"),
             "losses": got.get("losses"), "comm": got.get("comm"), "loop_wall_s": got.get("wall_s"),

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from known_answers import CCOVERLAP, REPO, STEPS, WARMUP, log, run  # noqa: E402
+from known_answers import CCOVERLAP, REPO, STEPS, WARMUP, fresh, log, run  # noqa: E402
 
 #: variant -> interposer environment (None: no preload); {largest} is the program's largest kernel's name pattern
 VARIANTS: dict[str, dict[str, str] | None] = {
@@ -42,17 +42,13 @@ def interposer() -> str:
 
 
 def once(name: str, variant: str, out: Path, preload: str) -> dict:
-    path = out / f"{name}-{variant}-{time.monotonic_ns()}.json"
     stats = out / f"stats-{name}-{variant}-{time.monotonic_ns()}.json"
-    cmd = [sys.executable, str(REPO / "bench" / "known" / f"{name}.py"), "--steps", str(STEPS), "--warmup",
-           str(WARMUP), "--json", str(path)]
     env = dict(os.environ)
     extra = VARIANTS[variant]
     if extra is not None:
         env |= {k: v.format(largest=LARGEST[name]) for k, v in extra.items()}
         env |= {"LD_PRELOAD": preload, "CCOVERLAP_STATS": str(stats)}
-    code, wall, tail = run(cmd, 120, env)
-    got = json.loads(path.read_text()) if code == 0 and path.exists() else {}
+    got, code, wall, tail = fresh(name, variant, out, env)
     return {"variant": variant, "env": {k: v for k, v in env.items() if k.startswith("CCOVERLAP_")},
             "code": code, "process_wall_s": wall, "samples_ms": got.get("steps_ms"), "losses": got.get("losses"),
             "loop_wall_s": got.get("wall_s"), "interposer_stats": json.loads(stats.read_text()) if stats.exists()
