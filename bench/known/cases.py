@@ -115,4 +115,16 @@ CASES = {
     "heldout_groupnorm": {"truth": "held out: two group norms with SiLU and a residual, forward and backward, beside "
                                    "an 8 x 640-thread, 40 KB collective; written 2026-12-07 before any result of it, "
                                    "what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_spectral": {"truth": "held out: a Fourier layer (cuFFT real FFTs of 8 x 64 x 256 x 256 fp32, a complex "
+                                  "mixing of 32 x 32 modes, a 1 x 1 skip), forward and backward, beside a 24 x "
+                                  "256-thread, 16 KB collective; written 2026-12-07 before any result of it, what it "
+                                  "realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_moe": {"truth": "held out: a top-2 mixture-of-experts forward (routing by sort and scan, two batched bf16 "
+                             "GEMMs per expert, an index_add_ back) beside a 16 x 160-thread, 24 KB collective "
+                             "launched first; written 2026-12-07 before any result of it, what it realizes is measured",
+                    "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_depthwise": {"truth": "held out: a causal depthwise conv1d, SiLU, a cumulative sum, a gate and a bf16 "
+                                   "projection, forward and backward, beside an 8 x 512-thread, 64 KB collective; "
+                                   "written 2026-12-07 before any result of it, what it realizes is measured",
+                          "lever": None, "gain_ms": None, "held_out": True},
 }
