@@ -92,6 +92,12 @@ HELD_OUT = {
                 "before any result of this set; its record at 0ae0bcf "
                 "(whatif-validation-heldout-seventh-2026-12-07-h100-frozen.json) is the held-out one: the copies kept "
                 "at their measured time (e5da8cb) were found on heldout_groupnorm's capture"),
+    "eighth": (("known-answers-heldout-2026-12-07-i-h100-files.tgz",
+                "known-answers-heldout-2026-12-07-j-h100-files.tgz"),
+               ("heldout_spectral", "heldout_moe", "heldout_depthwise"),
+               "written and run at 65fa245 (no change to the model since 9cb6601), before any result of this set; its "
+               "record (whatif-validation-heldout-eighth-2026-12-07-h100-frozen.json), made before any change to the "
+               "model, is the held-out one"),
 }
 
 
