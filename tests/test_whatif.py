@@ -516,6 +516,26 @@ def test_a_capture_is_reproduced_within_5_percent_and_its_collectives_within_max
     assert anchor.validate(idle, [_times(1040.0, 150.0)] * 3).to_dict()["measured_idle_us"] == 20.0
 
 
+def test_typical_steps_that_ran_apart_where_the_simulator_gives_them_alike_give_every_lever_a_range():
+    """Three typical steps each simulated at 1000 us, measured at 1040, 1000 and 1040 us (a kernel slower in two of
+    them beside the same collective, for something the model does not hold). The prediction is anchored to the
+    median step (1040 = 1.04 x simulated); a lever might bring every step to the 1000 us one (1.0 / 1.04 of it) or
+    leave them all at 1040: a lever simulated at 0.99 is the range 0.99 x (1/1.04 .. 1). The default, the capture
+    itself, is no range; steps apart by no more than 2% give none either."""
+    from ccoverlap.whatif import anchor, predict, session
+
+    apart = anchor.validate([_measured(1040.0, 100.0), _measured(1000.0, 100.0), _measured(1040.0, 100.0)],
+                            [_times(1000.0, 100.0)] * 3)
+    assert apart.residuals == pytest.approx((1.04, 1.0, 1.04)) and apart.unexplained == pytest.approx((1 / 1.04, 1.0))
+    base = predict.Prediction("default", "ok", step_us=1000.0)
+    lever = predict.Prediction("priority", "ok", step_us=990.0)
+    assert session._spans(lever, base, False, apart) == [(pytest.approx((0.99 / 1.04, 0.99)),
+                                                          session.UNEXPLAINED_NOTE)]
+    assert session._spans(base, base, False, apart) == []
+    close = anchor.validate([_measured(1015.0, 100.0), _measured(1000.0, 100.0)], [_times(1000.0, 100.0)] * 2)
+    assert session._spans(lever, base, False, close) == [] and session._spans(lever, base, False) == []
+
+
 def test_the_disturbed_first_step_is_left_out_and_the_typical_steps_reproduced(tmp_path):
     from ccoverlap.whatif import session
 

@@ -57,6 +57,18 @@ class Validation:
     disagree: tuple[Disagreement, ...]  # collectives whose start is off, in launch order
     first_off: Disagreement | None = None  # the first launch whose end is off by more than the tolerance
     idle_us: float | None = None  # the GPU's idle time within the measured step, median (None: not captured)
+    residuals: tuple[float, ...] = ()  # each typical step's measured span over its simulated default
+
+    @property
+    def unexplained(self) -> tuple[float, float] | None:
+        """The typical steps' measured spans against their simulated defaults, the least and the most of them over
+        the median (the one the prediction is anchored to), lower first: where these differ, the steps differ by
+        something the simulator gives them alike (a kernel twice as slow in some steps as in others beside the same
+        collective), and a lever may bring every step to the fastest or the slowest of them. None with no step."""
+        if not self.residuals:
+            return None
+        mid = statistics.median(self.residuals)
+        return min(self.residuals) / mid, max(self.residuals) / mid
 
     @property
     def step_error(self) -> float:
@@ -94,7 +106,7 @@ class Validation:
                 "simulated_default_us": self.simulated_us,
                 "step_error": self.step_error, "step_tolerance": STEP_TOLERANCE,
                 "start_tolerance_us": self.tolerance_us, "typical_steps": list(self.steps),
-                "reproduced": self.reproduced, "refused": self.refused(),
+                "reproduced": self.reproduced, "refused": self.refused(), "residuals": list(self.residuals),
                 "disagree": [{"name": d.name, "stream": d.stream, "measured_start_us": d.measured_us,
                               "simulated_start_us": d.simulated_us} for d in self.disagree],
                 "first_off": self.first_off and {"name": self.first_off.name, "stream": self.first_off.stream,
@@ -116,7 +128,8 @@ def validate(steps: Sequence[Step], defaults: Sequence[Result]) -> Validation:
     idle = [s.idle_us for s in steps if s.idle_us is not None]
     return Validation(measured, statistics.median(r.step_us for r in defaults), tolerance,
                       tuple(s.name for s in steps), tuple(disagree), first_off(steps, defaults, tolerance),
-                      statistics.median(idle) if idle else None)
+                      statistics.median(idle) if idle else None,
+                      tuple(s.measured_us / r.step_us for s, r in zip(steps, defaults) if s.measured_us and r.step_us))
 
 
 def hold(steps: Sequence[Step], defaults: Sequence[Result]) -> tuple[list[Step], list[str]]:

@@ -261,7 +261,7 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
           "interval": [check.anchor(lo), check.anchor(hi)],
           "link_bound_step_us": p.link_bound_step_us and check.anchor(p.link_bound_step_us),
           "vs_capture": p.step_us / check.simulated_us}
-    spans = _spans(p, base, open_pace)
+    spans = _spans(p, base, open_pace, check)
     if not spans:
         return d
     span = (min(s[0] for s, _ in spans), max(s[1] for s, _ in spans))
@@ -271,12 +271,28 @@ def _anchored(p: predict.Prediction, check: anchor.Validation, ends: Sequence[pr
                 "notes": d["notes"] + tuple(note for _, note in spans)}
 
 
-def _spans(p: predict.Prediction, base: predict.Prediction, open_pace: bool) -> list[tuple[tuple[float, float], str]]:
+def _spans(p: predict.Prediction, base: predict.Prediction, open_pace: bool,
+           check: anchor.Validation | None = None) -> list[tuple[tuple[float, float], str]]:
     """Each reading of the lever's ratio that the capture cannot tell from the point, as (range, why)."""
     return [(span, note) for span, note in ((predict.pace_range(p, base) if open_pace else None, PACE_NOTE),
                                             (predict.other_range(p, base), OTHER_NOTE),
                                             (predict.threads_range(p, base), THREADS_NOTE),
-                                            (predict.steps_range(p), STEPS_NOTE)) if span]
+                                            (predict.steps_range(p), STEPS_NOTE),
+                                            (_unexplained(p, base, check), UNEXPLAINED_NOTE)) if span]
+
+
+def _unexplained(p: predict.Prediction, base: predict.Prediction,
+                 check: anchor.Validation | None) -> tuple[float, float] | None:
+    """A lever's ratio carried to the fastest and the slowest of the typical steps as measured against simulated
+    (`Validation.unexplained`), where these differ by more than PACE_RESOLUTION: the simulator gives the steps
+    alike where they ran apart, so what a lever does to that difference is not in the model. None for the default
+    (the capture itself) and where the steps agree."""
+    if check is None or p is base or (spread := check.unexplained) is None or not (p.step_us and base.step_us):
+        return None
+    if spread[1] - spread[0] <= predict.PACE_RESOLUTION:
+        return None
+    ratio = p.step_us / base.step_us
+    return ratio * spread[0], ratio * spread[1]
 
 
 OTHER_NOTE = ("the capture cannot tell this lever's step to a point: what decides it is not in a trace (the "
@@ -290,7 +306,11 @@ PACE_NOTE = ("the capture cannot tell this lever's step to a point: under it ker
 STEPS_NOTE = ("the capture cannot tell this lever's step to a point: its typical steps disagree (the lever gains "
               "more in some than in others: a collective late in some steps, on time in others), and which is the "
               "program's usual step it cannot tell; the step lies between the least and the most of them")
-RANGE_NOTES = (PACE_NOTE, OTHER_NOTE, THREADS_NOTE, STEPS_NOTE)
+UNEXPLAINED_NOTE = ("the capture cannot tell this lever's step to a point: its typical steps ran apart by more than "
+                    "the simulated default gives them (the same launches slower in some steps than in others, for "
+                    "something not in the model), and a lever may bring every step to the fastest of them or to the "
+                    "slowest; the step lies between the two")
+RANGE_NOTES = (PACE_NOTE, OTHER_NOTE, THREADS_NOTE, STEPS_NOTE, UNEXPLAINED_NOTE)
 
 
 def _unknown(steps: Sequence[Step]) -> str | None:
@@ -414,11 +434,12 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     cap = capture(root, comm_regex, analysis=analysis)
     cal, _ = calibration.load(cap.step.device.name)
     cap = hold(cap, cal)
-    if why := unfitted(cap.step.device.name, cal) or cap.hidden or cap.refused(validate(cap, cal)):
+    check = validate(cap, cal)
+    if why := unfitted(cap.step.device.name, cal) or cap.hidden or cap.refused(check):
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = _predict(cap.steps, known, cal)
     base, free = rows[0], pace_open(cap, cal) is not None
     return {p.strategy: 1 - min(p.step_us / base.step_us, (p.link_bound_step_us or p.step_us) / base.step_us,
-                                *(span[0] for span, _ in _spans(p, base, free)))
+                                *(span[0] for span, _ in _spans(p, base, free, check)))
             for p in rows[1:] if p.status == "ok" and base.step_us}
