@@ -7,7 +7,7 @@
 set -uo pipefail
 source "$(dirname "$0")/prologue.sh"
 exec > >(tee "$OUT/log") 2>&1
-WORK=/tmp/known-answers
+WORK=/tmp/known-answers; rm -rf "$WORK"  # a warm machine keeps the last call's folders, which the tgz would carry again
 NAME=${2:-known-answers-2026-12-02-h200}
 python3 bench/device/known_answers.py --out "$WORK" --budget-s "${1:-300}" "${@:3}"
 echo "known_answers exit: $?"; date

@@ -5,7 +5,7 @@
 set -uo pipefail
 source "$(dirname "$0")/prologue.sh"
 exec > >(tee "$OUT/log") 2>&1
-WORK=/tmp/shape-probe
+WORK=/tmp/shape-probe; rm -rf "$WORK"  # a warm machine keeps the last call's folders, which the tgz would carry again
 python3 bench/device/shape_probe.py --out "$WORK" "$@"
 echo "shape_probe exit: $?"; date
 cp "$WORK/shape-probe.json" "$OUT/"
