@@ -3,6 +3,7 @@ captures, on the CPU.
 
   python bench/summarize/whatif_validation.py [--out bench/results/whatif-validation-2026-12-04b-h200.json]
   python bench/summarize/whatif_validation.py --held-out first|second --out bench/results/whatif-validation-....json
+  python bench/summarize/whatif_validation.py --held-out eighth --held --out ...   (its captures taken held)
 
 Extracts bench/results/known-answers-2026-12-03-h200-files.tgz (ten `doctor-<program>/` capture folders) to a
 temporary folder and runs the what-if on each (every lever the known-answer runs measured), with the shipped
@@ -99,6 +100,13 @@ HELD_OUT = {
                "record (whatif-validation-heldout-eighth-2026-12-07-h100-frozen.json), made before any change to the "
                "model, is the held-out one"),
 }
+
+
+#: a held-out set's captures taken again with the GPU held before each profiled step (`ccoverlap doctor --hold on`,
+#: folders `doctor-<program>@hold-on`), judged with --held against the set's own realized runs: the record's name,
+#: its archive `<name>-files.tgz` and its provenance `<name>-provenance.json`
+HELD_CAPTURES = {"eighth": "hold-doctor-2026-12-07-h100"}
+HELD_FOLDER = "@hold-on"
 
 
 def recorded_with(archive: str) -> str:
@@ -233,11 +241,13 @@ def by_lever(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def validate_all(roots: list[Path], real: dict, programs: tuple[str, ...]) -> tuple[list[dict], list[dict]]:
-    """Every capture's record and every lever row, each program's capture in the first of `roots` that has it."""
+def validate_all(roots: list[Path], real: dict, programs: tuple[str, ...],
+                 suffix: str = "") -> tuple[list[dict], list[dict]]:
+    """Every capture's record and every lever row, each program's capture (`doctor-<program><suffix>`) in the first
+    of `roots` that has it."""
     captures, rows = [], []
     for program in programs:
-        folder = next(f for root in roots if (f := root / f"doctor-{program}").is_dir())
+        folder = next(f for root in roots if (f := root / f"doctor-{program}{suffix}").is_dir())
         capture, mine = program_rows(program, folder, real.get(program))
         captures.append(capture)
         rows += mine
@@ -273,7 +283,7 @@ def summarize(captures: list[dict], rows: list[dict]) -> dict:
     }
 
 
-def sensitivity(roots: list[Path], real: dict, programs: tuple[str, ...]) -> list[dict]:
+def sensitivity(roots: list[Path], real: dict, programs: tuple[str, ...], suffix: str = "") -> list[dict]:
     """The summary again with the allowance under which a capture bounds a kernel's memory share
     (duration.ALLOWANCE_US, ALLOWANCE_SHARE: stated, not fitted) at none and at twice the shipped one: how much
     the counts lean on that choice."""
@@ -282,7 +292,7 @@ def sensitivity(roots: list[Path], real: dict, programs: tuple[str, ...]) -> lis
     try:
         for scale in SENSITIVITY:
             duration.ALLOWANCE_US, duration.ALLOWANCE_SHARE = (scale * x for x in shipped)
-            captures, rows = validate_all(roots, real, programs)
+            captures, rows = validate_all(roots, real, programs, suffix)
             summary = summarize(captures, rows)
             out.append({"allowance_us": duration.ALLOWANCE_US, "allowance_share": duration.ALLOWANCE_SHARE}
                        | {k: summary[k] for k in ("reproduced", "rows_within_target", "changing_rows_within_target",
@@ -336,21 +346,31 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=RESULTS / "whatif-validation-2026-12-04b-h200.json")
     ap.add_argument("--held-out", choices=HELD_OUT, help="a set of programs written after the model was frozen")
+    ap.add_argument("--held", action="store_true",
+                    help="judge the set's captures taken with the GPU held (HELD_CAPTURES) against its realized runs")
     args = ap.parse_args()
+    if args.held and args.held_out not in HELD_CAPTURES:
+        ap.error(f"--held needs --held-out {' or '.join(HELD_CAPTURES)}: no other set was captured held")
     archives, programs, seen = HELD_OUT[args.held_out] if args.held_out else (
         (CAPTURES.name,), PROGRAMS, "the mechanisms were found by reading all ten captures, so none of them is held "
                                     "out")
     files = tuple(map(recorded_with, archives)) if args.held_out else REALIZED
     real = realized(files)
+    suffix, provenance_file = "", RESULTS / recorded_with(archives[0])
+    if args.held:
+        name = HELD_CAPTURES[args.held_out]
+        archives, suffix, provenance_file = (f"{name}-files.tgz",), HELD_FOLDER, RESULTS / f"{name}-provenance.json"
+        seen += "; captured again with the GPU held before each profiled step (--held)"
     with contextlib.ExitStack() as stack:
         roots = [stack.enter_context(extracted(RESULTS / a)) for a in archives]
-        captures, rows = validate_all(roots, real, programs)
-        leaning = sensitivity(roots, real, programs)
+        captures, rows = validate_all(roots, real, programs, suffix)
+        leaning = sensitivity(roots, real, programs, suffix)
     for c in captures:
         print(f"{c['program']}: measured {c['measured_default_ms']:.3f} ms, simulated "
               f"{c['simulated_default_ms']:.3f} ms: " + (c["refused"] or "reproduced"), file=sys.stderr)
     summary = summarize(captures, rows)
-    known = json.loads((RESULTS / recorded_with(archives[0])).read_text())["provenance"]
+    known = json.loads(provenance_file.read_text())
+    known = known.get("provenance", known)
     doc = {
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "provenance": {
