@@ -127,4 +127,16 @@ CASES = {
                                    "projection, forward and backward, beside an 8 x 512-thread, 64 KB collective; "
                                    "written 2026-12-07 before any result of it, what it realizes is measured",
                           "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_upsample": {"truth": "held out: a U-Net decoder block (bilinear upsampling, a skip concatenated, a 3 x 3 "
+                                  "cuDNN convolution), forward and backward, beside a 12 x 384-thread, 32 KB "
+                                  "collective; written 2026-12-07 before any result of it, what it realizes is "
+                                  "measured",
+                         "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_embedding_bag": {"truth": "held out: four embedding bags and their backward, then a bf16 MLP, beside a "
+                                       "32 x 288-thread, 48 KB collective launched first; written 2026-12-07 before "
+                                       "any result of it, what it realizes is measured",
+                              "lever": None, "gain_ms": None, "held_out": True},
+    "heldout_int8_gemm": {"truth": "held out: per-row int8 quantization and three int8 GEMMs (torch._int_mm) beside "
+                                   "a 16 x 544-thread, 96 KB collective; written 2026-12-07 before any result of it, "
+                                   "what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
 }
