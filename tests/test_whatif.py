@@ -156,9 +156,30 @@ def strategy(step: Step, name: str) -> Step:
 
 def test_every_lever_names_a_transformation_or_has_no_model():
     assert set(transforms.TRANSFORMS) == set(levers.BY_NAME)
-    assert isinstance(transforms.TRANSFORMS["nccl-cta-policy"], levers.NotApplicable)
-    p = predict.one(FULL, levers.strategy("nccl-cta-policy"), calibration.load(None)[0])
-    assert p.status == "no model: nccl-cta-policy" and p.step_us is None
+    assert all(callable(t) or isinstance(t, levers.NotApplicable) for t in transforms.TRANSFORMS.values())
+
+
+def test_the_cta_policy_leaves_a_step_whose_collectives_it_never_reaches_and_has_no_model_where_it_may():
+    cal = calibration.load(None)[0]
+
+    def named(name: str) -> Step:
+        return FULL.with_kernels(lambda k: dataclasses.replace(k, name=name) if k.comm else k)
+
+    plain = predict.one(FULL, levers.strategy(levers.DEFAULT), cal)
+    for name in ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"):
+        for policy in ("nccl-cta-policy=EFFICIENCY", "nccl-cta-policy=ZERO"):
+            p = predict.one(named(name), levers.strategy(policy), cal)
+            assert p.status == "ok" and p.step_us == pytest.approx(plain.step_us)
+            assert any("changes none of the step's collectives" in n for n in p.notes)
+    # EFFICIENCY needs NVLS: a ring all-gather is out of its reach; ZERO's copy-engine path may take it
+    assert predict.one(named("ncclDevKernel_AllGather_RING_LL"), levers.strategy("nccl-cta-policy"), cal).status == "ok"
+    zero = predict.one(named("ncclDevKernel_AllGather_RING_LL"), levers.strategy("nccl-cta-policy=ZERO"), cal)
+    assert zero.status.startswith("no model: NCCL_CTA_POLICY=ZERO may act on ncclDevKernel_AllGather_RING_LL")
+    assert zero.step_us is None
+    nvls = predict.one(named("ncclDevKernel_AllGather_NVLS_SIMPLE"), levers.strategy("nccl-cta-policy"), cal)
+    assert nvls.status.startswith("no model: NCCL_CTA_POLICY=EFFICIENCY may act")
+    generic = predict.one(named("ncclDevKernel_Generic_1"), levers.strategy("nccl-cta-policy"), cal)
+    assert "(its name names no collective)" in generic.status and generic.step_us is None
 
 
 def test_transformations_change_what_their_lever_changes():
@@ -379,8 +400,11 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
                  "--json", "-"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [p["strategy"] for p in out["predictions"]] == ["default", "priority", "nccl-cta-policy"]
-    base, _, none = out["predictions"]
-    assert base["status"] == "ok" and base["vs_capture"] == 1.0 and none["status"] == "no model: nccl-cta-policy"
+    base, _, policy = out["predictions"]
+    assert base["status"] == "ok" and base["vs_capture"] == 1.0
+    # an all-reduce: NCCL never acts on the CTA policy for it, so the step is the default's
+    assert policy["status"] == "ok" and policy["step_us"] == pytest.approx(base["step_us"])
+    assert any("changes none of the step's collectives" in n for n in policy["notes"])
     assert base["step_us"] == pytest.approx(850.0) and out["validation"]["reproduced"] and out["refused"] is None
     assert [(name, how) for name, _, how in base["critical_path"]] == [
         ("compute_a", "launch"), (ks_nccl(), "stream"), ("compute_a", "stream")]
@@ -414,12 +438,17 @@ def ks_nccl() -> str:
     return ks.NCCL
 
 
-def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path):
+def test_the_tuner_prunes_a_lever_only_where_even_its_best_case_gains_too_little(tmp_path, monkeypatch):
+    from ccoverlap.model import nccl
     from ccoverlap.whatif import session
 
     serial_capture(tmp_path / "cap")
-    gains = session.gains(tmp_path / "cap", None, ["priority", "nccl-ctas", "nccl-cta-policy"])
-    assert set(gains) == {"priority", "nccl-ctas"}  # no model: left out
+    names = ["priority", "nccl-ctas", "nccl-cta-policy"]
+    gains = session.gains(tmp_path / "cap", None, names)
+    # the all-reduce is out of the CTA policy's reach: no gain, so the tuner may prune it
+    assert set(gains) == set(names) and gains["nccl-cta-policy"] == pytest.approx(0.0, abs=1e-9)
+    monkeypatch.setattr(nccl, "cta_policy_reaches", lambda policy, kernel: True)
+    assert set(session.gains(tmp_path / "cap", None, names)) == {"priority", "nccl-ctas"}  # no model here: left out
     cal, _ = calibration.load("NVIDIA H200")
     cap = session.capture(tmp_path / "cap")
     p = predict.one(cap.step, levers.strategy("nccl-ctas"), cal)

@@ -363,6 +363,10 @@ def main() -> int:
         seen += "; captured again with the GPU held before each profiled step (--held)"
     with contextlib.ExitStack() as stack:
         roots = [stack.enter_context(extracted(RESULTS / a)) for a in archives]
+        taken = tuple(p for p in programs if any((root / f"doctor-{p}{suffix}").is_dir() for root in roots))
+        if not_taken := sorted(set(programs) - set(taken)):
+            seen += f"; not captured held (their unheld record judges them): {', '.join(not_taken)}"
+        programs = taken
         captures, rows = validate_all(roots, real, programs, suffix)
         leaning = sensitivity(roots, real, programs, suffix)
     for c in captures:

@@ -97,6 +97,21 @@ CTA_POLICY_REACH = {
             "PyTorch's allocator registers none",
 }
 CTA_POLICY_VALUES = {1: "EFFICIENCY", 2: "ZERO"}  # NCCL_CTA_POLICY's numbers (nccl.h: NCCL_CTA_POLICY_*)
+#: the collectives each policy may act on, as a device kernel's name spells them (ncclDevKernel_<Op>_..._<ALGO>_
+#: <PROTO>; AlltoAll, Gather and Scatter run as SendRecv), and the algorithm it also needs (None: any)
+CTA_POLICY_OPS = {"EFFICIENCY": (("AllGather", "ReduceScatter"), "NVLS"), "ZERO": (("AllGather", "SendRecv"), None)}
+#: a collective's operation in its device kernel's name (longest first: AllReduce before Reduce)
+_OP = re.compile(r"(AllReduce|ReduceScatter|AllGather|AlltoAll|SendRecv|Broadcast|Reduce)")
+
+
+def cta_policy_reaches(policy: str, kernel: str) -> bool | None:
+    """May NCCL_CTA_POLICY=`policy` change the collective that ran as `kernel`? False where its name names an
+    operation (or algorithm) the policy never acts on (CTA_POLICY_REACH), True where it may (whether its buffers are
+    registered is not in a trace), None where the name names no operation (a generic kernel: ncclDevKernel_Generic)."""
+    if (op := _OP.search(kernel)) is None:
+        return None
+    ops, algorithm = CTA_POLICY_OPS[policy]
+    return op.group(1) in ops and (algorithm is None or algorithm in kernel)
 
 
 def _int(env: Mapping[str, str], var: str) -> int | None:

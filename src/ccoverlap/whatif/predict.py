@@ -96,7 +96,10 @@ def median(per_step: Sequence[Prediction]) -> Prediction:
 def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) -> Prediction:
     if missing := transforms.no_model(strategy):
         return Prediction(strategy.name, f"no model: {', '.join(missing)}")
-    out = transforms.apply(step, strategy, cal.law)
+    try:
+        out = transforms.apply(step, strategy, cal.law)
+    except transforms.NoModelHere as outside:
+        return Prediction(strategy.name, f"no model: {outside}")
     m = measures(out.step, simulate(out.step, cal.pace, gpcs))
     err = cal.error_p90 if cal.error_p90 == cal.error_p90 else 0.0  # NaN: uncalibrated, no interval
     lo, hi = m["step_us"] * (1 - err), m["step_us"] * (1 + err)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ccoverlap.control import levers
 from ccoverlap.model import nccl
 from ccoverlap.model.planner import plan
+from ccoverlap.util.text import shorten
 from ccoverlap.whatif.step import Kernel, Step
 
 #: cuBLAS/cuBLASLt and CUTLASS GEMM kernels: what torch's SM carveout reaches
@@ -191,13 +192,28 @@ def max_connections(step: Step, value: str, _law: CommLaw) -> Transformed:
     return Transformed(step.replace(queues=int(value)))
 
 
+class NoModelHere(ValueError):
+    """A lever whose model covers some captures only: this capture is outside it (the message says why)."""
+
+
+def nccl_cta_policy(step: Step, value: str, _law: CommLaw) -> Transformed:
+    """The step unchanged where NCCL never acts on the policy for any of its collectives (model/nccl.CTA_POLICY_REACH,
+    judged by each collective kernel's name); where it may act on one, or a name does not say, there is no model."""
+    reach = {k.name: nccl.cta_policy_reaches(value, k.name) for k in (step.kernels[i] for i in step.comm)}
+    if unsure := [name for name, may in reach.items() if may is not False]:
+        raise NoModelHere(f"NCCL_CTA_POLICY={value} may act on {shorten(unsure[0], 60)}"
+                          + ("" if reach[unsure[0]] else " (its name names no collective)")
+                          + f": {nccl.CTA_POLICY_REACH[value]}")
+    return Transformed(step, (f"NCCL_CTA_POLICY={value} changes none of the step's collectives: "
+                              f"{nccl.CTA_POLICY_REACH[value]}",))
+
+
 TRANSFORMS: Mapping[str, Transform | levers.NotApplicable] = levers.mechanisms("what-if transform", {
     "priority": priority, "shape": shape, "carveout-hint": carveout_hint,
     "comm-carveout-hint": comm_carveout_hint, "sm-carveout": sm_carveout,
     "green": green, "nccl-ctas": _env_lever("nccl-ctas"), "nccl-threads": _env_lever("nccl-threads"),
     "nccl-cluster": _env_lever("nccl-cluster"), "max-connections": max_connections,
-    "nccl-cta-policy": levers.NotApplicable("no model: it acts only on collectives with registered or symmetric-window "
-                                             "buffers (model/nccl.CTA_POLICY_REACH)"),
+    "nccl-cta-policy": nccl_cta_policy,
 })
 
 
