@@ -159,6 +159,17 @@ def test_every_lever_names_a_transformation_or_has_no_model():
     assert all(callable(t) or isinstance(t, levers.NotApplicable) for t in transforms.TRANSFORMS.values())
 
 
+def test_a_lever_that_configures_sms_for_more_shared_memory_says_the_l1_it_takes_is_not_in_the_capture():
+    cal = calibration.load(None)[0]
+    hinted = predict.one(FULL, levers.strategy("carveout-hint=100"), cal)
+    note = next(n for n in hinted.notes if "less L1" in n)
+    # the compute grid (0 B of shared memory) ran on SMs of the smallest configuration its 8 blocks need
+    assert note.startswith("1 compute launch(es), 2.000 ms of the step's 2.000 ms of compute alone")
+    assert "up to 32 -> 228 KB" in note
+    assert not any("less L1" in n for n in predict.one(FULL, levers.strategy("priority"), cal).notes)
+    assert not any("less L1" in n for n in predict.one(FULL, levers.strategy("comm-carveout-hint"), cal).notes)
+
+
 def test_the_cta_policy_leaves_a_step_whose_collectives_it_never_reaches_and_has_no_model_where_it_may():
     cal = calibration.load(None)[0]
 

@@ -103,9 +103,12 @@ HELD_OUT = {
 
 
 #: a held-out set's captures taken again with the GPU held before each profiled step (`ccoverlap doctor --hold on`,
-#: folders `doctor-<program>@hold-on`), judged with --held against the set's own realized runs: the record's name,
-#: its archive `<name>-files.tgz` and its provenance `<name>-provenance.json`
-HELD_CAPTURES = {"eighth": "hold-doctor-2026-12-07-h100"}
+#: folders `doctor-<program>@hold-on`), judged with --held against the set's own realized runs: the records' names
+#: (a program's capture from the first that has it), each with its archive `<name>-files.tgz` and its provenance
+#: (`<name>-provenance.json`, or the summary `<name>.json`)
+HELD_2026_12_06, HELD_2026_12_07 = "hold-doctor-2026-12-06-h100", "hold-doctor-2026-12-07-h100"
+HELD_CAPTURES = {"third": (HELD_2026_12_06,), "fourth": (HELD_2026_12_06,), "fifth": (HELD_2026_12_06,),
+                 "eighth": (HELD_2026_12_07,)}
 HELD_FOLDER = "@hold-on"
 
 
@@ -356,10 +359,13 @@ def main() -> int:
                                     "out")
     files = tuple(map(recorded_with, archives)) if args.held_out else REALIZED
     real = realized(files)
-    suffix, provenance_file = "", RESULTS / recorded_with(archives[0])
+    suffix, provenance_file, also = "", RESULTS / recorded_with(archives[0]), []
     if args.held:
-        name = HELD_CAPTURES[args.held_out]
-        archives, suffix, provenance_file = (f"{name}-files.tgz",), HELD_FOLDER, RESULTS / f"{name}-provenance.json"
+        names = HELD_CAPTURES[args.held_out]
+        archives, suffix = tuple(f"{name}-files.tgz" for name in names), HELD_FOLDER
+        provenance_files = [next(f for f in (RESULTS / f"{name}-provenance.json", RESULTS / f"{name}.json")
+                                 if f.is_file()) for name in names]
+        provenance_file, also = provenance_files[0], provenance_files[1:]
         seen += "; captured again with the GPU held before each profiled step (--held)"
     with contextlib.ExitStack() as stack:
         roots = [stack.enter_context(extracted(RESULTS / a)) for a in archives]
@@ -373,14 +379,16 @@ def main() -> int:
         print(f"{c['program']}: measured {c['measured_default_ms']:.3f} ms, simulated "
               f"{c['simulated_default_ms']:.3f} ms: " + (c["refused"] or "reproduced"), file=sys.stderr)
     summary = summarize(captures, rows)
-    known = json.loads(provenance_file.read_text())
-    known = known.get("provenance", known)
+    def captured(path: Path) -> dict:
+        known = json.loads(path.read_text())
+        known = known.get("provenance", known)
+        return {k: known.get(k) for k in ("gpu", "driver", "cuda", "torch", "nccl", "date", "commit", "command")}
+
     doc = {
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "provenance": {
-            "captured": {k: known.get(k)
-                         for k in ("gpu", "driver", "cuda", "torch", "nccl", "date", "commit", "command")}
-            | {"files": list(archives)},
+            "captured": captured(provenance_file) | {"files": list(archives)}
+            | ({"captured_also": [captured(path) for path in also]} if also else {}),
             "realized_from": list(files),
             "analysed": {"command": "python bench/summarize/whatif_validation.py", "commit": source_commit(),
                          "machine": f"CPU ({platform.machine()}, {os.cpu_count()} cores), no GPU",

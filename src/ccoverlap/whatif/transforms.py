@@ -16,6 +16,7 @@ from ccoverlap.control import levers
 from ccoverlap.model import nccl
 from ccoverlap.model.planner import plan
 from ccoverlap.util.text import shorten
+from ccoverlap.whatif import residency
 from ccoverlap.whatif.step import Kernel, Step
 
 #: cuBLAS/cuBLASLt and CUTLASS GEMM kernels: what torch's SM carveout reaches
@@ -265,10 +266,36 @@ def apply(step: Step, strategy: levers.Strategy, law: CommLaw, other: bool = Fal
     if strategy.no_overlap:
         return Transformed(step.replace(serial=True))
     notes: list[str] = []
+    captured = step
     for name, value in strategy.levers:
         transform = UNSURE[name].other if other and name in UNSURE else TRANSFORMS[name]
         if isinstance(transform, levers.NotApplicable):
             raise ValueError(f"{name} has no what-if model")
         out = transform(step, value, law)
         step, notes = out.step, notes + list(out.notes)
+    if given_up := l1_given_up(captured, step):
+        notes.append(given_up)
     return Transformed(step, tuple(dict.fromkeys(notes)))
+
+
+def l1_given_up(captured: Step, step: Step) -> str | None:
+    """What no capture shows, said where a lever configures SMs for more shared memory than a compute kernel ran
+    with (a pad, a carveout hint): the L1 cache it gives up, and how the kernel's time follows it (each kernel's
+    time alone was measured at its own configuration; a kernel that reuses data through L1 slows, a streaming one
+    does not). None where no compute kernel's configuration grows."""
+    dev = captured.device
+    grown = [(before, after) for before, after in zip(captured.kernels, step.kernels)
+             if not after.comm and after.footprint is not None and before.footprint is not None
+             and residency.config_for(dev, after.footprint, after.hint)
+             > residency.config_for(dev, before.footprint, before.hint)]
+    if not grown:
+        return None
+    compute = sum(k.alone_us for k in captured.kernels if not k.comm and k.footprint is not None)
+    most = max(grown, key=lambda pair: residency.config_for(dev, pair[1].footprint, pair[1].hint)
+               - residency.config_for(dev, pair[0].footprint, pair[0].hint))
+    kb = [residency.config_for(dev, k.footprint, k.hint) // 1024 for k in most]
+    return (f"{len(grown)} compute launch(es), {sum(b.alone_us for b, _ in grown) / 1000:.3f} ms of the step's "
+            f"{compute / 1000:.3f} ms of compute alone, run on SMs configured for more shared memory than they "
+            f"ran with (up to {kb[0]} -> {kb[1]} KB: {shorten(most[0].name, 50)}), so with less L1: their time "
+            "alone with it is not in the capture and is taken as unchanged (a kernel that reuses data through L1 "
+            "may run slower)")
