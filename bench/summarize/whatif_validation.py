@@ -99,6 +99,12 @@ HELD_OUT = {
                "written and run at 65fa245 (no change to the model since 9cb6601), before any result of this set; its "
                "record (whatif-validation-heldout-eighth-2026-12-07-h100-frozen.json), made before any change to the "
                "model, is the held-out one"),
+    "ninth": (("known-answers-heldout-2026-12-07-k-h100-files.tgz",),
+              ("heldout_int8_gemm",),
+              "written at 7e9bb45, after the model's last change to its numbers but one (nccl-cta-policy's, 0e9476f, "
+              "made on every set's rows), and run at 84142b5 before any result of it; the device time left ran one "
+              "of the three programs; its record at 84142b5 "
+              "(whatif-validation-heldout-ninth-2026-12-07-h100-frozen.json) is the held-out one"),
 }
 
 
@@ -107,7 +113,9 @@ HELD_OUT = {
 #: (a program's capture from the first that has it), each with its archive `<name>-files.tgz` and its provenance
 #: (`<name>-provenance.json`, or the summary `<name>.json`)
 HELD_2026_12_06, HELD_2026_12_07 = "hold-doctor-2026-12-06-h100", "hold-doctor-2026-12-07-h100"
-HELD_CAPTURES = {"third": (HELD_2026_12_06,), "fourth": (HELD_2026_12_06,), "fifth": (HELD_2026_12_06,),
+HELD_2026_12_07B = "hold-doctor-2026-12-07b-h100"
+HELD_CAPTURES = {"second": (HELD_2026_12_07B,), "third": (HELD_2026_12_06,), "fourth": (HELD_2026_12_06,),
+                 "fifth": (HELD_2026_12_06, HELD_2026_12_07B), "sixth": (HELD_2026_12_07B,),
                  "eighth": (HELD_2026_12_07,)}
 HELD_FOLDER = "@hold-on"
 
