@@ -103,7 +103,7 @@ HELD_OUT = {
               ("heldout_int8_gemm",),
               "written at 7e9bb45, after the model's last change to its numbers but one (nccl-cta-policy's, 0e9476f, "
               "made on every set's rows), and run at 84142b5 before any result of it; the device time left ran one "
-              "of the three programs; its record, judged at the next commit (no change to the model) "
+              "of the three programs; its record, judged at 19f69e9 (no change to the model since the run) "
               "(whatif-validation-heldout-ninth-2026-12-07-h100-frozen.json) is the held-out one"),
 }
 
