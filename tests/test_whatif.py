@@ -164,10 +164,18 @@ def test_a_lever_that_configures_sms_for_more_shared_memory_says_the_l1_it_takes
     hinted = predict.one(FULL, levers.strategy("carveout-hint=100"), cal)
     note = next(n for n in hinted.notes if "less L1" in n)
     # the compute grid (0 B of shared memory) ran on SMs of the smallest configuration its 8 blocks need
-    assert note.startswith("1 compute launch(es), 2.000 ms of the step's 2.000 ms of compute alone")
+    assert note.startswith("1 of 1 compute launch(es) run on SMs configured for more shared memory")
     assert "up to 32 -> 228 KB" in note
     assert not any("less L1" in n for n in predict.one(FULL, levers.strategy("priority"), cal).notes)
     assert not any("less L1" in n for n in predict.one(FULL, levers.strategy("comm-carveout-hint"), cal).notes)
+
+
+def test_notes_that_differ_between_typical_steps_only_in_their_figures_are_said_once_as_the_median_step_says():
+    steps = [predict.Prediction("nccl-ctas=8", "ok", step_us=us, interval=(us, us),
+                                notes=(f"the step take {us / 1000:.3f} ms", "same")) for us in (1010.0, 1000.0, 1030.0)]
+    assert predict.median(steps).notes == ("the step take 1.010 ms", "same")
+    other = predict.Prediction("nccl-ctas=8", "ok", step_us=990.0, interval=(990.0, 990.0), notes=("only here",))
+    assert predict.median([*steps, other]).notes == ("the step take 1.000 ms", "same", "only here")
 
 
 def test_the_cta_policy_leaves_a_step_whose_collectives_it_never_reaches_and_has_no_model_where_it_may():
@@ -416,6 +424,9 @@ def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_pa
     # an all-reduce: NCCL never acts on the CTA policy for it, so the step is the default's
     assert policy["status"] == "ok" and policy["step_us"] == pytest.approx(base["step_us"])
     assert any("changes none of the step's collectives" in n for n in policy["notes"])
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "nccl-cta-policy"]) == 0
+    assert "nccl-cta-policy: NCCL_CTA_POLICY=EFFICIENCY changes none of the step's collectives" in (
+        capsys.readouterr().out.replace("\n", " "))
     assert base["step_us"] == pytest.approx(850.0) and out["validation"]["reproduced"] and out["refused"] is None
     assert [(name, how) for name, _, how in base["critical_path"]] == [
         ("compute_a", "launch"), (ks_nccl(), "stream"), ("compute_a", "stream")]

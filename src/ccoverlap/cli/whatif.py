@@ -100,6 +100,9 @@ def _table(report: dict) -> None:
     for note in dict.fromkeys(n for p in report["predictions"] if p["status"] == "range" for n in p["notes"]
                               if n in session.RANGE_NOTES):
         print_text(f"a range a-b: {note}")
+    for p in report["predictions"][1:]:  # what each lever's prediction assumes where the capture cannot tell
+        for note in dict.fromkeys(n for n in p.get("notes", ()) if n not in session.RANGE_NOTES):
+            print_text(f"{p['strategy']}: {note}")
     if path := report["predictions"][0].get("critical_path"):
         print_text("critical path of the default: " + _path(path))
 

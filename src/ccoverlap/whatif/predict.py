@@ -2,6 +2,7 @@
 critical path (the launches an earlier start would shorten the step through, and how much of it is communication)."""
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -87,10 +88,23 @@ def median(per_step: Sequence[Prediction]) -> Prediction:
         return statistics.median(values) if values else None
 
     ranked = sorted(per_step, key=lambda p: p.step_us)
+    middle = ranked[(len(ranked) - 1) // 2]
     return Prediction(first.strategy, "ok", **{f: mid(getattr(p, f) for p in per_step) for f in _MEDIANS},
                       interval=(mid(p.interval[0] for p in per_step), mid(p.interval[1] for p in per_step)),
-                      critical_path=ranked[(len(ranked) - 1) // 2].critical_path,
-                      notes=tuple(dict.fromkeys(n for p in per_step for n in p.notes)))
+                      critical_path=middle.critical_path, notes=_notes(middle, per_step))
+
+
+_FIGURES = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _notes(middle: Prediction, per_step: Sequence[Prediction]) -> tuple[str, ...]:
+    """Every step's notes once: a note that differs between steps only in its figures (a step's own times) as the
+    median step gives it."""
+    said = {_FIGURES.sub("#", n): n for n in middle.notes}
+    for p in per_step:
+        for n in p.notes:
+            said.setdefault(_FIGURES.sub("#", n), n)
+    return tuple(said.values())
 
 
 def one(step: Step, strategy: levers.Strategy, cal: Calibration, gpcs: int = 8) -> Prediction:

@@ -290,12 +290,12 @@ def l1_given_up(captured: Step, step: Step) -> str | None:
              > residency.config_for(dev, before.footprint, before.hint)]
     if not grown:
         return None
-    compute = sum(k.alone_us for k in captured.kernels if not k.comm and k.footprint is not None)
+    compute = sum(1 for k in captured.kernels if not k.comm and k.footprint is not None)
     most = max(grown, key=lambda pair: residency.config_for(dev, pair[1].footprint, pair[1].hint)
                - residency.config_for(dev, pair[0].footprint, pair[0].hint))
     kb = [residency.config_for(dev, k.footprint, k.hint) // 1024 for k in most]
-    return (f"{len(grown)} compute launch(es), {sum(b.alone_us for b, _ in grown) / 1000:.3f} ms of the step's "
-            f"{compute / 1000:.3f} ms of compute alone, run on SMs configured for more shared memory than they "
+    # counts and sizes only, no times: the note is the same for every typical step, so it is said once
+    return (f"{len(grown)} of {compute} compute launch(es) run on SMs configured for more shared memory than they "
             f"ran with (up to {kb[0]} -> {kb[1]} KB: {shorten(most[0].name, 50)}), so with less L1: their time "
             "alone with it is not in the capture and is taken as unchanged (a kernel that reuses data through L1 "
             "may run slower)")
