@@ -6,6 +6,14 @@ calibration were frozen (the first four at edc155f, the next three after the mod
 the first four prompted): their realized ratios judge the what-if as programs it has not seen, and are reported
 apart (issue 28)."""
 
+
+
+def _held_out(truth: str) -> dict:
+    """A held-out program's entry: what it realizes is measured, never constructed, so no lever or gain is expected
+    of it by construction."""
+    return {"truth": f"held out: {truth}", "lever": None, "gain_ms": None, "held_out": True}
+
+
 CASES = {
     "carveout": {"truth": "the collective (82 KB of shared memory) cannot start beside a 0 B kernel's blocks: it "
                           "waits out a 3 ms kernel of the same name and shape as a 0.3 ms one; ~1 ms to gain",
@@ -42,101 +50,78 @@ CASES = {
     "compiled_graphs": {"truth": "the same compiled with mode=reduce-overhead (CUDA graphs): its graph kernels' times "
                                  "alone are matched only where the interposer serializes graph launches",
                         "lever": None, "gain_ms": None},
-    "heldout_mlp": {"truth": "held out: an MLP block (two bf16 GEMMs, GELU, layer norm) beside a ring-Simple-shaped "
-                             "collective; written after the what-if was frozen, what it realizes is measured",
-                    "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_elementwise": {"truth": "held out: eight memory-bound elementwise kernels beside a 640-thread, 82 KB "
-                                     "collective; written after the what-if was frozen, what it realizes is measured",
-                            "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_attention": {"truth": "held out: three chained flash attentions beside a 640-thread, 82 KB collective; "
-                                   "written after the what-if was frozen, what it realizes is measured",
-                          "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_softmax": {"truth": "held out: softmax and layer norm over large rows beside a 32 x 512-thread "
-                                 "collective; written after the what-if was frozen, what it realizes is measured",
-                        "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_late_comm": {"truth": "held out: a 2 ms memory-bound grid launched before a 544-thread, 64 KB collective; "
-                                   "written after the what-if was changed at 362439d, what it realizes is measured",
-                          "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_conv": {"truth": "held out: two cuDNN convolutions with batch norm and ReLU beside a 24 x 640-thread "
-                              "collective; written after the what-if was changed at 362439d, what it realizes is "
-                              "measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_fp32_gemm": {"truth": "held out: fp32 GEMMs and a softmax beside a 288-thread collective launched first; "
-                                   "written after the what-if was changed at 362439d, what it realizes is measured",
-                          "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_scatter": {"truth": "held out: an embedding's gather and atomic scatter-add beside a 24 x 512-thread, "
-                                 "48 KB collective; written at cb5ec5f before that session's changes, what it realizes "
-                                 "is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_small_grids": {"truth": "held out: 48 chained small bf16 GEMMs beside a 32 x 512-thread collective "
-                                     "launched first; written at cb5ec5f before that session's changes, what it "
-                                     "realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_bmm_softmax": {"truth": "held out: unfused attention (bmm, softmax, bmm) beside a 640-thread, 82 KB "
-                                     "collective launched after the softmax; written at cb5ec5f before that session's "
-                                     "changes, what it realizes is measured", "lever": None, "gain_ms": None,
-                            "held_out": True},
-    "heldout_two_comms": {"truth": "held out: two collectives a step (two gradient buckets) between bf16 GEMMs; "
-                                   "written at 7e20f07 before any result of it, what it realizes is measured",
-                          "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_sort": {"truth": "held out: a radix sort and a top-k beside a 640-thread, 82 KB collective launched "
-                              "first; written at 7e20f07 before any result of it, what it realizes is measured",
-                     "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_rmsnorm": {"truth": "held out: six RMS norms beside a small 8 x 256-thread collective; written at 7e20f07 "
-                                 "before any result of it, what it realizes is measured",
-                        "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_flat_params": {"truth": "held out: eight parameter shards copied into a flat buffer, a bf16 GEMM with it, "
-                                     "beside a 24 x 544-thread, 68 KB collective launched first; written at 62b126e "
-                                     "before any result of it, what it realizes is measured",
-                            "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_embedding_bwd": {"truth": "held out: an embedding lookup, layer norm and the embedding's backward beside "
-                                       "a 16 x 512-thread collective; written at 62b126e before any result of it, "
-                                       "what it realizes is measured",
-                              "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_adam": {"truth": "held out: gradient clipping and a foreach Adam step over 48 tensors beside a 32 x "
-                              "640-thread, 82 KB collective launched first; written at 62b126e before any result of "
-                              "it, what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_fp8_gemm": {"truth": "held out: an activation quantized to fp8 and four fp8 GEMMs (torch._scaled_mm) "
-                                  "beside a 16 x 640-thread, 82 KB collective launched first; written 2026-12-07 "
-                                  "before any result of it, what it realizes is measured",
-                         "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_lstm": {"truth": "held out: a two-layer cuDNN LSTM forward and its weights' backward beside a 24 x "
-                              "544-thread, 68 KB collective; written 2026-12-07 before any result of it, what it "
-                              "realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_xent": {"truth": "held out: a projection to a 32,000-token vocabulary and its cross-entropy with the "
-                              "logits' gradient beside a 32 x 512-thread collective; written 2026-12-07 before any "
-                              "result of it, what it realizes is measured", "lever": None, "gain_ms": None,
-                     "held_out": True},
-    "heldout_sdpa_bwd": {"truth": "held out: causal flash attention's forward and backward (8 x 16 x 4096 x 128, bf16) "
-                                  "beside a 24 x 544-thread, 100 KB collective; written 2026-12-07 before any result "
-                                  "of it, what it realizes is measured", "lever": None, "gain_ms": None,
-                         "held_out": True},
-    "heldout_index_add": {"truth": "held out: 2M rows scattered by atomics into 65,536 buckets (index_add_) beside a "
-                                   "16 x 512-thread collective launched first; written 2026-12-07 before any result "
-                                   "of it, what it realizes is measured", "lever": None, "gain_ms": None,
-                          "held_out": True},
-    "heldout_groupnorm": {"truth": "held out: two group norms with SiLU and a residual, forward and backward, beside "
-                                   "an 8 x 640-thread, 40 KB collective; written 2026-12-07 before any result of it, "
-                                   "what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_spectral": {"truth": "held out: a Fourier layer (cuFFT real FFTs of 8 x 64 x 256 x 256 fp32, a complex "
-                                  "mixing of 32 x 32 modes, a 1 x 1 skip), forward and backward, beside a 24 x "
-                                  "256-thread, 16 KB collective; written 2026-12-07 before any result of it, what it "
-                                  "realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_moe": {"truth": "held out: a top-2 mixture-of-experts forward (routing by sort and scan, two batched bf16 "
-                             "GEMMs per expert, an index_add_ back) beside a 16 x 160-thread, 24 KB collective "
-                             "launched first; written 2026-12-07 before any result of it, what it realizes is measured",
-                    "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_depthwise": {"truth": "held out: a causal depthwise conv1d, SiLU, a cumulative sum, a gate and a bf16 "
-                                   "projection, forward and backward, beside an 8 x 512-thread, 64 KB collective; "
-                                   "written 2026-12-07 before any result of it, what it realizes is measured",
-                          "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_upsample": {"truth": "held out: a U-Net decoder block (bilinear upsampling, a skip concatenated, a 3 x 3 "
-                                  "cuDNN convolution), forward and backward, beside a 12 x 384-thread, 32 KB "
+    "heldout_mlp": _held_out("an MLP block (two bf16 GEMMs, GELU, layer norm) beside a ring-Simple-shaped collective; "
+                             "written after the what-if was frozen, what it realizes is measured"),
+    "heldout_elementwise": _held_out("eight memory-bound elementwise kernels beside a 640-thread, 82 KB collective; "
+                                     "written after the what-if was frozen, what it realizes is measured"),
+    "heldout_attention": _held_out("three chained flash attentions beside a 640-thread, 82 KB collective; written "
+                                   "after the what-if was frozen, what it realizes is measured"),
+    "heldout_softmax": _held_out("softmax and layer norm over large rows beside a 32 x 512-thread collective; written "
+                                 "after the what-if was frozen, what it realizes is measured"),
+    "heldout_late_comm": _held_out("a 2 ms memory-bound grid launched before a 544-thread, 64 KB collective; written "
+                                   "after the what-if was changed at 362439d, what it realizes is measured"),
+    "heldout_conv": _held_out("two cuDNN convolutions with batch norm and ReLU beside a 24 x 640-thread collective; "
+                              "written after the what-if was changed at 362439d, what it realizes is measured"),
+    "heldout_fp32_gemm": _held_out("fp32 GEMMs and a softmax beside a 288-thread collective launched first; written "
+                                   "after the what-if was changed at 362439d, what it realizes is measured"),
+    "heldout_scatter": _held_out("an embedding's gather and atomic scatter-add beside a 24 x 512-thread, 48 KB "
+                                 "collective; written at cb5ec5f before that session's changes, what it realizes is "
+                                 "measured"),
+    "heldout_small_grids": _held_out("48 chained small bf16 GEMMs beside a 32 x 512-thread collective launched first; "
+                                     "written at cb5ec5f before that session's changes, what it realizes is measured"),
+    "heldout_bmm_softmax": _held_out("unfused attention (bmm, softmax, bmm) beside a 640-thread, 82 KB collective "
+                                     "launched after the softmax; written at cb5ec5f before that session's changes, "
+                                     "what it realizes is measured"),
+    "heldout_two_comms": _held_out("two collectives a step (two gradient buckets) between bf16 GEMMs; written at "
+                                   "7e20f07 before any result of it, what it realizes is measured"),
+    "heldout_sort": _held_out("a radix sort and a top-k beside a 640-thread, 82 KB collective launched first; written "
+                              "at 7e20f07 before any result of it, what it realizes is measured"),
+    "heldout_rmsnorm": _held_out("six RMS norms beside a small 8 x 256-thread collective; written at 7e20f07 before "
+                                 "any result of it, what it realizes is measured"),
+    "heldout_flat_params": _held_out("eight parameter shards copied into a flat buffer, a bf16 GEMM with it, beside a "
+                                     "24 x 544-thread, 68 KB collective launched first; written at 62b126e before any "
+                                     "result of it, what it realizes is measured"),
+    "heldout_embedding_bwd": _held_out("an embedding lookup, layer norm and the embedding's backward beside a 16 x "
+                                       "512-thread collective; written at 62b126e before any result of it, what it "
+                                       "realizes is measured"),
+    "heldout_adam": _held_out("gradient clipping and a foreach Adam step over 48 tensors beside a 32 x 640-thread, 82 "
+                              "KB collective launched first; written at 62b126e before any result of it, what it "
+                              "realizes is measured"),
+    "heldout_fp8_gemm": _held_out("an activation quantized to fp8 and four fp8 GEMMs (torch._scaled_mm) beside a 16 x "
+                                  "640-thread, 82 KB collective launched first; written 2026-12-07 before any result "
+                                  "of it, what it realizes is measured"),
+    "heldout_lstm": _held_out("a two-layer cuDNN LSTM forward and its weights' backward beside a 24 x 544-thread, 68 "
+                              "KB collective; written 2026-12-07 before any result of it, what it realizes is "
+                              "measured"),
+    "heldout_xent": _held_out("a projection to a 32,000-token vocabulary and its cross-entropy with the logits' "
+                              "gradient beside a 32 x 512-thread collective; written 2026-12-07 before any result of "
+                              "it, what it realizes is measured"),
+    "heldout_sdpa_bwd": _held_out("causal flash attention's forward and backward (8 x 16 x 4096 x 128, bf16) beside a "
+                                  "24 x 544-thread, 100 KB collective; written 2026-12-07 before any result of it, "
+                                  "what it realizes is measured"),
+    "heldout_index_add": _held_out("2M rows scattered by atomics into 65,536 buckets (index_add_) beside a 16 x "
+                                   "512-thread collective launched first; written 2026-12-07 before any result of it, "
+                                   "what it realizes is measured"),
+    "heldout_groupnorm": _held_out("two group norms with SiLU and a residual, forward and backward, beside an 8 x "
+                                   "640-thread, 40 KB collective; written 2026-12-07 before any result of it, what it "
+                                   "realizes is measured"),
+    "heldout_spectral": _held_out("a Fourier layer (cuFFT real FFTs of 8 x 64 x 256 x 256 fp32, a complex mixing of 32"
+                                  " x 32 modes, a 1 x 1 skip), forward and backward, beside a 24 x 256-thread, 16 KB "
                                   "collective; written 2026-12-07 before any result of it, what it realizes is "
-                                  "measured",
-                         "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_embedding_bag": {"truth": "held out: four embedding bags and their backward, then a bf16 MLP, beside a "
-                                       "32 x 288-thread, 48 KB collective launched first; written 2026-12-07 before "
-                                       "any result of it, what it realizes is measured",
-                              "lever": None, "gain_ms": None, "held_out": True},
-    "heldout_int8_gemm": {"truth": "held out: per-row int8 quantization and three int8 GEMMs (torch._int_mm) beside "
-                                   "a 16 x 544-thread, 96 KB collective; written 2026-12-07 before any result of it, "
-                                   "what it realizes is measured", "lever": None, "gain_ms": None, "held_out": True},
+                                  "measured"),
+    "heldout_moe": _held_out("a top-2 mixture-of-experts forward (routing by sort and scan, two batched bf16 GEMMs per"
+                             " expert, an index_add_ back) beside a 16 x 160-thread, 24 KB collective launched first; "
+                             "written 2026-12-07 before any result of it, what it realizes is measured"),
+    "heldout_depthwise": _held_out("a causal depthwise conv1d, SiLU, a cumulative sum, a gate and a bf16 projection, "
+                                   "forward and backward, beside an 8 x 512-thread, 64 KB collective; written "
+                                   "2026-12-07 before any result of it, what it realizes is measured"),
+    "heldout_upsample": _held_out("a U-Net decoder block (bilinear upsampling, a skip concatenated, a 3 x 3 cuDNN "
+                                  "convolution), forward and backward, beside a 12 x 384-thread, 32 KB collective; "
+                                  "written 2026-12-07 before any result of it, what it realizes is measured"),
+    "heldout_embedding_bag": _held_out("four embedding bags and their backward, then a bf16 MLP, beside a 32 x "
+                                       "288-thread, 48 KB collective launched first; written 2026-12-07 before any "
+                                       "result of it, what it realizes is measured"),
+    "heldout_int8_gemm": _held_out("per-row int8 quantization and three int8 GEMMs (torch._int_mm) beside a 16 x "
+                                   "544-thread, 96 KB collective; written 2026-12-07 before any result of it, what it "
+                                   "realizes is measured"),
 }
