@@ -284,18 +284,16 @@ def l1_given_up(captured: Step, step: Step) -> str | None:
     time alone was measured at its own configuration; a kernel that reuses data through L1 slows, a streaming one
     does not). None where no compute kernel's configuration grows."""
     dev = captured.device
-    grown = [(before, after) for before, after in zip(captured.kernels, step.kernels)
-             if not after.comm and after.footprint is not None and before.footprint is not None
-             and residency.config_for(dev, after.footprint, after.hint)
-             > residency.config_for(dev, before.footprint, before.hint)]
+    pairs = [(before.name, residency.config_for(dev, before.footprint, before.hint),
+              residency.config_for(dev, after.footprint, after.hint))
+             for before, after in zip(captured.kernels, step.kernels)
+             if not after.comm and after.footprint is not None and before.footprint is not None]
+    grown = [(name, was, now) for name, was, now in pairs if now > was]
     if not grown:
         return None
-    compute = sum(1 for k in captured.kernels if not k.comm and k.footprint is not None)
-    most = max(grown, key=lambda pair: residency.config_for(dev, pair[1].footprint, pair[1].hint)
-               - residency.config_for(dev, pair[0].footprint, pair[0].hint))
-    kb = [residency.config_for(dev, k.footprint, k.hint) // 1024 for k in most]
+    name, was, now = max(grown, key=lambda g: g[2] - g[1])
     # counts and sizes only, no times: the note is the same for every typical step, so it is said once
-    return (f"{len(grown)} of {compute} compute launch(es) run on SMs configured for more shared memory than they "
-            f"ran with (up to {kb[0]} -> {kb[1]} KB: {shorten(most[0].name, 50)}), so with less L1: their time "
+    return (f"{len(grown)} of {len(pairs)} compute launch(es) run on SMs configured for more shared memory than they "
+            f"ran with (up to {was // 1024} -> {now // 1024} KB: {shorten(name, 50)}), so with less L1: their time "
             "alone with it is not in the capture and is taken as unchanged (a kernel that reuses data through L1 "
             "may run slower)")
