@@ -38,14 +38,10 @@ def main() -> int:
     for sm in SM_SHARES:
         for mem in MEMORY_SHARES:
             for sat in SATURATIONS:
-                errors, within = [], 0
-                for c in lab._cells(cases, Pace(sm, mem, sat), law):
-                    if c["p"].status != "ok":
-                        continue
-                    total = c["p"].step_us / 1000 / c["row"]["total_ms"] - 1
-                    comm = c["p"].comm_done_us / 1000 / c["row"]["comm_done_ms"] - 1
-                    errors += [abs(total), abs(comm)]
-                    within += abs(total) <= lab.TARGET and abs(comm) <= lab.TARGET
+                # the fit's own loss (calibration.fit_pace: the mean error over each cell's total and comm
+                # completion, lab._pairs's order), and the cells whose two errors are both within the target
+                errors = calibration.errors(lab._pairs(lab._cells(cases, Pace(sm, mem, sat), law)))
+                within = sum(max(errors[i:i + 2]) <= lab.TARGET for i in range(0, len(errors), 2))
                 points.append({"sm_share": sm, "memory_share": mem, "saturation": sat,
                                "mean_abs_error": sum(errors) / len(errors), "cells_within_10pct": within})
                 print(points[-1], flush=True)
