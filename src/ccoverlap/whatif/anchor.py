@@ -32,6 +32,7 @@ STEP_TOLERANCE = 0.05
 START_SHARE = 0.05
 START_FLOOR_US = 50.0
 SHOWN = 3  # disagreeing collectives named in the one line
+HOLD_ROUNDS = 4  # `hold` on its own output: each round raises a floor only where the last left it too slow
 
 
 @dataclass(frozen=True)
@@ -136,19 +137,23 @@ def hold(steps: Sequence[Step], defaults: Sequence[Result]) -> tuple[list[Step],
     """The steps with every launch held (`Kernel.held`) whose simulated default (`defaults[n]` of `steps[n]`) lasts
     longer than it measured, past the allowance: the simulator slowed it for sharing an SM or the memory system more
     than the capture shows it slowed. Held, its CTAs run no slower than the whole launch measured (its time alone
-    over its measured span, the allowance added: 1 where it did not slow). A launch
+    over its measured span, the allowance added: 1 where it did not slow). A launch held already and still simulated
+    too long has its floor raised by that excess (at most to 1): part of its measured slowdown is room the simulator
+    already takes from it (a collective holding some of its SMs), which the first floor counted twice. A launch
     without an SM (a copy) or a measured span is left as it is. Also the held launches' names, each once."""
     out, names = [], {}
     for step, result in zip(steps, defaults):
         def floor(n: int, k) -> float | None:
             if k.footprint is None or k.measured_start_us is None or k.measured_end_us is None:
-                return None
+                return k.held
             measured = k.measured_end_us - k.measured_start_us
             simulated = result.kernels[n].end_us - result.kernels[n].start_us
             if simulated <= measured + allowance(k.alone_us):
-                return None
-            return min(1.0, (k.alone_us + allowance(k.alone_us)) / measured)
-        kernels = tuple(k if (f := floor(n, k)) is None else replace(k, held=f) for n, k in enumerate(step.kernels))
+                return k.held
+            if k.held is None:
+                return min(1.0, (k.alone_us + allowance(k.alone_us)) / measured)
+            return min(1.0, k.held * simulated / measured)
+        kernels = tuple(k if (f := floor(n, k)) == k.held else replace(k, held=f) for n, k in enumerate(step.kernels))
         names.update((k.name, None) for k in kernels if k.held is not None)
         out.append(step.replace(kernels=kernels))
     return out, list(names)

@@ -217,8 +217,14 @@ def validate(cap: Captured, cal: calibration.Calibration, pace: Pace | None = No
 
 def hold(cap: Captured, cal: calibration.Calibration) -> Captured:
     """The capture with each launch the simulated default slows beyond what was measured held to the measured pace
-    (`anchor.hold`), and a note naming them."""
-    steps, names = anchor.hold(cap.steps, [simulate(s, cal.pace, _gpcs(s)) for s in cap.steps])
+    (`anchor.hold`, again on the held steps until no floor moves, at most `anchor.HOLD_ROUNDS` times), and a note
+    naming them."""
+    steps, names = list(cap.steps), []
+    for _ in range(anchor.HOLD_ROUNDS):
+        held, names = anchor.hold(steps, [simulate(s, cal.pace, _gpcs(s)) for s in steps])
+        if held == steps:
+            break
+        steps = held
     if not names:
         return cap
     shown = ", ".join(short_name(n) for n in names[:anchor.SHOWN]) + (
