@@ -203,7 +203,8 @@ def lab_cases(record: dict, capture: dict, root: Path, device: DeviceLimits) -> 
 
 
 
-def _gpcs(step: Step) -> int:
+def gpcs(step: Step) -> int:
+    """The step's GPU's GPCs, as its preset says (the H200's where none does): what clusters are placed within."""
     p = presets.peak(step.device)
     return p.gpcs if p else presets.PEAKS["h200"].gpcs
 
@@ -211,8 +212,8 @@ def _gpcs(step: Step) -> int:
 def validate(cap: Captured, cal: calibration.Calibration, pace: Pace | None = None) -> anchor.Validation:
     """The simulated default of every typical step (at `pace`, else the calibration's) against what was measured
     (`anchor`)."""
-    gpcs = _gpcs(cap.step)
-    return anchor.validate(cap.steps, [simulate(s, pace or cal.pace, gpcs) for s in cap.steps])
+    groups = gpcs(cap.step)
+    return anchor.validate(cap.steps, [simulate(s, pace or cal.pace, groups) for s in cap.steps])
 
 
 def hold(cap: Captured, cal: calibration.Calibration) -> Captured:
@@ -221,7 +222,7 @@ def hold(cap: Captured, cal: calibration.Calibration) -> Captured:
     naming them."""
     steps, names = list(cap.steps), []
     for _ in range(anchor.HOLD_ROUNDS):
-        held, names = anchor.hold(steps, [simulate(s, cal.pace, _gpcs(s)) for s in steps])
+        held, names = anchor.hold(steps, [simulate(s, cal.pace, gpcs(s)) for s in steps])
         if held == steps:
             break
         steps = held
@@ -246,7 +247,7 @@ def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation 
 def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration) -> list[predict.Prediction]:
     """Each strategy's prediction, the median over `steps` (the default first), with its ratio to the default in
     each step."""
-    per_step = [predict.predict(s, strategies, cal, _gpcs(s)) for s in steps]
+    per_step = [predict.predict(s, strategies, cal, gpcs(s)) for s in steps]
     defaults = [rows[0] for rows in per_step]
     return [dataclasses.replace(m, steps_ratios=tuple(r for p, b in zip(rows, defaults, strict=True)
                                                       if (r := p.vs(b)) is not None))
