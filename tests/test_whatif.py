@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -409,6 +410,33 @@ def serial_capture(root, alone=None, steps: int = 0, first_idle: float = 0.0, id
                   for k in alone_window(kernels[3 * n:3 * n + 3], alone, 20000 + 4000 * n)]
     ks.write(alone_trace(path), 0, 1, serialized, [(19950 + 4000 * n, 4000) for n in range(steps)])
     return root
+
+
+def test_the_command_shows_its_progress_one_simulation_at_a_time(tmp_path, monkeypatch, capsys):
+    """A capture of long steps and every lever takes minutes: the command advances a progress bar (stderr) once per
+    strategy simulated in each typical step, the default among them, and ends at its total."""
+    seen = []
+
+    class Recorder:
+        def __init__(self, what: str, total: int):
+            seen.append([what, total, []])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def advance(self, label: str, steps: int = 1):
+            seen[-1][2].append(label)
+
+    monkeypatch.setattr(session, "Progress", Recorder)
+    serial_capture(tmp_path / "cap", steps=3)
+    assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "shape", "--json", "-"]) == 0
+    ((what, total, labels),) = seen
+    typical = len(json.loads(capsys.readouterr().out)["validation"]["typical_steps"])
+    assert what == "whatif" and typical >= 2 and total == typical * 3
+    assert labels == ["default", "priority", "shape"] * typical
 
 
 def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     processes, left_out = record.folder_processes(root)
     for line in left_out:
         warn(line)
-    report = session.run(cfg, root, processes)
+    report = session.run(cfg, root, processes, show=True)
     if cfg.json:
         write_json(cfg.json, report, schema=True)
     if cfg.json != STDOUT:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ccoverlap.control import levers
@@ -179,7 +179,18 @@ def _apart(a: float, b: float) -> tuple[float, float] | None:
     return (min(a, b), max(a, b)) if abs(a - b) > PACE_RESOLUTION else None
 
 
-def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8) -> list[Prediction]:
-    """The step as captured (`default`) first, then each strategy."""
-    names = [levers.DEFAULT] + [s.name for s in strategies if s.name != levers.DEFAULT]
-    return [one(step, levers.strategy(n), cal, gpcs) for n in names]
+def names(strategies: Sequence[levers.Strategy]) -> list[str]:
+    """What `predict` simulates, in its order: the step as captured (`default`) first, then each strategy."""
+    return [levers.DEFAULT] + [s.name for s in strategies if s.name != levers.DEFAULT]
+
+
+def predict(step: Step, strategies: Sequence[levers.Strategy], cal: Calibration, gpcs: int = 8,
+            done: Callable[[str], None] | None = None) -> list[Prediction]:
+    """The step as captured (`default`) first, then each strategy (`names`); `done(name)` after each, where given
+    (a long capture's progress)."""
+    out = []
+    for n in names(strategies):
+        out.append(one(step, levers.strategy(n), cal, gpcs))
+        if done:
+            done(n)
+    return out

@@ -2,6 +2,7 @@
 from steps to predictions anchored to what was measured, or refused (`run`, `gains`)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from ccoverlap.control import levers
 from ccoverlap.model.footprint import KernelFootprint
 from ccoverlap.model.limits import DeviceLimits, get_device
 from ccoverlap.util.errors import UsageError
+from ccoverlap.util.output import Progress
 from ccoverlap.util.tracefiles import alone_trace
 from ccoverlap.whatif import anchor, calibration, predict, presets, transforms
 from ccoverlap.whatif.config import WhatIfConfig
@@ -244,10 +246,11 @@ def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation 
     return check if check.reproduced else None
 
 
-def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration) -> list[predict.Prediction]:
+def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration,
+             bar: Progress | None = None) -> list[predict.Prediction]:
     """Each strategy's prediction, the median over `steps` (the default first), with its ratio to the default in
-    each step."""
-    per_step = [predict.predict(s, strategies, cal, gpcs(s)) for s in steps]
+    each step; `bar` advanced as each is simulated."""
+    per_step = [predict.predict(s, strategies, cal, gpcs(s), bar and bar.advance) for s in steps]
     defaults = [rows[0] for rows in per_step]
     return [dataclasses.replace(m, steps_ratios=tuple(r for p, b in zip(rows, defaults, strict=True)
                                                       if (r := p.vs(b)) is not None))
@@ -349,11 +352,12 @@ def _host_paced(own: Process | None, steps: Sequence[Step]) -> str | None:
             "it with `ccoverlap doctor --hold on`, which queues each profiled step's launches")
 
 
-def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None = None) -> dict:
+def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None = None, show: bool = False) -> dict:
     """Every prediction `ccoverlap whatif` shows, as data: the step as captured first (`default`), then each
     strategy, each the median over the capture's typical steps and anchored to the measured step; none where the
     simulated default does not reproduce the capture (`refused`, unless `cfg.unvalidated`); predictions for
-    another GPU or network labelled so, with their assumptions."""
+    another GPU or network labelled so, with their assumptions. `show`: the simulations' progress on stderr (a
+    capture of long steps and every lever takes minutes)."""
     cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None, processes=processes)
     assumptions: list[str] = []
     cal, cal_note = calibration.load(cap.step.device.name)
@@ -397,7 +401,9 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
     if refused:
         report |= {"unvalidated": True, "label": f"UNVALIDATED ({refused}); {label}"}
     strategies = [levers.strategy(s) for s in cfg.levers] or [s for s in levers.STRATEGIES]
-    rows, *ends = (_predict(v, strategies, cal) for v in variants)
+    total = len(variants) * len(steps) * len(predict.names(strategies))
+    with Progress("whatif", total) if show else contextlib.nullcontext() as bar:
+        rows, *ends = [_predict(v, strategies, cal, bar) for v in variants]
     unshared = pace_open(cap, cal)
     report["pace"] = {"unshared_reproduces": unshared is not None,
                       "unshared_step_error": validate(cap, cal, cal.pace.unshared()).step_error,
