@@ -956,7 +956,7 @@ def test_a_lever_that_makes_kernels_share_sms_as_the_capture_never_did_is_a_rang
 
     monkeypatch.setattr(calibration, "load", lambda gpu: (SHARING, None))
     cap = session.capture(wide_capture(tmp_path / "cap"))
-    assert session.validate(cap, SHARING).reproduced and session.pace_open(cap, SHARING) is not None
+    assert session.validate(cap, SHARING).reproduced and session.pace_open(cap, SHARING).reproduced
     step = cap.step
     shared = [run(transforms.apply(step, levers.strategy(n), LAW).step, SHARING.pace).step_us
               for n in ("default", "priority")]
@@ -993,7 +993,7 @@ def test_a_capture_that_shows_kernels_slowed_beside_each_other_keeps_its_point()
         grid, dataclasses.replace(coll, measured_start_us=shared.kernels[1].start_us)))
     assert run(step, STILL).step_us < 0.95 * shared.step_us
     cap = session.Captured((step,), (), "test")
-    assert session.validate(cap, SHARING).reproduced and session.pace_open(cap, SHARING) is None
+    assert session.validate(cap, SHARING).reproduced and not session.pace_open(cap, SHARING).reproduced
 
 
 def test_a_grid_already_dispatching_goes_on_before_a_collective_launched_earlier_but_ready_after_it():

@@ -237,13 +237,12 @@ def hold(cap: Captured, cal: calibration.Calibration) -> Captured:
     return dataclasses.replace(cap, steps=tuple(steps), notes=cap.notes + (note,))
 
 
-def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation | None:
-    """The capture's default simulated with no kernel slowed by another (`Pace.unshared`), where that reproduces the
-    capture too: then the capture cannot tell how much its kernels slow each other, and a lever that makes them
-    share SMs more than they did is predicted as a range (`predict.pace_range`). None where the capture rules it
-    out (it shows the slowdown)."""
-    check = validate(cap, cal, cal.pace.unshared())
-    return check if check.reproduced else None
+def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation:
+    """The capture's default simulated with no kernel slowed by another (`Pace.unshared`) against what was measured.
+    Where that reproduces the capture too, the capture cannot tell how much its kernels slow each other, and a lever
+    that makes them share SMs more than they did is predicted as a range (`predict.pace_range`); where it does not,
+    the capture shows the slowdown."""
+    return validate(cap, cal, cal.pace.unshared())
 
 
 def _predict(steps: Sequence[Step], strategies, cal: calibration.Calibration,
@@ -405,10 +404,9 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
     with Progress("whatif", total) if show else contextlib.nullcontext() as bar:
         rows, *ends = [_predict(v, strategies, cal, bar) for v in variants]
     unshared = pace_open(cap, cal)
-    report["pace"] = {"unshared_reproduces": unshared is not None,
-                      "unshared_step_error": validate(cap, cal, cal.pace.unshared()).step_error,
+    report["pace"] = {"unshared_reproduces": unshared.reproduced, "unshared_step_error": unshared.step_error,
                       "resolution": predict.PACE_RESOLUTION}
-    report["predictions"] = [_anchored(p, check, [e[n] for e in ends], rows[0], unshared is not None)
+    report["predictions"] = [_anchored(p, check, [e[n] for e in ends], rows[0], unshared.reproduced)
                              for n, p in enumerate(rows)]
     if own:  # the unprofiled step with the prediction's change (`unprofiled`): the default is that step exactly
         plain = 1000 * own["step_ms"]
@@ -452,7 +450,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
     rows = _predict(cap.steps, known, cal)
-    base, free = rows[0], pace_open(cap, cal) is not None
+    base, free = rows[0], pace_open(cap, cal).reproduced
     return {p.strategy: 1 - min(p.step_us / base.step_us, (p.link_bound_step_us or p.step_us) / base.step_us,
                                 *(span[0] for span, _ in _spans(p, base, free, check)))
             for p in rows[1:] if p.status == "ok" and base.step_us}
