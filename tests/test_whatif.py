@@ -1055,14 +1055,17 @@ def test_a_held_launch_whose_slowdown_the_room_explains_is_held_again_until_the_
     pace = Pace(1.0, 0.3, saturation=0.25)
     gemm = Kernel("nvjet_sm90_tst_256x128", F(384, 168, 0, 188636, 132), 100.0, 1, release_us=2.0,
                   measured_start_us=2.0, measured_end_us=116.0)
-    step = Step(H200, (comm(us=1000.0), gemm))
+    step = Step(H200, (comm(us=1000.0), gemm), measured_us=1001.0)
     took = lambda s: (r := run(s, pace)).kernels[1].end_us - r.kernels[1].start_us  # noqa: E731
     assert took(step) > 140  # the memory share on top of the lost room
     (once,), _ = anchor.hold([step], [run(step, pace)])
     assert once.kernels[1].held == pytest.approx(102 / 114)
     assert took(once) == pytest.approx(100 * 132 / 116 * 114 / 102, rel=1e-3)  # 127 us: the room counted twice
     cap = session.Captured((step,), (), "hand-built")
-    held = session.hold(cap, calibration.Calibration(pace, transforms.CommLaw(), 0.0, 0.0)).step
+    cal = calibration.Calibration(pace, transforms.CommLaw(), 0.0, 0.0)
+    after, check = session.hold(cap, cal)
+    held = after.step
+    assert check == session.validate(after, cal)  # checked from the last round's simulations, as simulated again
     assert held.kernels[1].held == pytest.approx(102 / 114 * took(once) / 114)  # raised once by the excess
     assert 114 - 1 < took(held) <= 114 + anchor.allowance(100.0)  # the capture met
     assert held.kernels[0].held is None  # the collective ran as simulated: nothing held

@@ -35,7 +35,7 @@ def raised(folder: Path) -> list[dict]:
     cal, _ = calibration.load(cap.step.device.name)
     step, gpcs = cap.step, session.gpcs(cap.step)
     (first,), _ = anchor.hold([step], [simulate(step, cal.pace, gpcs)])
-    last = session.hold(dataclasses.replace(cap, steps=(step,)), cal).step
+    last = session.hold(dataclasses.replace(cap, steps=(step,)), cal)[0].step
     ran_once, ran_last = simulate(first, cal.pace, gpcs), simulate(last, cal.pace, gpcs)
     out = []
     for n, (a, b) in enumerate(zip(first.kernels, last.kernels)):

@@ -218,23 +218,28 @@ def validate(cap: Captured, cal: calibration.Calibration, pace: Pace | None = No
     return anchor.validate(cap.steps, [simulate(s, pace or cal.pace, groups) for s in cap.steps])
 
 
-def hold(cap: Captured, cal: calibration.Calibration) -> Captured:
+def hold(cap: Captured, cal: calibration.Calibration) -> tuple[Captured, anchor.Validation]:
     """The capture with each launch the simulated default slows beyond what was measured held to the measured pace
-    (`anchor.hold`, again on the held steps until no floor moves, at most `anchor.HOLD_ROUNDS` times), and a note
-    naming them."""
+    (`anchor.hold`, again on the held steps until no floor moves, at most `anchor.HOLD_ROUNDS` times), a note naming
+    them, and the held default checked against the capture (`validate`, from the last round's simulations where no
+    floor moved: each typical step simulated once less)."""
     steps, names = list(cap.steps), []
     for _ in range(anchor.HOLD_ROUNDS):
-        held, names = anchor.hold(steps, [simulate(s, cal.pace, gpcs(s)) for s in steps])
+        defaults = [simulate(s, cal.pace, gpcs(s)) for s in steps]
+        held, names = anchor.hold(steps, defaults)
         if held == steps:
             break
         steps = held
+    else:  # the last round moved a floor: its steps are not simulated yet
+        defaults = [simulate(s, cal.pace, gpcs(s)) for s in steps]
+    check = anchor.validate(steps, defaults)
     if not names:
-        return cap
+        return cap, check
     shown = ", ".join(short_name(n) for n in names[:anchor.SHOWN]) + (
         f" and {len(names) - anchor.SHOWN} more" if len(names) > anchor.SHOWN else "")
     note = (f"held to the pace the capture shows (the simulated default slowed them more for sharing than they "
             f"slowed): {shown}")
-    return dataclasses.replace(cap, steps=tuple(steps), notes=cap.notes + (note,))
+    return dataclasses.replace(cap, steps=tuple(steps), notes=cap.notes + (note,)), check
 
 
 def pace_open(cap: Captured, cal: calibration.Calibration) -> anchor.Validation:
@@ -360,8 +365,7 @@ def run(cfg: WhatIfConfig, root: Path, processes: Mapping[int, Process] | None =
     cap = capture(root, cfg.comm_regex, cfg.comm_cluster or None, processes=processes)
     assumptions: list[str] = []
     cal, cal_note = calibration.load(cap.step.device.name)
-    cap = hold(cap, cal)
-    check = validate(cap, cal)
+    cap, check = hold(cap, cal)
     steps = list(cap.steps)
     if cfg.busbw or cfg.world:
         world = cfg.capture_world or cap.world
@@ -444,8 +448,7 @@ def gains(root: Path, comm_regex: str | None, names: list[str],
     default does not reproduce it (then no prediction may prune anything)."""
     cap = capture(root, comm_regex, analysis=analysis)
     cal, _ = calibration.load(cap.step.device.name)
-    cap = hold(cap, cal)
-    check = validate(cap, cal)
+    cap, check = hold(cap, cal)
     if why := unfitted(cap.step.device.name, cal) or cap.hidden or cap.refused(check):
         raise Refused(why)
     known = [levers.strategy(n) for n in names if not transforms.no_model(levers.strategy(n))]
