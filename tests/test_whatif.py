@@ -440,8 +440,6 @@ def test_the_command_shows_its_progress_one_simulation_at_a_time(tmp_path, monke
 
 
 def test_the_command_predicts_from_a_doctor_capture_and_labels_other_gpus(tmp_path, capsys):
-    import json
-
     serial_capture(tmp_path / "cap")
     assert main(["whatif", str(tmp_path / "cap"), "--lever", "priority", "--lever", "nccl-cta-policy",
                  "--json", "-"]) == 0
@@ -654,8 +652,6 @@ def test_a_capture_the_profiler_paced_by_the_host_is_refused_unless_held(tmp_pat
 
 
 def test_a_capture_not_reproduced_is_refused_in_one_line_exit_0_and_unvalidated_on_request(tmp_path, capsys):
-    import json
-
     root = serial_capture(tmp_path / "cap", alone=[50, 300, 800])  # simulated 1150 us where 850 were measured
     assert main(["whatif", str(root)]) == 0
     out = capsys.readouterr().out.strip()
@@ -689,7 +685,6 @@ def test_a_capture_whose_graph_hides_its_edges_is_refused(tmp_path, monkeypatch,
     """A CUDA graph replayed on several streams (deps marks its kernels): what they waited for cannot be simulated,
     so the what-if predicts no lever, and the tuner prunes nothing by it."""
     import dataclasses
-    import json
 
     from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
     from ccoverlap.cli import main
@@ -782,8 +777,6 @@ def test_a_step_is_read_in_launch_order_so_one_hardware_queue_holds_a_kernel_beh
 
 def test_a_profiler_that_slowed_the_steps_is_said_and_each_prediction_scaled_to_the_unprofiled_step(tmp_path,
                                                                                                    capsys):
-    import json
-
     from ccoverlap.doctor import record
 
     root = serial_capture(tmp_path / "cap", steps=4)
@@ -950,8 +943,6 @@ def wide_capture(root):
 
 def test_a_lever_that_makes_kernels_share_sms_as_the_capture_never_did_is_a_range_not_a_point(tmp_path, monkeypatch,
                                                                                              capsys):
-    import json
-
     from ccoverlap.whatif import session
 
     monkeypatch.setattr(calibration, "load", lambda gpu: (SHARING, None))
