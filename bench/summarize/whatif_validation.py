@@ -99,12 +99,15 @@ HELD_OUT = {
                "written and run at 65fa245 (no change to the model since 9cb6601), before any result of this set; its "
                "record (whatif-validation-heldout-eighth-2026-12-07-h100-frozen.json), made before any change to the "
                "model, is the held-out one"),
-    "ninth": (("known-answers-heldout-2026-12-07-k-h100-files.tgz",),
-              ("heldout_int8_gemm",),
+    "ninth": (("known-answers-heldout-2026-12-07-k-h100-files.tgz",
+               "known-answers-heldout-2026-12-07-l-h100-files.tgz"),
+              ("heldout_int8_gemm", "heldout_embedding_bag", "heldout_upsample"),
               "written at 7e9bb45, after the model's last change to its numbers but one (nccl-cta-policy's, 0e9476f, "
-              "made on every set's rows), and run at 84142b5 before any result of it; the device time left ran one "
-              "of the three programs; its record, judged at 19f69e9 (no change to the model since the run) "
-              "(whatif-validation-heldout-ninth-2026-12-07-h100-frozen.json) is the held-out one"),
+              "made on every set's rows); heldout_int8_gemm run at 84142b5 and judged at 19f69e9 "
+              "(whatif-validation-heldout-ninth-2026-12-07-h100-frozen.json, its held-out record); "
+              "heldout_embedding_bag and heldout_upsample run (and captured held) at 0ffd261, the model of 9c43024 "
+              "(the hold rounds), before any result of them: the record written at the commit that added them is "
+              "theirs"),
 }
 
 
@@ -113,10 +116,10 @@ HELD_OUT = {
 #: (a program's capture from the first that has it), each with its archive `<name>-files.tgz` and its provenance
 #: (`<name>-provenance.json`, or the summary `<name>.json`)
 HELD_2026_12_06, HELD_2026_12_07 = "hold-doctor-2026-12-06-h100", "hold-doctor-2026-12-07-h100"
-HELD_2026_12_07B = "hold-doctor-2026-12-07b-h100"
+HELD_2026_12_07B, HELD_2026_12_07C = "hold-doctor-2026-12-07b-h100", "hold-doctor-2026-12-07c-h100"
 HELD_CAPTURES = {"second": (HELD_2026_12_07B,), "third": (HELD_2026_12_06,), "fourth": (HELD_2026_12_06,),
                  "fifth": (HELD_2026_12_06, HELD_2026_12_07B), "sixth": (HELD_2026_12_07B,),
-                 "eighth": (HELD_2026_12_07,)}
+                 "eighth": (HELD_2026_12_07,), "ninth": (HELD_2026_12_07C,)}
 HELD_FOLDER = "@hold-on"
 
 
