@@ -29,7 +29,8 @@ from ccoverlap.gpu import provenance  # noqa: E402
 #: the recorded captures: every known-answers run with its folders, and the doctor run again on held-out programs
 CAPTURES = sorted(p.name.removesuffix("-files.tgz") for p in RESULTS.glob("known-answers-*-files.tgz")
                   if "tune" not in p.name) + ["queued-doctor-2026-12-06-h100", "hold-doctor-2026-12-06-h100",
-                                               "hold-doctor-2026-12-07-h100", "hold-doctor-2026-12-07b-h100"]
+                                               "hold-doctor-2026-12-07-h100", "hold-doctor-2026-12-07b-h100",
+                                               "hold-doctor-2026-12-07c-h100"]
 
 
 #: captures recorded apart from the runs that realized their programs' gains (the programs unchanged between); the
@@ -37,7 +38,8 @@ CAPTURES = sorted(p.name.removesuffix("-files.tgz") for p in RESULTS.glob("known
 REALIZED_ELSEWHERE = {"queued-doctor-2026-12-06-h100": "known-answers-heldout-2026-12-06-*-h100.json",
                       "hold-doctor-2026-12-06-h100": "known-answers-heldout-2026-12-06-*-h100.json",
                       "hold-doctor-2026-12-07-h100": "known-answers-heldout-2026-12-07-*-h100.json",
-                      "hold-doctor-2026-12-07b-h100": "known-answers-heldout-2026-12-0[67]-*-h100.json"}
+                      "hold-doctor-2026-12-07b-h100": "known-answers-heldout-2026-12-0[67]-*-h100.json",
+                      "hold-doctor-2026-12-07c-h100": "known-answers-heldout-2026-12-07-*-h100.json"}
 
 
 def _realized(stem: str, program: str) -> tuple[dict | None, str | None]:
