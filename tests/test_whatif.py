@@ -732,6 +732,22 @@ def test_a_many_wave_grid_is_merged_but_its_last_wave_kept_so_it_is_fully_dispat
     assert r.kernels[1].start_us == pytest.approx(1900.0)
 
 
+def test_a_more_urgent_kernel_waiting_for_room_takes_it_at_a_merged_ctas_next_real_end():
+    # the 20-wave grid above, merged 4 real CTAs of 100 us to one of 400 us; a collective of 16 CTAs of 100 KB
+    # released at 150 us finds no room beside its 2 blocks per SM
+    fat = Kernel("fat", F(256, 32, 0, 100 * 1024, 20 * 264), 2000.0, 1)
+    urgent = Kernel("comm", F(256, 32, 0, 100 * 1024, 16), 50.0, 2, comm=True, release_us=150.0)
+    equal = run(Step(H200, (fat, urgent)))
+    assert equal.kernels[1].start_us == pytest.approx(2000.0)  # of equal priority: after the whole grid's dispatch
+    r = run(Step(H200, (fat, urgent), priorities={2: -5}))
+    # more urgent: at the end of the real CTAs running at 150 us (200 us), not of the merged ones (400 us)
+    assert r.kernels[1].start_us == pytest.approx(200.0) and r.kernels[1].end_us == pytest.approx(250.0)
+    # every merged CTA gave back its 2 real CTAs' work (200 us) as one pending; 248 of the 264 found room beside the
+    # collective, the other 16 are shared by the 248 running: 2000 + 16 x 200 / 248 (whole real CTAs would end the
+    # last 16 at 2050 us: the merged grid spreads its work as a fluid)
+    assert r.kernels[0].end_us == pytest.approx(2000.0 + 16 * 200 / 248)
+
+
 def test_a_kernel_its_capture_shows_at_its_alone_pace_beside_others_shares_no_memory_system():
     from ccoverlap.whatif.duration import observed_memory_share
 
@@ -751,6 +767,24 @@ def test_a_kernel_its_capture_shows_at_its_alone_pace_beside_others_shares_no_me
     assert r.kernels[0].end_us == pytest.approx(100.0) and r.kernels[1].end_us == pytest.approx(100 + 100 / 3)
     assert run(Step(H200, (a, dataclasses.replace(b, memory_bound=0.9))), Pace(0.0, 0.5)).step_us == pytest.approx(
         100 + 100 / 3)  # a bound above the calibrated share changes nothing
+
+
+def test_a_kernels_memory_share_shown_beside_a_collective_holds_for_its_launch_that_ran_alone(tmp_path):
+    """The same kernel launched twice, first beside a collective at its time alone (its share at most 3 / 197), then
+    alone: the second launch, which shows nothing, takes the first's bound; a kernel never beside anything none."""
+    import kineto_synth as ks
+    from ccoverlap.util.tracefiles import alone_trace
+    from test_analysis_doctor import alone_window
+
+    kernels = [ks.K("mem", 100, 200, launch_ts=90, grid=132),
+               ks.K(ks.NCCL, 100, 200, launch_ts=95, stream=13, block=512, grid=16, regs=32, driver=True,
+                    args=ks.collective()),
+               ks.K("mem", 400, 200, launch_ts=390, grid=132), ks.K("other", 700, 100, launch_ts=690, grid=132)]
+    path = ks.write(tmp_path / "rank0_trace.json", 0, 1, kernels, [])
+    ks.write(alone_trace(path), 0, 1, alone_window(kernels, None, 20000), [])
+    bound = {(k.name, k.measured_start_us): k.memory_bound for k in session.capture(tmp_path).step.kernels}
+    assert bound[("mem", 0.0)] == pytest.approx(3 / 197) and bound[("mem", 300.0)] == pytest.approx(3 / 197)
+    assert bound[("other", 600.0)] is None
 
 
 def test_a_step_is_read_in_launch_order_so_one_hardware_queue_holds_a_kernel_behind_an_earlier_launched_collective(

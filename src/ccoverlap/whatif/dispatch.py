@@ -5,7 +5,11 @@ event dependencies and, in `serial` steps, the kernel launched before them done;
 their hardware queue fully dispatched, streams taking the `queues` queues in turn), the most urgent stream
 priority first, then a grid whose dispatch has begun, then launch order. A kernel whose next CTA finds no room
 holds every kernel after it: a grid of equal priority waits until the one dispatching is fully dispatched, and a
-pending higher-priority CTA takes the next room that fits it (both measured on the H200: docs/lab.md, NOTES).
+pending higher-priority CTA takes the next room that fits it (both measured on the H200: docs/lab.md, NOTES). A
+merged CTA (`Pace.blocks`) stands for real CTAs run one after another in its slot: where a more urgent kernel waits
+for room, it ends at its next real CTA's end and gives the rest of its work back to its grid, one CTA pending (the
+real slot frees there; the merged one would hold it until all its CTAs' work was done); what finds no room once that
+kernel is placed is shared by the grid's CTAs running.
 CTAs go round-robin over the SMs a kernel may use, most free first and, among equals, the modelled GPCs in turn (a
 partial wave leaves its free SMs spread over the GPCs, so they hold no cluster: measured on heldout_fp32_gemm, H100);
 clusters to SMs of one modelled GPC at once.
@@ -99,6 +103,7 @@ class _Sim:
         self.sms = [residency.SM() for _ in range(self.dev.sm_count)]
         self.on_sm: list[set[int]] = [set() for _ in self.sms]  # CTA ids per SM
         self.ctas: dict[int, list] = {}  # id -> [kernel, sm, remaining work, last update, rate, version]
+        self.returned: list[list[float]] = [[] for _ in ks]  # work given back by split merged CTAs, placed first
         self.heap: list = []
         self.next_id = 0
         self.gpc = residency.gpc_size(self.dev, gpcs)
@@ -165,8 +170,12 @@ class _Sim:
         residency.place(self.dev, self.sms[s], i, self.fps[i], self.hints[i])
         cid = self.next_id
         self.next_id += 1
-        self.ctas[cid] = [i, s, self._work(i), t, 0.0, 0]
-        self.placed[i] += 1
+        if self.returned[i]:
+            work = self.returned[i].pop(0)
+        else:
+            work = self._work(i)
+            self.placed[i] += 1
+        self.ctas[cid] = [i, s, work, t, 0.0, 0]
         self.on_sm[s].add(cid)
         self.pending[i] -= 1
         if self.running[i] == 0:
@@ -313,8 +322,55 @@ class _Sim:
                 self._pool(i)
             elif not done and first:
                 self._spread(i)
+            elif not done and self.returned[i]:
+                done = self._share_returned(i, t)
             if not done:
+                self._split_for(i, t)
                 return  # head of line: nothing after it dispatches
+
+    def _split_for(self, i: int, t: float) -> None:
+        """Kernel i waits for room: each running merged CTA of a less urgent kernel on the SMs i may use ends at its
+        next real CTA's end (a real CTA's work: its plan's last group's), the whole real CTAs after it pending again
+        as one CTA. A clustered grid's merged CTAs are left whole (its CTAs go to the SMs a cluster at a time)."""
+        allowed = self._allowed(i)
+        for cid, c in self.ctas.items():
+            j = c[0]
+            if (self.priority[j] <= self.priority[i] or self.pooled[j] or self.fps[j].cluster > 1
+                    or c[1] not in allowed):
+                continue
+            unit = self.plan[j][-1][1]
+            left = c[2] - (t - c[3]) * c[4]
+            if left <= unit + EPS:
+                continue
+            piece = left - unit * int((left - EPS) // unit)  # to the next real end (a whole CTA if exactly on one)
+            self.returned[j].append(left - piece)
+            self.pending[j] += 1
+            self.left[j] += 1
+            self.n_left += 1
+            self.dispatched[j] = False
+            c[2], c[3] = piece, t
+            self._touched.add(c[1])  # re-paced, its end pushed again (`_settle`)
+
+    def _share_returned(self, i: int, t: float) -> bool:
+        """Work split merged CTAs gave back that finds no room once the more urgent kernel is placed goes to the
+        grid's CTAs running, shared evenly: the real grid's next CTAs take whichever of its slots frees next (as one
+        CTA pending it would wait for a whole slot, a tail the real grid does not have). True when nothing of the grid
+        is left pending."""
+        running = [c for c in self.ctas.values() if c[0] == i]
+        if not running:
+            return False
+        work = sum(self.returned[i]) / len(running)
+        for c in running:
+            c[2] += work - (t - c[3]) * c[4]
+            c[3] = t
+            self._touched.add(c[1])
+        n = len(self.returned[i])
+        self.returned[i] = []
+        self.pending[i] -= n
+        self.left[i] -= n
+        self.n_left -= n
+        self.dispatched[i] = not self.pending[i]
+        return self.dispatched[i]
 
     # --- pace ------------------------------------------------------------------------------------
     def _rate(self, cid: int) -> float:
