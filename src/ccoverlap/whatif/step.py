@@ -142,7 +142,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
     crowded = together([(trace.kernels[i].ts, trace.kernels[i].end) for i in keep
                         if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint])
-    kernels, apart = [], []
+    kernels, unslowed = [], []
     for i in keep:
         k = trace.kernels[i]
         comm = k.kind is KernelClass.COMMUNICATION
@@ -151,7 +151,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
         beside = intervals.intersection([(k.ts, k.end)], crowded[max(bisect_left(crowded, (k.ts,)) - 1, 0):])
         alone_us = measured[i] if i in measured else alone[key(k)]
-        apart.append(k.dur <= alone_us + allowance(alone_us))
+        unslowed.append(k.dur <= alone_us + allowance(alone_us))
         kernels.append(Kernel(k.name, fp, alone_us, k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
                               measured_end_us=k.end - t0,
@@ -159,13 +159,13 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
                               launch_us=g.release[i] - t0 if g.launched[i] and k.correlation not in
                               trace.graph_calls else None))
     # what the capture shows of a kernel's memory share beside others holds for its launches that show none (beside
-    # nothing, or too briefly to tell) and did not slow: the same code. The largest bound its launches of that name show
+    # nothing, or too briefly to tell) and did not slow, the same code: the largest bound its launches of that name show
     shown: dict[str, float] = {}
     for k in kernels:
         if k.memory_bound is not None:
             shown[k.name] = max(shown.get(k.name, 0.0), k.memory_bound)
-    kernels = [dataclasses.replace(k, memory_bound=shown[k.name]) if alone and k.name in shown and k.footprint else k
-               for k, alone in zip(kernels, apart)]
+    kernels = [dataclasses.replace(k, memory_bound=shown[k.name]) if steady and k.name in shown and k.footprint else k
+               for k, steady in zip(kernels, unslowed)]
     hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
                   None)
     before = [k.end - t0 for k in trace.kernels if k.kind is KernelClass.COMMUNICATION and k.ts < t0]
