@@ -124,4 +124,8 @@ CASES = {
     "heldout_int8_gemm": _held_out("per-row int8 quantization and three int8 GEMMs (torch._int_mm) beside a 16 x "
                                    "544-thread, 96 KB collective; written 2026-12-07 before any result of it, what it "
                                    "realizes is measured"),
+    "heldout_layernorm_gelu": _held_out("a transformer MLP sublayer in bf16 (LayerNorm, a 4x projection, tanh GELU, "
+                                        "the projection back, the residual), forward and backward, beside a 24 x "
+                                        "512-thread collective without shared memory; written 2026-12-08 before any "
+                                        "result of it, what it realizes is measured"),
 }
