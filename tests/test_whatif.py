@@ -684,11 +684,8 @@ def test_the_tuner_prunes_nothing_on_a_refused_capture_and_says_so(tmp_path, cap
 def test_a_capture_whose_graph_hides_its_edges_is_refused(tmp_path, monkeypatch, capsys):
     """A CUDA graph replayed on several streams (deps marks its kernels): what they waited for cannot be simulated,
     so the what-if predicts no lever, and the tuner prunes nothing by it."""
-    import dataclasses
-
     from ccoverlap.analysis.deps import GRAPH_EDGES_UNKNOWN
-    from ccoverlap.cli import main
-    from ccoverlap.whatif import session, step
+    from ccoverlap.whatif import step
 
     root = serial_capture(tmp_path / "cap", steps=4)
     assert main(["whatif", str(root), "--json", "-"]) == 0 and json.loads(capsys.readouterr().out)["refused"] is None

@@ -126,6 +126,7 @@ class _Sim:
         self.prev_queue = [max((j for j in range(i) if self.queue[j] == self.queue[i]), default=-1)
                            for i in range(len(ks))]
         self.priority = [step.priorities.get(k.stream, 0) for k in ks]
+        self.least_urgent = max(self.priority, default=0)
         self.rank = sorted(range(len(ks)), key=lambda i: (self.priority[i], i))
         self.active = 0  # kernels with CTAs resident
 
@@ -332,6 +333,8 @@ class _Sim:
         """Kernel i waits for room: each running merged CTA of a less urgent kernel on the SMs i may use ends at its
         next real CTA's end (a real CTA's work: its plan's last group's), the whole real CTAs after it pending again
         as one CTA. A clustered grid's merged CTAs are left whole (its CTAs go to the SMs a cluster at a time)."""
+        if self.priority[i] >= self.least_urgent:  # nothing less urgent: called at every wait, it stops here
+            return
         allowed = self._allowed(i)
         for cid, c in self.ctas.items():
             j = c[0]

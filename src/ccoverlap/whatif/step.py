@@ -142,7 +142,7 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     t0 = min((trace.kernels[i].ts for i in keep), default=0.0)
     crowded = together([(trace.kernels[i].ts, trace.kernels[i].end) for i in keep
                         if trace.kernels[i].kind is not KernelClass.MEMORY and trace.kernels[i].footprint])
-    kernels, unslowed = [], []
+    kernels = []
     for i in keep:
         k = trace.kernels[i]
         comm = k.kind is KernelClass.COMMUNICATION
@@ -151,7 +151,6 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
         deps = tuple(where[j] for j in waits_through(i, g.events, g.prev, where.keys(), set(idx)))
         beside = intervals.intersection([(k.ts, k.end)], crowded[max(bisect_left(crowded, (k.ts,)) - 1, 0):])
         alone_us = measured[i] if i in measured else alone[key(k)]
-        unslowed.append(k.dur <= alone_us + allowance(alone_us))
         kernels.append(Kernel(k.name, fp, alone_us, k.stream, comm, deps,
                               max(0.0, min(g.release[i], k.ts) - t0), measured_start_us=k.ts - t0,
                               measured_end_us=k.end - t0,
@@ -164,8 +163,9 @@ def from_trace(trace, device: DeviceLimits, *, comm_cluster: int = 1, alone: dic
     for k in kernels:
         if k.memory_bound is not None:
             shown[k.name] = max(shown.get(k.name, 0.0), k.memory_bound)
-    kernels = [dataclasses.replace(k, memory_bound=shown[k.name]) if steady and k.name in shown and k.footprint else k
-               for k, steady in zip(kernels, unslowed)]
+    kernels = [dataclasses.replace(k, memory_bound=shown[k.name])
+               if k.name in shown and k.footprint and k.measured_end_us - k.measured_start_us <= k.alone_us
+               + allowance(k.alone_us) else k for k in kernels]
     hidden = next((text for i in idx for why in g.unresolved.get(i, ()) if GRAPH_EDGES_UNKNOWN in (text := str(why))),
                   None)
     before = [k.end - t0 for k in trace.kernels if k.kind is KernelClass.COMMUNICATION and k.ts < t0]
